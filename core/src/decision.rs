@@ -1,0 +1,361 @@
+//! Turning what a store observed into a [`Decision`]: the one place where
+//! admission, `retry_after`, `remaining`, `reset_after`, the binding rule and the
+//! HTTP headers are worked out, for every store and every binding.
+
+use crate::rule::{Rule, RuleSet};
+
+/// What a store saw for one rule of one check, before the check was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuleObservation {
+    /// Units in the window `(now - W, now]`, not counting this check.
+    pub count: u64,
+    /// Timestamp (ms) of the oldest unit in that window, if any.
+    pub oldest_ms: Option<u64>,
+    /// When this rule alone was violated: the time (ms) at which enough units
+    /// will have left the window for the check to fit. `None` otherwise.
+    pub free_at_ms: Option<u64>,
+}
+
+/// What a store saw for one check: the time it used, whether it admitted the
+/// check (and logged it), and one observation per rule in window order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// The time of the check (ms since the epoch), as the store used it.
+    pub now_ms: u64,
+    /// Whether the check was admitted and logged.
+    pub allowed: bool,
+    /// One entry per rule, shortest window first.
+    pub rules: Vec<RuleObservation>,
+}
+
+/// Whether a check of `cost` fits every rule, given the units each window holds.
+pub fn admits(rules: &RuleSet, counts: impl IntoIterator<Item = u64>, cost: u64) -> bool {
+    rules
+        .rules()
+        .iter()
+        .zip(counts)
+        .all(|(rule, count)| count.saturating_add(cost) <= rule.limit)
+}
+
+/// How many of the oldest units in a rule's window must leave before a check
+/// of `cost` fits; `None` when it already fits.
+pub fn units_to_expire(rule: &Rule, count: u64, cost: u64) -> Option<u64> {
+    let needed = count.saturating_add(cost);
+    (needed > rule.limit && cost <= rule.limit).then(|| needed - rule.limit)
+}
+
+/// The state of one rule after a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleState {
+    /// The rule's limit.
+    pub limit: u64,
+    /// The rule's window in ms.
+    pub window_ms: u64,
+    /// Units still available in the window after this check (never below 0).
+    pub remaining: u64,
+    /// Time until the oldest unit in the window leaves it (0 if the window is empty).
+    pub reset_after_ms: u64,
+}
+
+impl RuleState {
+    /// Units in use in the window: `limit - remaining`.
+    pub fn used(&self) -> u64 {
+        self.limit - self.remaining
+    }
+
+    /// The short name of the window (`1s`, `5m`, `1d`).
+    pub fn window_name(&self) -> String {
+        crate::rule::window_name(self.window_ms)
+    }
+}
+
+/// The answer to a check or a peek.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the check was admitted.
+    pub allowed: bool,
+    /// 0 when admitted; the least wait after which the same check would be
+    /// admitted; `None` when the cost exceeds a limit and can never pass.
+    pub retry_after_ms: Option<u64>,
+    /// The time of the decision, ms since the epoch.
+    pub now_ms: u64,
+    /// One state per rule, shortest window first.
+    pub rules: Vec<RuleState>,
+    /// Index into `rules` of the binding rule (least remaining; ties: shortest window).
+    pub binding: usize,
+    /// True when the store failed and this decision is the `on_error` fallback.
+    pub degraded: bool,
+}
+
+impl Decision {
+    /// Builds the decision of a check (`logged = true` when it would add its
+    /// cost on admission) or of a peek (`logged = false`) from an observation.
+    pub fn from_observation(
+        rules: &RuleSet,
+        cost: u64,
+        obs: &Observation,
+        logged: bool,
+    ) -> Decision {
+        let now = obs.now_ms;
+        let added = if obs.allowed && logged { cost } else { 0 };
+        let states: Vec<RuleState> = rules
+            .rules()
+            .iter()
+            .zip(&obs.rules)
+            .map(|(rule, seen)| {
+                let used = seen.count.saturating_add(added);
+                let reset_after_ms = match seen.oldest_ms {
+                    Some(oldest) if seen.count > 0 => (oldest + rule.window_ms).saturating_sub(now),
+                    _ if added > 0 => rule.window_ms,
+                    _ => 0,
+                };
+                RuleState {
+                    limit: rule.limit,
+                    window_ms: rule.window_ms,
+                    remaining: rule.limit.saturating_sub(used),
+                    reset_after_ms,
+                }
+            })
+            .collect();
+        let retry_after_ms = if obs.allowed {
+            Some(0)
+        } else if rules.rules().iter().any(|r| cost > r.limit) {
+            None
+        } else {
+            Some(
+                obs.rules
+                    .iter()
+                    .filter_map(|seen| seen.free_at_ms)
+                    .map(|at| at.saturating_sub(now))
+                    .max()
+                    .unwrap_or(0),
+            )
+        };
+        Decision {
+            allowed: obs.allowed,
+            retry_after_ms,
+            now_ms: now,
+            binding: binding_index(&states),
+            rules: states,
+            degraded: false,
+        }
+    }
+
+    /// The fallback decision when the store cannot answer: every rule shows
+    /// its full limit, and the check is allowed or denied as `on_error` says.
+    pub fn fallback(rules: &RuleSet, now_ms: u64, allowed: bool) -> Decision {
+        let states: Vec<RuleState> = rules
+            .rules()
+            .iter()
+            .map(|rule| RuleState {
+                limit: rule.limit,
+                window_ms: rule.window_ms,
+                remaining: if allowed { rule.limit } else { 0 },
+                reset_after_ms: 0,
+            })
+            .collect();
+        Decision {
+            allowed,
+            retry_after_ms: if allowed { Some(0) } else { Some(1_000) },
+            now_ms,
+            binding: 0,
+            rules: states,
+            degraded: true,
+        }
+    }
+
+    /// The binding rule's state.
+    pub fn binding_state(&self) -> &RuleState {
+        &self.rules[self.binding]
+    }
+
+    /// The response headers for this decision: `X-RateLimit-*` for the binding
+    /// rule, the IETF draft `RateLimit-Policy` (all rules) and `RateLimit`
+    /// (binding rule), and `Retry-After` (whole seconds, rounded up) when denied.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let bind = self.binding_state();
+        let reset_at = ceil_seconds(self.now_ms + bind.reset_after_ms);
+        let policy: Vec<String> = self
+            .rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "\"{}\";q={};w={}",
+                    r.window_name(),
+                    r.limit,
+                    ceil_seconds(r.window_ms).max(1)
+                )
+            })
+            .collect();
+        let mut headers = vec![
+            ("X-RateLimit-Limit", bind.limit.to_string()),
+            ("X-RateLimit-Remaining", bind.remaining.to_string()),
+            ("X-RateLimit-Used", bind.used().to_string()),
+            ("X-RateLimit-Reset", reset_at.to_string()),
+            ("RateLimit-Policy", policy.join(", ")),
+            (
+                "RateLimit",
+                format!(
+                    "\"{}\";r={};t={}",
+                    bind.window_name(),
+                    bind.remaining,
+                    ceil_seconds(bind.reset_after_ms)
+                ),
+            ),
+        ];
+        if let (false, Some(wait)) = (self.allowed, self.retry_after_ms) {
+            headers.push(("Retry-After", ceil_seconds(wait).to_string()));
+        }
+        headers
+    }
+}
+
+/// Milliseconds to whole seconds, rounded up.
+pub fn ceil_seconds(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+fn binding_index(states: &[RuleState]) -> usize {
+    let mut best = 0;
+    for (i, state) in states.iter().enumerate() {
+        if state.remaining < states[best].remaining {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(text: &str) -> RuleSet {
+        RuleSet::parse(text).unwrap()
+    }
+
+    #[test]
+    fn admission_needs_every_rule() {
+        let rules = set("2/s; 3/m");
+        assert!(admits(&rules, [1, 2], 1));
+        assert!(!admits(&rules, [1, 3], 1));
+        assert!(!admits(&rules, [0, 0], 3));
+        assert!(!admits(&rules, [u64::MAX, 0], 1));
+    }
+
+    #[test]
+    fn units_to_expire_counts_the_overflow() {
+        let rule = Rule::new(5, 1000).unwrap();
+        assert_eq!(units_to_expire(&rule, 4, 1), None);
+        assert_eq!(units_to_expire(&rule, 5, 1), Some(1));
+        assert_eq!(units_to_expire(&rule, 5, 3), Some(3));
+        assert_eq!(
+            units_to_expire(&rule, 0, 6),
+            None,
+            "a cost above the limit never fits"
+        );
+    }
+
+    #[test]
+    fn admitted_decision_arithmetic() {
+        let rules = set("1/s; 20/m");
+        let obs = Observation {
+            now_ms: 10_000,
+            allowed: true,
+            rules: vec![
+                RuleObservation::default(),
+                RuleObservation {
+                    count: 5,
+                    oldest_ms: Some(1_000),
+                    free_at_ms: None,
+                },
+            ],
+        };
+        let d = Decision::from_observation(&rules, 1, &obs, true);
+        assert!(d.allowed);
+        assert_eq!(d.retry_after_ms, Some(0));
+        assert_eq!(d.rules[0].remaining, 0);
+        assert_eq!(d.rules[0].reset_after_ms, 1000);
+        assert_eq!(d.rules[1].remaining, 14);
+        assert_eq!(d.rules[1].reset_after_ms, 51_000);
+        assert_eq!(d.binding, 0);
+    }
+
+    #[test]
+    fn denied_decision_takes_the_longest_wait() {
+        let rules = set("2/s; 3/m");
+        let obs = Observation {
+            now_ms: 10_000,
+            allowed: false,
+            rules: vec![
+                RuleObservation {
+                    count: 2,
+                    oldest_ms: Some(9_500),
+                    free_at_ms: Some(10_500),
+                },
+                RuleObservation {
+                    count: 3,
+                    oldest_ms: Some(1_000),
+                    free_at_ms: Some(61_000),
+                },
+            ],
+        };
+        let d = Decision::from_observation(&rules, 1, &obs, true);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, Some(51_000));
+        assert_eq!(d.rules[0].remaining, 0);
+        assert_eq!(d.binding, 0, "ties go to the shortest window");
+    }
+
+    #[test]
+    fn cost_above_a_limit_never_passes() {
+        let rules = set("2/s; 30/m");
+        let obs = Observation {
+            now_ms: 1,
+            allowed: false,
+            rules: vec![RuleObservation::default(); 2],
+        };
+        let d = Decision::from_observation(&rules, 3, &obs, true);
+        assert_eq!(d.retry_after_ms, None);
+        assert_eq!(d.rules[0].remaining, 2);
+        assert!(!d.headers().iter().any(|(name, _)| *name == "Retry-After"));
+    }
+
+    #[test]
+    fn headers_follow_the_binding_rule() {
+        let rules = set("1/s; 20/m");
+        let obs = Observation {
+            now_ms: 1_700_000_000_000,
+            allowed: false,
+            rules: vec![
+                RuleObservation {
+                    count: 1,
+                    oldest_ms: Some(1_699_999_999_500),
+                    free_at_ms: Some(1_700_000_000_500),
+                },
+                RuleObservation {
+                    count: 17,
+                    oldest_ms: Some(1_699_999_952_000),
+                    free_at_ms: None,
+                },
+            ],
+        };
+        let d = Decision::from_observation(&rules, 1, &obs, true);
+        let h: std::collections::HashMap<_, _> = d.headers().into_iter().collect();
+        assert_eq!(h["X-RateLimit-Limit"], "1");
+        assert_eq!(h["X-RateLimit-Remaining"], "0");
+        assert_eq!(h["X-RateLimit-Used"], "1");
+        assert_eq!(h["X-RateLimit-Reset"], "1700000001");
+        assert_eq!(h["RateLimit-Policy"], "\"1s\";q=1;w=1, \"1m\";q=20;w=60");
+        assert_eq!(h["RateLimit"], "\"1s\";r=0;t=1");
+        assert_eq!(h["Retry-After"], "1");
+    }
+
+    #[test]
+    fn fallback_is_marked_degraded() {
+        let rules = set("5/s");
+        let open = Decision::fallback(&rules, 5, true);
+        assert!(open.allowed && open.degraded && open.rules[0].remaining == 5);
+        let closed = Decision::fallback(&rules, 5, false);
+        assert!(!closed.allowed && closed.degraded && closed.retry_after_ms == Some(1000));
+    }
+}

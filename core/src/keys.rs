@@ -1,0 +1,76 @@
+//! Turning a caller's key into the part of a store key that names it.
+//!
+//! A caller's key is any bytes. Keys of 1 to 128 bytes with no `{` or `}` and
+//! not starting with `#` are used as they are; any other key (empty, long,
+//! holding braces) becomes `#` and its SHA-1 in hex, so no caller can choose a
+//! Redis Cluster slot or bloat the store. Every binding builds the same tag, so
+//! a quota is shared across languages.
+
+/// Longest caller key kept verbatim.
+pub const MAX_VERBATIM_KEY: usize = 128;
+
+/// The tag that names a caller's key inside store keys.
+pub fn key_tag(key: &[u8]) -> Vec<u8> {
+    let verbatim = !key.is_empty()
+        && key.len() <= MAX_VERBATIM_KEY
+        && key[0] != b'#'
+        && !key.iter().any(|&b| b == b'{' || b == b'}');
+    if verbatim {
+        return key.to_vec();
+    }
+    let mut tag = Vec::with_capacity(41);
+    tag.push(b'#');
+    tag.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
+    tag
+}
+
+/// The Redis key of a caller key's log: `<prefix>:{<tag>}:l`. Everything one
+/// check touches carries the same `{<tag>}`, so it lives in one Cluster slot.
+pub fn log_key(prefix: &str, tag: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + tag.len() + 5);
+    out.extend_from_slice(prefix.as_bytes());
+    out.extend_from_slice(b":{");
+    out.extend_from_slice(tag);
+    out.extend_from_slice(b"}:l");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_keys_stay_readable() {
+        assert_eq!(key_tag(b"user:42"), b"user:42".to_vec());
+        assert_eq!(log_key("rk", b"user:42"), b"rk:{user:42}:l".to_vec());
+        assert_eq!(key_tag(&[b'a'; 128]).len(), 128);
+    }
+
+    #[test]
+    fn hostile_keys_are_hashed() {
+        for key in [
+            &b""[..],
+            b"{x}",
+            b"a}b",
+            b"#abc",
+            &[b'a'; 129],
+            &[0xff, 0xfe, b'{'],
+        ] {
+            let tag = key_tag(key);
+            assert_eq!(tag.len(), 41, "{key:?}");
+            assert_eq!(tag[0], b'#');
+            assert!(!tag.contains(&b'{') && !tag.contains(&b'}'));
+        }
+        assert_ne!(key_tag(b"{x}"), key_tag(b"{y}"));
+        assert_eq!(
+            key_tag(b""),
+            b"#da39a3ee5e6b4b0d3255bfef95601890afd80709".to_vec(),
+            "the SHA-1 of nothing, as every language computes it"
+        );
+    }
+
+    #[test]
+    fn binary_keys_are_kept_as_bytes() {
+        assert_eq!(key_tag(b"a\0b\n\xff"), b"a\0b\n\xff".to_vec());
+    }
+}

@@ -1,0 +1,369 @@
+//! Rules (`limit / window`) and rule sets, with the text grammar.
+//!
+//! A rule is written `LIMIT/WINDOW` or `LIMIT per WINDOW`, where `WINDOW` is an
+//! optional count and a unit: `20/minute`, `20 per minute`, `5/5min`,
+//! `100/30s`, `2/500ms`, `800/day`. Units: `ms`; `s`, `sec`, `second(s)`;
+//! `m`, `min`, `minute(s)`; `h`, `hour(s)`; `d`, `day(s)` (any case). A rule set
+//! joins rules with `;` or `,`.
+
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// Largest limit a rule may have: the Redis log of 10,000,000 units is 60 MB.
+pub const MAX_LIMIT: u64 = 10_000_000;
+/// Longest window a rule may have: 366 days, in milliseconds.
+pub const MAX_WINDOW_MS: u64 = 366 * DAY_MS;
+/// Most rules one set may hold.
+pub const MAX_RULES: usize = 64;
+
+const SECOND_MS: u64 = 1_000;
+const MINUTE_MS: u64 = 60 * SECOND_MS;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// One rule: at most `limit` units in any window of `window_ms` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// Units admitted per window, at least 1.
+    pub limit: u64,
+    /// The window, in milliseconds (1 ms to 366 days).
+    pub window_ms: u64,
+}
+
+impl Rule {
+    /// A validated rule from a limit and a window in milliseconds.
+    pub fn new(limit: u64, window_ms: u64) -> Result<Rule> {
+        let shown = format!("{limit}/{}", window_name(window_ms));
+        check_limit(limit, &shown)?;
+        check_window(window_ms, &shown)?;
+        Ok(Rule { limit, window_ms })
+    }
+
+    /// A validated rule from a limit and a window in (possibly fractional) seconds.
+    pub fn from_seconds(limit: i128, window_seconds: f64) -> Result<Rule> {
+        let shown = format!("({limit}, {window_seconds})");
+        if limit < 1 {
+            return Err(Error::config(format!(
+                "invalid rule {shown}: the limit must be a whole number of at least 1"
+            )));
+        }
+        if !window_seconds.is_finite() || window_seconds <= 0.0 {
+            return Err(Error::config(format!(
+                "invalid rule {shown}: the window must be a positive number of seconds"
+            )));
+        }
+        let ms = (window_seconds * 1000.0).round();
+        if ms < 1.0 || ms > MAX_WINDOW_MS as f64 {
+            return Err(Error::config(format!(
+                "invalid rule {shown}: the window must be between 1 ms and 366 days"
+            )));
+        }
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        check_limit(limit, &shown)?;
+        Ok(Rule {
+            limit,
+            window_ms: ms as u64,
+        })
+    }
+
+    /// The short name of this rule's window used in headers: `1s`, `5m`, `1d`, `500ms`.
+    pub fn window_name(&self) -> String {
+        window_name(self.window_ms)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.limit, window_name(self.window_ms))
+    }
+}
+
+/// The compact name of a window: the largest unit that divides it.
+pub fn window_name(ms: u64) -> String {
+    for (unit, size) in [
+        ("d", DAY_MS),
+        ("h", HOUR_MS),
+        ("m", MINUTE_MS),
+        ("s", SECOND_MS),
+    ] {
+        if ms >= size && ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+fn check_limit(limit: u64, shown: &str) -> Result<()> {
+    if limit == 0 {
+        return Err(Error::config(format!(
+            "invalid rule '{shown}': the limit must be at least 1"
+        )));
+    }
+    if limit > MAX_LIMIT {
+        return Err(Error::config(format!(
+            "invalid rule '{shown}': the limit may be at most {MAX_LIMIT}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_window(window_ms: u64, shown: &str) -> Result<()> {
+    if window_ms == 0 || window_ms > MAX_WINDOW_MS {
+        return Err(Error::config(format!(
+            "invalid rule '{shown}': the window must be between 1 ms and 366 days"
+        )));
+    }
+    Ok(())
+}
+
+/// Several rules checked as one unit, kept sorted by window (shortest first).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+}
+
+impl RuleSet {
+    /// A rule set from rules in any order; rejects an empty set and two rules with one window.
+    pub fn new(mut rules: Vec<Rule>) -> Result<RuleSet> {
+        if rules.is_empty() {
+            return Err(Error::config(
+                "the rule set is empty: give at least one rule such as '10/minute'",
+            ));
+        }
+        if rules.len() > MAX_RULES {
+            return Err(Error::config(format!(
+                "the rule set has {} rules; at most {MAX_RULES} are allowed",
+                rules.len()
+            )));
+        }
+        rules.sort_by_key(|r| r.window_ms);
+        for pair in rules.windows(2) {
+            if pair[0].window_ms == pair[1].window_ms {
+                return Err(Error::config(format!(
+                    "rules '{}' and '{}' have the same window; give each window once",
+                    pair[0], pair[1]
+                )));
+            }
+        }
+        Ok(RuleSet { rules })
+    }
+
+    /// Parses a rule set such as `"1/second; 20/minute, 800/day"`.
+    pub fn parse(text: &str) -> Result<RuleSet> {
+        let parts: Vec<&str> = text
+            .split([';', ','])
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        if parts.is_empty() {
+            return Err(Error::config(format!(
+                "the rule set '{text}' is empty: give at least one rule such as '10/minute'"
+            )));
+        }
+        let rules = parts
+            .into_iter()
+            .map(parse_rule)
+            .collect::<Result<Vec<_>>>()?;
+        RuleSet::new(rules)
+    }
+
+    /// The rules, shortest window first.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The longest window of the set, in milliseconds.
+    pub fn longest_window_ms(&self) -> u64 {
+        self.rules.last().map_or(0, |r| r.window_ms)
+    }
+
+    /// The largest limit of the set: how many units a log must keep.
+    pub fn max_limit(&self) -> u64 {
+        self.rules.iter().map(|r| r.limit).max().unwrap_or(0)
+    }
+}
+
+impl fmt::Display for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let texts: Vec<String> = self.rules.iter().map(Rule::to_string).collect();
+        f.write_str(&texts.join("; "))
+    }
+}
+
+/// Parses one rule such as `20/minute`, `20 per minute`, `5/5min`.
+pub fn parse_rule(text: &str) -> Result<Rule> {
+    let bad = |why: &str| Error::config(format!("invalid rule '{text}': {why}"));
+    let trimmed = text.trim();
+    let (limit_text, window_text) = if let Some((l, w)) = trimmed.split_once('/') {
+        (l, w)
+    } else if let Some((l, w)) = split_per(trimmed) {
+        (l, w)
+    } else {
+        return Err(bad(
+            "expected LIMIT/WINDOW, such as '20/minute' or '20 per minute'",
+        ));
+    };
+    let limit = parse_count(limit_text.trim()).map_err(|why| bad(&format!("the limit {why}")))?;
+    let window_ms = parse_window(window_text.trim()).map_err(|why| bad(&why))?;
+    let limit = u64::try_from(limit).map_err(|_| bad("the limit must be at least 1"))?;
+    if limit == 0 {
+        return Err(bad("the limit must be at least 1"));
+    }
+    if limit > MAX_LIMIT {
+        return Err(bad(&format!("the limit may be at most {MAX_LIMIT}")));
+    }
+    Ok(Rule { limit, window_ms })
+}
+
+fn split_per(text: &str) -> Option<(&str, &str)> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find(" per ")?;
+    Some((&text[..at], &text[at + 5..]))
+}
+
+/// A whole number (optionally signed, so `-1` gets a precise message).
+fn parse_count(text: &str) -> std::result::Result<i128, String> {
+    if text.is_empty() {
+        return Err("is missing".into());
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("'{text}' is not a whole number"));
+    }
+    if digits.len() > 30 {
+        return Err(format!("'{text}' is too large"));
+    }
+    let value: i128 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a whole number"))?;
+    if value < 1 {
+        return Err(format!("'{text}' must be at least 1"));
+    }
+    Ok(value)
+}
+
+fn parse_window(text: &str) -> std::result::Result<u64, String> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+'))
+        .unwrap_or(text.len());
+    let (count_text, unit_text) = text.split_at(split);
+    let count = if count_text.trim().is_empty() {
+        1
+    } else {
+        parse_count(count_text.trim()).map_err(|why| format!("the window count {why}"))?
+    };
+    let unit = unit_text.trim().to_ascii_lowercase();
+    let size = match unit.as_str() {
+        "ms" | "msec" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => SECOND_MS,
+        "m" | "min" | "mins" | "minute" | "minutes" => MINUTE_MS,
+        "h" | "hr" | "hour" | "hours" => HOUR_MS,
+        "d" | "day" | "days" => DAY_MS,
+        "" => return Err("the window has no unit (use ms, s, m, h or d)".into()),
+        other => {
+            return Err(format!(
+                "unknown time unit '{other}' (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    let ms = count.checked_mul(size as i128).unwrap_or(i128::MAX);
+    if ms > MAX_WINDOW_MS as i128 {
+        return Err("the window is longer than 366 days".into());
+    }
+    Ok(ms as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(text: &str) -> Vec<(u64, u64)> {
+        RuleSet::parse(text)
+            .unwrap()
+            .rules()
+            .iter()
+            .map(|r| (r.limit, r.window_ms))
+            .collect()
+    }
+
+    fn err(text: &str) -> String {
+        RuleSet::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_every_spelling() {
+        assert_eq!(pairs("20/minute"), vec![(20, 60_000)]);
+        assert_eq!(pairs("20 per minute"), vec![(20, 60_000)]);
+        assert_eq!(pairs("20 PER Minutes"), vec![(20, 60_000)]);
+        assert_eq!(pairs("5/5min"), vec![(5, 300_000)]);
+        assert_eq!(pairs("100/30s"), vec![(100, 30_000)]);
+        assert_eq!(pairs("800/day"), vec![(800, 86_400_000)]);
+        assert_eq!(pairs("2/500ms"), vec![(2, 500)]);
+        assert_eq!(pairs("3 / 2 h"), vec![(3, 7_200_000)]);
+        assert_eq!(pairs("1/sec"), vec![(1, 1000)]);
+        assert_eq!(pairs("7/366d"), vec![(7, MAX_WINDOW_MS)]);
+    }
+
+    #[test]
+    fn sorts_sets_by_window() {
+        assert_eq!(
+            pairs("800/day; 1/second, 200/hour;20/minute;"),
+            vec![(1, 1000), (20, 60_000), (200, 3_600_000), (800, 86_400_000)]
+        );
+    }
+
+    #[test]
+    fn rejects_bad_rules_naming_the_text() {
+        for (text, needle) in [
+            ("0/minute", "0/minute"),
+            ("5/fortnight", "fortnight"),
+            ("-1/h", "-1/h"),
+            ("99999999999999999999/s", "99999999999999999999/s"),
+            ("10/367d", "366 days"),
+            ("10/0s", "10/0s"),
+            ("abc", "abc"),
+            ("10/", "no unit"),
+            ("/s", "missing"),
+            ("1.5/s", "1.5/s"),
+            ("20000000/s", "at most"),
+        ] {
+            let message = err(text);
+            assert!(message.contains(needle), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_sets() {
+        assert!(err("").contains("empty"));
+        assert!(err(" ; , ").contains("empty"));
+        assert!(err("10/s;20/s").contains("same window"));
+        assert!(err("10/60s; 5/minute").contains("same window"));
+    }
+
+    #[test]
+    fn rules_from_seconds() {
+        assert_eq!(
+            Rule::from_seconds(5, 0.5).unwrap(),
+            Rule {
+                limit: 5,
+                window_ms: 500
+            }
+        );
+        assert!(Rule::from_seconds(0, 1.0).is_err());
+        assert!(Rule::from_seconds(5, 0.0).is_err());
+        assert!(Rule::from_seconds(5, f64::NAN).is_err());
+        assert!(Rule::from_seconds(5, 400.0 * 86400.0).is_err());
+        assert!(Rule::from_seconds(i128::MAX, 1.0).is_err());
+    }
+
+    #[test]
+    fn names_windows() {
+        assert_eq!(window_name(1000), "1s");
+        assert_eq!(window_name(60_000), "1m");
+        assert_eq!(window_name(300_000), "5m");
+        assert_eq!(window_name(90_000), "90s");
+        assert_eq!(window_name(86_400_000), "1d");
+        assert_eq!(window_name(1500), "1500ms");
+        assert_eq!(Rule::new(20, 60_000).unwrap().to_string(), "20/1m");
+    }
+}

@@ -1,0 +1,171 @@
+//! Where logs live: the [`Store`] trait, its two implementations, and the
+//! store URL (`memory://`, `redis://`, `rediss://`, `redis+cluster://`).
+
+mod memory;
+mod redis;
+
+pub use self::memory::MemoryStore;
+pub use self::redis::{RedisStore, SCRIPT as REDIS_SCRIPT};
+
+use crate::decision::Observation;
+use crate::error::{Error, Result};
+use crate::rule::RuleSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether a call may log units (a check) or must leave the log alone (a peek).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Log `cost` units when every rule admits them.
+    Check,
+    /// Only observe.
+    Peek,
+}
+
+/// A place that keeps one sliding log per key and applies a check to it atomically.
+pub trait Store: Send + Sync {
+    /// Observes the log of `tag` (see [`crate::keys::key_tag`]) against `rules`
+    /// at `now_ms` (the store's own clock when `None`), and in [`Mode::Check`]
+    /// logs `cost` units at that time when every rule admits them — all in one
+    /// atomic step.
+    fn apply(
+        &self,
+        tag: &[u8],
+        rules: &RuleSet,
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Observation>;
+
+    /// Forgets everything logged for `tag`.
+    fn reset(&self, tag: &[u8]) -> Result<()>;
+}
+
+/// Options that shape a store; the defaults suit a web app.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// First part of every Redis key (`<prefix>:{<key>}:l`); no braces.
+    pub prefix: String,
+    /// Longest wait for one Redis command.
+    pub timeout: Duration,
+    /// Longest wait for a new Redis connection.
+    pub connect_timeout: Duration,
+    /// Most Redis connections kept open by this process.
+    pub pool_size: u32,
+    /// Most keys the memory store holds before it evicts the soonest to expire.
+    pub max_keys: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            prefix: "rk".to_owned(),
+            timeout: Duration::from_millis(50),
+            connect_timeout: Duration::from_millis(50),
+            pool_size: 16,
+            max_keys: 1_000_000,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// Checks the options, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        if self.prefix.is_empty() || self.prefix.len() > 64 || self.prefix.contains(['{', '}']) {
+            return Err(Error::config(format!(
+                "invalid prefix '{}': give 1 to 64 characters without '{{' or '}}'",
+                self.prefix
+            )));
+        }
+        for (name, value) in [
+            ("timeout", self.timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if value.is_zero() || value > Duration::from_secs(60) {
+                return Err(Error::config(format!(
+                    "invalid {name} {value:?}: give more than 0 and at most 60 seconds"
+                )));
+            }
+        }
+        if self.pool_size == 0 || self.pool_size > 1024 {
+            return Err(Error::config(format!(
+                "invalid pool_size {}: give 1 to 1024",
+                self.pool_size
+            )));
+        }
+        if self.max_keys == 0 {
+            return Err(Error::config("invalid max_keys 0: give at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Opens the store a URL names: `memory://`, `redis://host:port/db`,
+/// `rediss://...` or `redis+cluster://host1:port1,host2:port2`.
+pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
+    options.validate()?;
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("memory") => {
+            let rest = &url["memory://".len()..];
+            if !rest.is_empty() {
+                return Err(Error::config(format!(
+                    "invalid store URL '{url}': memory:// takes no host or path (set max_keys as an option)"
+                )));
+            }
+            Ok(Arc::new(MemoryStore::new(options.max_keys)))
+        }
+        Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster") => Ok(Arc::new(RedisStore::open(url, options)?)),
+        _ => Err(Error::config(format!(
+            "invalid store URL '{url}': use memory://, redis://host:port/db, rediss://... or redis+cluster://host:port,host:port"
+        ))),
+    }
+}
+
+/// Milliseconds since the Unix epoch by the system clock.
+pub fn system_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_urls_and_options() {
+        let options = StoreOptions::default();
+        for url in ["", "http://x", "memory://x", "mysql://h"] {
+            let message = open(url, &options).err().unwrap().to_string();
+            assert!(message.contains(&format!("'{url}'")), "{message}");
+        }
+        let bad_prefix = StoreOptions {
+            prefix: "a{b".into(),
+            ..StoreOptions::default()
+        };
+        assert!(open("memory://", &bad_prefix)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("prefix"));
+        let bad_pool = StoreOptions {
+            pool_size: 0,
+            ..StoreOptions::default()
+        };
+        assert!(open("memory://", &bad_pool)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("pool_size"));
+        let bad_timeout = StoreOptions {
+            timeout: Duration::ZERO,
+            ..StoreOptions::default()
+        };
+        assert!(open("memory://", &bad_timeout)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("timeout"));
+    }
+}
