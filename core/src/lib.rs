@@ -75,11 +75,13 @@ pub mod decision;
 pub mod error;
 pub mod keys;
 pub mod limiter;
+pub mod net;
 pub mod rule;
 pub mod store;
 
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use limiter::{Limiter, OnError};
-pub use rule::{Rule, RuleSet};
+pub use net::{Cidr, TrustedProxies};
+pub use rule::{Rule, RuleSet, RuleSpec};
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

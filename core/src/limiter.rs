@@ -75,9 +75,19 @@ impl Limiter {
         }
     }
 
+    /// A limiter for other rules on the same store, with the same `on_error`.
+    pub fn with_rules(&self, rules: RuleSet) -> Limiter {
+        Limiter::with_store(rules, self.store.clone(), self.on_error)
+    }
+
     /// The rule set, shortest window first.
     pub fn rules(&self) -> &RuleSet {
         &self.rules
+    }
+
+    /// Whether a check may wait on the network (see [`Store::waits_on_io`]).
+    pub fn waits_on_io(&self) -> bool {
+        self.store.waits_on_io()
     }
 
     /// How many checks found the store failing (and fell back to `on_error`).

@@ -116,6 +116,17 @@ fn check_window(window_ms: u64, shown: &str) -> Result<()> {
     Ok(())
 }
 
+/// One part of a rule set as a binding received it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuleSpec {
+    /// Rule text, one rule or several.
+    Text(String),
+    /// A limit and a window in seconds.
+    Pair(i128, f64),
+    /// A rule already built.
+    Rule(Rule),
+}
+
 /// Several rules checked as one unit, kept sorted by window (shortest first).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RuleSet {
@@ -164,6 +175,21 @@ impl RuleSet {
             .into_iter()
             .map(parse_rule)
             .collect::<Result<Vec<_>>>()?;
+        RuleSet::new(rules)
+    }
+
+    /// A rule set from parts given one by one, as bindings receive them:
+    /// each a rule text (`"20/minute"`, even `"1/s; 5/m"`) or a (limit, window
+    /// in seconds) pair.
+    pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet> {
+        let mut rules = Vec::new();
+        for spec in specs {
+            match spec {
+                RuleSpec::Text(text) => rules.extend_from_slice(RuleSet::parse(&text)?.rules()),
+                RuleSpec::Pair(limit, window) => rules.push(Rule::from_seconds(limit, window)?),
+                RuleSpec::Rule(rule) => rules.push(rule),
+            }
+        }
         RuleSet::new(rules)
     }
 
@@ -354,6 +380,22 @@ mod tests {
         assert!(Rule::from_seconds(5, f64::NAN).is_err());
         assert!(Rule::from_seconds(5, 400.0 * 86400.0).is_err());
         assert!(Rule::from_seconds(i128::MAX, 1.0).is_err());
+    }
+
+    #[test]
+    fn sets_from_specs() {
+        let set = RuleSet::from_specs(vec![
+            RuleSpec::Text("1/s; 5/m".into()),
+            RuleSpec::Pair(100, 3600.0),
+            RuleSpec::Rule(Rule::new(800, DAY_MS).unwrap()),
+        ])
+        .unwrap();
+        assert_eq!(set.to_string(), "1/1s; 5/1m; 100/1h; 800/1d");
+        assert!(RuleSet::from_specs(vec![]).is_err());
+        assert!(
+            RuleSet::from_specs(vec![RuleSpec::Text("1/s".into()), RuleSpec::Pair(2, 1.0)])
+                .is_err()
+        );
     }
 
     #[test]

@@ -187,6 +187,10 @@ impl Store for MemoryStore {
         self.shard(tag).logs.remove(tag);
         Ok(())
     }
+
+    fn waits_on_io(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ pub trait Store: Send + Sync {
 
     /// Forgets everything logged for `tag`.
     fn reset(&self, tag: &[u8]) -> Result<()>;
+
+    /// Whether a call may wait on the network: bindings release the GIL or
+    /// GVL around such calls only, since releasing costs more than a memory check.
+    fn waits_on_io(&self) -> bool {
+        true
+    }
 }
 
 /// Options that shape a store; the defaults suit a web app.

@@ -1,0 +1,35 @@
+"""ratekeeper: exact multi-rule rate limiting over a sliding log.
+
+    >>> import ratekeeper
+    >>> limiter = ratekeeper.Limiter("2/second; 5/minute")
+    >>> limiter.check("user:42", now=1000.0).allowed
+    True
+
+Every decision is made by the Rust core (``ratekeeper._ratekeeper``); this
+package adds the WSGI middleware (``ratekeeper.wsgi``) and the Django app
+(``ratekeeper.django``).
+"""
+
+from ratekeeper._ratekeeper import (
+    ConfigurationError,
+    Decision,
+    Limiter,
+    RateKeeperError,
+    Rule,
+    RuleState,
+    StorageError,
+    TrustedProxies,
+    __version__,
+)
+
+__all__ = [
+    "ConfigurationError",
+    "Decision",
+    "Limiter",
+    "RateKeeperError",
+    "Rule",
+    "RuleState",
+    "StorageError",
+    "TrustedProxies",
+    "__version__",
+]

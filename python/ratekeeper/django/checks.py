@@ -1,0 +1,37 @@
+"""Django system checks: a bad settings.RATEKEEPER stops start-up with a clear message."""
+
+from typing import Any, List
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from ratekeeper._ratekeeper import ConfigurationError
+from ratekeeper.django.conf import build
+
+MIDDLEWARE = "ratekeeper.django.middleware.RateLimitMiddleware"
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> List[CheckMessage]:
+    """E001: settings.RATEKEEPER is invalid. W001: rules are set but the middleware is not installed."""
+    raw = getattr(settings, "RATEKEEPER", None)
+    try:
+        build(raw)
+    except (ConfigurationError, TypeError, ValueError) as exc:
+        return [
+            Error(
+                f"settings.RATEKEEPER is invalid: {exc}",
+                hint="See the README's Django section for every setting and its form.",
+                id="ratekeeper.E001",
+            )
+        ]
+    if isinstance(raw, dict) and (raw.get("RULES") or raw.get("PATHS") or raw.get("VIEWS") or raw.get("TIERS")):
+        if MIDDLEWARE not in getattr(settings, "MIDDLEWARE", []):
+            return [
+                Warning(
+                    "settings.RATEKEEPER sets rules but its middleware is not installed, so they limit nothing.",
+                    hint=f"Add '{MIDDLEWARE}' to MIDDLEWARE (after AuthenticationMiddleware to key by user).",
+                    id="ratekeeper.W001",
+                )
+            ]
+    return []

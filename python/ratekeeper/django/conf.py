@@ -1,0 +1,254 @@
+"""``settings.RATEKEEPER``: read, validated, and turned into limiters.
+
+    RATEKEEPER = {
+        "STORE": "redis://127.0.0.1:6379/0",   # default "memory://"
+        "RULES": "10/second; 100/minute",      # every request not matched below
+        "KEY": "ip",                           # see ratekeeper.django.keys
+        "PATHS": [{"path": "/api/", "rules": "5/second", "key": "header:X-Api-Key", "methods": ["POST"]}],
+        "VIEWS": {"shop.views.checkout": "3/minute"},   # dotted view path or URL name
+        "TIERS": {"free": "100/hour", "pro": "10000/hour"},
+        "TIER": "myapp.limits.tier_of",        # callable(request) -> tier name or None
+        "EXEMPT_PATHS": ["/health", "/static/"],
+        "TRUSTED_PROXIES": ["10.0.0.0/8"],
+        "ON_ERROR": "allow", "TIMEOUT": 0.05, "CONNECT_TIMEOUT": 0.05, "PREFIX": "rk",
+        "STATUS": 429, "RESPONDER": None, "RAISE": False, "ENABLED": True,
+    }
+
+A request is limited by the first that applies: a PATHS entry (longest
+matching prefix wins), a VIEWS entry, its tier, RULES.
+"""
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+
+from ratekeeper._ratekeeper import ConfigurationError, Limiter, TrustedProxies
+from ratekeeper.django.keys import KeyFunc, key_function
+from ratekeeper.http import DEFAULT_STATUS
+
+KNOWN = {
+    "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
+    "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
+    "STATUS", "RESPONDER", "RAISE",
+}
+METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+
+
+@dataclass
+class Policy:
+    """One rule set with the key it counts by and the scope that keeps its logs apart."""
+
+    scope: str
+    limiter: Limiter
+    key: KeyFunc
+    methods: Optional[frozenset] = None
+
+    def applies_to(self, request: HttpRequest) -> bool:
+        """Whether the request's method is limited by this policy."""
+        return self.methods is None or (request.method or "").upper() in self.methods
+
+
+@dataclass
+class Config:
+    """The validated settings."""
+
+    enabled: bool = True
+    base: Optional[Limiter] = None
+    proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    default: Optional[Policy] = None
+    paths: List[Tuple[str, Policy]] = field(default_factory=list)
+    views: Dict[str, Policy] = field(default_factory=dict)
+    tiers: Dict[str, Policy] = field(default_factory=dict)
+    tier: Optional[Callable[[HttpRequest], Optional[str]]] = None
+    exempt: Tuple[str, ...] = ()
+    status: int = DEFAULT_STATUS
+    responder: Optional[Callable[..., Any]] = None
+    raise_exception: bool = False
+    default_key: Any = "ip"
+    _limiters: Dict[str, Limiter] = field(default_factory=dict)
+
+    def limiter(self, rules: Any) -> Limiter:
+        """A limiter for these rules on the configured store (cached per rule text)."""
+        assert self.base is not None
+        probe = self.base.with_rules(rules)
+        text = "; ".join(str(rule) for rule in probe.rules)
+        return self._limiters.setdefault(text, probe)
+
+    def policy(self, scope: str, rules: Any, key: Any, methods: Any = None) -> Policy:
+        """A policy from raw setting values; raises ConfigurationError naming the scope."""
+        try:
+            limiter = self.limiter(rules)
+        except (ConfigurationError, TypeError) as exc:
+            raise ConfigurationError(f"{scope}: {exc}") from None
+        key_func = key_function(self.default_key if key is None else key, self.proxies)
+        return Policy(scope, limiter, key_func, _methods(scope, methods))
+
+    def is_exempt(self, path: str) -> bool:
+        """Whether the path starts with one of EXEMPT_PATHS."""
+        return any(path.startswith(prefix) for prefix in self.exempt)
+
+    def policy_for(self, request: HttpRequest) -> Optional[Policy]:
+        """The policy that limits this request, or None."""
+        path = request.path_info
+        for prefix, policy in self.paths:
+            if path.startswith(prefix) and policy.applies_to(request):
+                return policy
+        if self.views:
+            from django.urls import Resolver404, resolve
+
+            try:
+                match = resolve(path)
+            except Resolver404:
+                match = None
+            if match is not None:
+                for name in (match.view_name, match._func_path):
+                    policy = self.views.get(name)
+                    if policy is not None and policy.applies_to(request):
+                        return policy
+        if self.tier is not None:
+            tier = self.tier(request)
+            if tier is not None:
+                policy = self.tiers.get(str(tier))
+                if policy is not None:
+                    return policy
+        if self.default is not None and self.default.applies_to(request):
+            return self.default
+        return None
+
+
+def _methods(scope: str, methods: Any) -> Optional[frozenset]:
+    if methods is None:
+        return None
+    if isinstance(methods, str):
+        methods = [methods]
+    upper = {str(m).upper() for m in methods}
+    unknown = upper - METHODS
+    if unknown:
+        raise ConfigurationError(f"{scope}: unknown HTTP method(s) {sorted(unknown)}")
+    return frozenset(upper)
+
+
+def _callable(name: str, value: Any) -> Optional[Callable[..., Any]]:
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        try:
+            found = import_string(value)
+        except ImportError as exc:
+            raise ConfigurationError(f"RATEKEEPER['{name}']: cannot import {value!r} ({exc})") from None
+        if callable(found):
+            return found  # type: ignore[no-any-return]
+    raise ConfigurationError(f"RATEKEEPER['{name}'] must be a callable or its dotted path, not {value!r}")
+
+
+def _strings(name: str, value: Any) -> Sequence[str]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(f"RATEKEEPER['{name}'] must be a list of strings, not {value!r}")
+    return value
+
+
+def build(raw: Any) -> Config:
+    """Validates the raw settings dict and builds the limiters; raises
+    ConfigurationError (a ValueError) naming the first bad setting."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigurationError(f"settings.RATEKEEPER must be a dict, not {type(raw).__name__}")
+    unknown = sorted(set(raw) - KNOWN)
+    if unknown:
+        raise ConfigurationError(f"RATEKEEPER has unknown setting(s) {unknown}; known: {sorted(KNOWN)}")
+    cfg = Config()
+    cfg.enabled = bool(raw.get("ENABLED", True))
+    cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
+    cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
+    status = raw.get("STATUS", DEFAULT_STATUS)
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ConfigurationError(f"RATEKEEPER['STATUS'] must be an HTTP error status (400-599), not {status!r}")
+    cfg.status = status
+    cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
+    cfg.tier = _callable("TIER", raw.get("TIER"))
+    cfg.raise_exception = bool(raw.get("RAISE", False))
+    cfg.default_key = raw.get("KEY", "ip")
+    key_function(cfg.default_key, cfg.proxies)  # validate early
+    options = {
+        "prefix": raw.get("PREFIX", "rk"),
+        "on_error": raw.get("ON_ERROR", "allow"),
+        "timeout": raw.get("TIMEOUT", 0.05),
+        "connect_timeout": raw.get("CONNECT_TIMEOUT", 0.05),
+        "pool_size": raw.get("POOL_SIZE", 16),
+        "max_keys": raw.get("MAX_KEYS", 1_000_000),
+    }
+    store = raw.get("STORE", "memory://")
+    if not isinstance(store, str):
+        raise ConfigurationError(f"RATEKEEPER['STORE'] must be a URL string, not {store!r}")
+    try:
+        cfg.base = Limiter("1/second", store, **options)
+    except TypeError as exc:
+        raise ConfigurationError(f"RATEKEEPER: {exc}") from None
+    if raw.get("RULES") is not None:
+        cfg.default = cfg.policy("RATEKEEPER['RULES']", raw["RULES"], None)
+    paths = raw.get("PATHS", [])
+    if not isinstance(paths, (list, tuple)):
+        raise ConfigurationError("RATEKEEPER['PATHS'] must be a list of dicts with 'path' and 'rules'")
+    for i, entry in enumerate(paths):
+        scope = f"RATEKEEPER['PATHS'][{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
+            raise ConfigurationError(f"{scope} must be a dict with 'path' (str) and 'rules'")
+        extra = set(entry) - {"path", "rules", "key", "methods"}
+        if extra:
+            raise ConfigurationError(f"{scope} has unknown field(s) {sorted(extra)}")
+        policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"))
+        policy.scope = f"path:{entry['path']}"
+        cfg.paths.append((entry["path"], policy))
+    cfg.paths.sort(key=lambda item: -len(item[0]))
+    views = raw.get("VIEWS", {})
+    if not isinstance(views, dict):
+        raise ConfigurationError("RATEKEEPER['VIEWS'] must be a dict of view name to rules")
+    for name, spec in views.items():
+        scope = f"RATEKEEPER['VIEWS'][{name!r}]"
+        if isinstance(spec, dict):
+            policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"))
+        else:
+            policy = cfg.policy(scope, spec, None)
+        policy.scope = f"view:{name}"
+        cfg.views[name] = policy
+    tiers = raw.get("TIERS", {})
+    if not isinstance(tiers, dict):
+        raise ConfigurationError("RATEKEEPER['TIERS'] must be a dict of tier name to rules")
+    for name, rules in tiers.items():
+        policy = cfg.policy(f"RATEKEEPER['TIERS'][{name!r}]", rules, None)
+        policy.scope = f"tier:{name}"
+        cfg.tiers[str(name)] = policy
+    if tiers and cfg.tier is None:
+        raise ConfigurationError("RATEKEEPER['TIERS'] is set but RATEKEEPER['TIER'] (a callable naming a request's tier) is not")
+    if cfg.default is not None:
+        cfg.default.scope = "default"
+    return cfg
+
+
+_lock = threading.Lock()
+_config: Optional[Config] = None
+
+
+def get_config() -> Config:
+    """The current settings, built once (again after ``override_settings``)."""
+    global _config
+    with _lock:
+        if _config is None:
+            _config = build(getattr(settings, "RATEKEEPER", None))
+        return _config
+
+
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    global _config
+    if setting == "RATEKEEPER":
+        with _lock:
+            _config = None
+
+
+setting_changed.connect(_reset)

@@ -1,0 +1,64 @@
+"""Key functions: who a request counts against.
+
+A key spec is ``"ip"``, ``"user"``, ``"user_or_ip"``, ``"header:X-Api-Key"``,
+``"get:field"``, ``"post:field"``, the dotted path of a callable, or a
+callable ``f(request) -> str | bytes | None``. None means "not limited".
+"""
+
+from typing import Callable, Optional, Union
+
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+
+from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies
+
+Key = Optional[Union[str, bytes]]
+KeyFunc = Callable[[HttpRequest], Key]
+
+
+def client_ip(request: HttpRequest, proxies: TrustedProxies) -> str:
+    """The client's IP; X-Forwarded-For counts only when REMOTE_ADDR is a trusted proxy."""
+    return proxies.client_ip(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"))
+
+
+def _user_pk(request: HttpRequest) -> Optional[str]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    return str(user.pk)
+
+
+def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
+    """The key function a spec names; raises ConfigurationError for a bad spec."""
+    if callable(spec):
+        return spec  # type: ignore[return-value]
+    if not isinstance(spec, str) or not spec:
+        raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', a dotted path or a callable")
+    if spec == "ip":
+        return lambda request: client_ip(request, proxies)
+    if spec == "user":
+        return _user_pk
+    if spec == "user_or_ip":
+
+        def user_or_ip(request: HttpRequest) -> str:
+            pk = _user_pk(request)
+            return f"user:{pk}" if pk is not None else f"ip:{client_ip(request, proxies)}"
+
+        return user_or_ip
+    kind, _, name = spec.partition(":")
+    if name and kind == "header":
+        meta = "HTTP_" + name.upper().replace("-", "_")
+        return lambda request: request.META.get(meta) or None
+    if name and kind == "get":
+        return lambda request: request.GET.get(name) or None
+    if name and kind == "post":
+        return lambda request: request.POST.get(name) or None
+    if "." in spec:
+        try:
+            func = import_string(spec)
+        except ImportError as exc:
+            raise ConfigurationError(f"invalid key {spec!r}: cannot import it ({exc})") from None
+        if not callable(func):
+            raise ConfigurationError(f"invalid key {spec!r}: it is not callable")
+        return func  # type: ignore[no-any-return]
+    raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', a dotted path or a callable")

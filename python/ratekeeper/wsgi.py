@@ -1,0 +1,102 @@
+"""WSGI middleware for Flask or any WSGI app.
+
+    from ratekeeper import Limiter
+    from ratekeeper.wsgi import RateLimitMiddleware
+    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, Limiter("10/second; 100/minute", store="redis://127.0.0.1:6379/0"))
+
+Every limited response carries the rate-limit headers; a denied request gets
+429 (``status``) with ``Retry-After`` and a JSON body, or whatever
+``responder(environ, start_response, decision)`` returns.
+"""
+
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+from ratekeeper._ratekeeper import Decision, Limiter, TrustedProxies
+from ratekeeper.http import DEFAULT_STATUS, denial_body, denial_headers, header_items
+
+Environ = dict
+StartResponse = Callable[..., Any]
+KeyFunc = Callable[[Environ], Optional[Union[str, bytes]]]
+Responder = Callable[[Environ, StartResponse, Decision], Iterable[bytes]]
+
+_REASONS = {429: "Too Many Requests", 403: "Forbidden", 503: "Service Unavailable"}
+
+
+def _status_line(status: int) -> str:
+    return f"{status} {_REASONS.get(status, 'Rate Limited')}"
+
+
+class RateLimitMiddleware:
+    """Limits every request of a WSGI app by one limiter.
+
+    - ``key(environ)`` names the caller (default: the client IP); returning
+      None lets the request through unlimited.
+    - ``exempt``: path prefixes (or a callable taking the environ) never limited.
+    - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
+    - ``status``: the status of a denial (429); ``responder`` replaces the
+      whole denial response.
+    - ``cost(environ)``: units a request costs (default 1).
+    """
+
+    def __init__(
+        self,
+        app: Callable[[Environ, StartResponse], Iterable[bytes]],
+        limiter: Limiter,
+        key: Optional[KeyFunc] = None,
+        exempt: Union[Sequence[str], Callable[[Environ], bool]] = (),
+        trusted_proxies: Sequence[str] = (),
+        status: int = DEFAULT_STATUS,
+        responder: Optional[Responder] = None,
+        cost: Optional[Callable[[Environ], int]] = None,
+    ) -> None:
+        if not isinstance(limiter, Limiter):
+            raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
+        if isinstance(exempt, str):
+            exempt = (exempt,)
+        self.app = app
+        self.limiter = limiter
+        self.proxies = TrustedProxies(list(trusted_proxies))
+        self.key = key or self.client_ip
+        self.exempt = exempt
+        self.status = status
+        self.responder = responder or self.deny
+        self.cost = cost
+
+    def client_ip(self, environ: Environ) -> str:
+        """The client's IP, believing X-Forwarded-For only from trusted proxies."""
+        return self.proxies.client_ip(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
+
+    def is_exempt(self, environ: Environ) -> bool:
+        """Whether the request's path is exempt."""
+        if callable(self.exempt):
+            return bool(self.exempt(environ))
+        path = environ.get("PATH_INFO", "") or "/"
+        return any(path.startswith(prefix) for prefix in self.exempt)
+
+    def deny(self, environ: Environ, start_response: StartResponse, decision: Decision) -> Iterable[bytes]:
+        """The default denial: ``status`` with Retry-After and a JSON body."""
+        body = denial_body(decision)
+        headers = denial_headers(decision)
+        headers["Content-Length"] = str(len(body))
+        start_response(_status_line(self.status), list(headers.items()))
+        return [body]
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if self.is_exempt(environ):
+            return self.app(environ, start_response)
+        key = self.key(environ)
+        if key is None:
+            return self.app(environ, start_response)
+        cost = self.cost(environ) if self.cost else None
+        decision = self.limiter.check(key, cost)
+        environ["ratekeeper.decision"] = decision
+        if not decision.allowed:
+            return self.responder(environ, start_response, decision)
+        extra = header_items(decision)
+
+        def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
+            present = {name.lower() for name, _ in headers}
+            headers = list(headers) + [(n, v) for n, v in extra if n.lower() not in present]
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+        return self.app(environ, start_with_headers)

@@ -1,0 +1,105 @@
+//! Python values to core values, with `TypeError`s that say what was expected.
+
+use crate::errors::config_error;
+use crate::types::Rule;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use ratekeeper_core::{RuleSet, RuleSpec};
+use std::borrow::Cow;
+
+/// A key as bytes: `str` is encoded as UTF-8, `bytes` taken as is.
+pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(text) = key.cast::<PyString>() {
+        return Ok(Cow::Owned(text.to_cow()?.as_bytes().to_vec()));
+    }
+    if let Ok(bytes) = key.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(bytes.as_bytes()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "key must be str or bytes, not {}",
+        key.get_type().name()?
+    )))
+}
+
+/// A cost: a whole number of at least 1; 1 when not given.
+pub fn cost(py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    let Some(cost) = cost else { return Ok(1) };
+    if cost.is_instance_of::<pyo3::types::PyBool>() || !cost.is_instance_of::<pyo3::types::PyInt>()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "cost must be an int, not {}",
+            cost.get_type().name()?
+        )));
+    }
+    match cost.extract::<i128>() {
+        Ok(value) if value >= 1 => Ok(u64::try_from(value).unwrap_or(u64::MAX)),
+        Ok(value) => Err(config_error(
+            py,
+            format!("invalid cost {value}: a check costs at least 1"),
+        )),
+        Err(_) => Err(config_error(py, "invalid cost: too large")),
+    }
+}
+
+/// `now`: None, or seconds as an int or float.
+pub fn now(now: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+    match now {
+        None => Ok(None),
+        Some(value) if value.is_none() => Ok(None),
+        Some(value) if value.is_instance_of::<pyo3::types::PyBool>() => {
+            Err(PyTypeError::new_err("now must be a float or int, not bool"))
+        }
+        Some(value) => value.extract::<f64>().map(Some).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "now must be a float or int (seconds since the epoch), not {}",
+                value
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        }),
+    }
+}
+
+/// A rule set from a string, a `Rule`, or a list/tuple of rule strings,
+/// `Rule`s and `(limit, window_seconds)` pairs.
+pub fn rule_set(py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<RuleSet> {
+    let mut specs = Vec::new();
+    if rules.is_instance_of::<PyString>() || rules.is_instance_of::<Rule>() {
+        specs.push(rule_spec(rules)?);
+    } else if let Ok(items) = rules.try_iter() {
+        for item in items {
+            specs.push(rule_spec(&item?)?);
+        }
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "rules must be a str such as '10/minute', a Rule, or a list of them, not {}",
+            rules.get_type().name()?
+        )));
+    }
+    RuleSet::from_specs(specs).map_err(|e| crate::errors::to_py(py, e))
+}
+
+fn rule_spec(item: &Bound<'_, PyAny>) -> PyResult<RuleSpec> {
+    if let Ok(text) = item.extract::<String>() {
+        return Ok(RuleSpec::Text(text));
+    }
+    if let Ok(rule) = item.cast::<Rule>() {
+        return Ok(RuleSpec::Rule(rule.get().inner));
+    }
+    if let Ok((limit, window)) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>() {
+        if limit.is_instance_of::<pyo3::types::PyInt>()
+            && !limit.is_instance_of::<pyo3::types::PyBool>()
+        {
+            if let (Ok(limit), Ok(window)) = (limit.extract::<i128>(), window.extract::<f64>()) {
+                return Ok(RuleSpec::Pair(limit, window));
+            }
+        }
+    }
+    Err(PyTypeError::new_err(format!(
+        "each rule must be a str such as '10/minute', a Rule, or a (limit: int, window_seconds: float) pair, not {}",
+        item.repr()?
+    )))
+}

@@ -1,0 +1,217 @@
+//! The value classes Python sees: `Rule`, `RuleState` and `Decision`.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ratekeeper_core as core;
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// One rule: at most `limit` units in any window of `window` seconds.
+#[pyclass(frozen, eq, hash, module = "ratekeeper")]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    pub inner: core::Rule,
+}
+
+#[pymethods]
+impl Rule {
+    /// `Rule("20/minute")` or `Rule(20, 60)` (window in seconds).
+    #[new]
+    #[pyo3(signature = (limit, window = None))]
+    fn new(py: Python<'_>, limit: &Bound<'_, PyAny>, window: Option<f64>) -> PyResult<Rule> {
+        let inner = match window {
+            None => {
+                let text: String = limit.extract().map_err(|_| {
+                    PyTypeError::new_err(
+                        "Rule takes a str such as '20/minute', or (limit, window_seconds)",
+                    )
+                })?;
+                core::rule::parse_rule(&text).map_err(|e| crate::errors::to_py(py, e))?
+            }
+            Some(window) => {
+                if !limit.is_instance_of::<pyo3::types::PyInt>()
+                    || limit.is_instance_of::<pyo3::types::PyBool>()
+                {
+                    return Err(PyTypeError::new_err(format!(
+                        "limit must be an int, not {}",
+                        limit.get_type().name()?
+                    )));
+                }
+                core::Rule::from_seconds(limit.extract::<i128>().unwrap_or(i128::MAX), window)
+                    .map_err(|e| crate::errors::to_py(py, e))?
+            }
+        };
+        Ok(Rule { inner })
+    }
+
+    /// Units admitted per window.
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.inner.limit
+    }
+
+    /// The window in seconds.
+    #[getter]
+    fn window(&self) -> f64 {
+        seconds(self.inner.window_ms)
+    }
+
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Rule('{}')", self.inner)
+    }
+}
+
+/// The state of one rule after a check.
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct RuleState {
+    inner: core::RuleState,
+}
+
+#[pymethods]
+impl RuleState {
+    /// The rule's limit.
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.inner.limit
+    }
+
+    /// The rule's window in seconds.
+    #[getter]
+    fn window(&self) -> f64 {
+        seconds(self.inner.window_ms)
+    }
+
+    /// Units left in the window after this check.
+    #[getter]
+    fn remaining(&self) -> u64 {
+        self.inner.remaining
+    }
+
+    /// Units in use in the window (`limit - remaining`).
+    #[getter]
+    fn used(&self) -> u64 {
+        self.inner.used()
+    }
+
+    /// Seconds until the oldest unit in the window leaves it (0 if none).
+    #[getter]
+    fn reset_after(&self) -> f64 {
+        seconds(self.inner.reset_after_ms)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RuleState(rule='{}/{}', remaining={}, reset_after={:?})",
+            self.inner.limit,
+            self.inner.window_name(),
+            self.inner.remaining,
+            seconds(self.inner.reset_after_ms)
+        )
+    }
+}
+
+/// The answer to a check or a peek. `bool(decision)` is `decision.allowed`.
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct Decision {
+    pub inner: core::Decision,
+}
+
+#[pymethods]
+impl Decision {
+    /// Whether the check was admitted.
+    #[getter]
+    fn allowed(&self) -> bool {
+        self.inner.allowed
+    }
+
+    /// Seconds to wait before the same check would pass: 0.0 when admitted,
+    /// None when the cost exceeds a limit and can never pass.
+    #[getter]
+    fn retry_after(&self) -> Option<f64> {
+        self.inner.retry_after_ms.map(seconds)
+    }
+
+    /// The binding rule's limit.
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.inner.binding_state().limit
+    }
+
+    /// The binding rule's remaining units.
+    #[getter]
+    fn remaining(&self) -> u64 {
+        self.inner.binding_state().remaining
+    }
+
+    /// The binding rule's reset_after, in seconds.
+    #[getter]
+    fn reset_after(&self) -> f64 {
+        seconds(self.inner.binding_state().reset_after_ms)
+    }
+
+    /// The binding rule's window, in seconds.
+    #[getter]
+    fn window(&self) -> f64 {
+        seconds(self.inner.binding_state().window_ms)
+    }
+
+    /// One state per rule, shortest window first.
+    #[getter]
+    fn rules(&self) -> Vec<RuleState> {
+        self.inner
+            .rules
+            .iter()
+            .map(|&inner| RuleState { inner })
+            .collect()
+    }
+
+    /// The time of the decision, seconds since the epoch.
+    #[getter]
+    fn now(&self) -> f64 {
+        seconds(self.inner.now_ms)
+    }
+
+    /// True when the store failed and this is the on_error fallback.
+    #[getter]
+    fn degraded(&self) -> bool {
+        self.inner.degraded
+    }
+
+    /// The response headers for this decision, as a dict of str to str.
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (name, value) in self.inner.headers() {
+            dict.set_item(name, value)?;
+        }
+        Ok(dict)
+    }
+
+    fn __bool__(&self) -> bool {
+        self.inner.allowed
+    }
+
+    fn __repr__(&self) -> String {
+        let bind = self.inner.binding_state();
+        let retry = match self.inner.retry_after_ms {
+            Some(ms) => format!("{:?}", seconds(ms)),
+            None => "None".to_owned(),
+        };
+        format!(
+            "Decision(allowed={}, retry_after={retry}, limit={}, remaining={}, reset_after={:?}, rule='{}/{}'{})",
+            if self.inner.allowed { "True" } else { "False" },
+            bind.limit,
+            bind.remaining,
+            seconds(bind.reset_after_ms),
+            bind.limit,
+            bind.window_name(),
+            if self.inner.degraded { ", degraded=True" } else { "" }
+        )
+    }
+}

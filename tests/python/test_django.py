@@ -1,0 +1,247 @@
+"""The example Django project (examples/django_project) with Django's test
+client against the test Redis: headers, 429 body, the login decorator, exempt
+paths, user and IP keys, spoofed X-Forwarded-For, settings checks, async."""
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.checks import run_checks
+from django.core.management import call_command
+from django.test import AsyncClient, Client, override_settings
+from django.test.utils import setup_test_environment
+
+from ratekeeper.django import Ratelimited, ratelimit
+from ratekeeper.django.conf import get_config
+from conftest import unique_prefix
+
+
+@pytest.fixture(scope="module", autouse=True)
+def database():
+    setup_test_environment()
+    call_command("migrate", verbosity=0, run_syncdb=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_quota(redis_url, settings_override):
+    yield
+
+
+@pytest.fixture
+def settings_override(redis_url):
+    """The example's settings with a fresh prefix, so every test starts with a clean quota."""
+    from django.conf import settings
+
+    config = dict(settings.RATEKEEPER, STORE=redis_url, PREFIX=unique_prefix())
+    with override_settings(RATEKEEPER=config):
+        yield config
+
+
+def client(ip="203.0.113.5", **extra):
+    return Client(REMOTE_ADDR=ip, **extra)
+
+
+def test_headers_then_429_after_the_configured_requests():
+    c = client()
+    for i in range(5):
+        response = c.get("/")
+        assert response.status_code == 200, i
+        assert response["X-RateLimit-Limit"] == "5"
+        assert response["X-RateLimit-Remaining"] == str(4 - i)
+        assert response["RateLimit-Policy"] == '"1s";q=5;w=1, "1m";q=20;w=60'
+    denied = c.get("/")
+    assert denied.status_code == 429
+    assert denied["Content-Type"] == "application/json"
+    assert denied["Retry-After"] == "1"
+    assert json.loads(denied.content) == {"error": "rate_limited", "retry_after": 1}
+    assert denied["X-RateLimit-Remaining"] == "0"
+    # another client is not affected
+    assert client("203.0.113.6").get("/").status_code == 200
+
+
+def test_exempt_paths_are_never_limited():
+    c = client()
+    for _ in range(12):
+        response = c.get("/health")
+        assert response.status_code == 200
+        assert "X-RateLimit-Limit" not in response
+
+
+def test_spoofed_forwarded_for_does_not_buy_quota():
+    for i in range(5):
+        assert client(HTTP_X_FORWARDED_FOR=f"1.1.1.{i}").get("/").status_code == 200
+    assert client(HTTP_X_FORWARDED_FOR="9.9.9.9").get("/").status_code == 429
+
+
+def test_trusted_proxy_forwarded_for_is_believed():
+    for i in range(5):
+        assert client("10.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.7").get("/").status_code == 200
+    assert client("10.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.7").get("/").status_code == 429
+    assert client("10.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.8").get("/").status_code == 200
+
+
+def test_users_are_keyed_by_user_not_ip():
+    alice = User.objects.create_user("alice-" + unique_prefix(), password="pw")
+    bob = User.objects.create_user("bob-" + unique_prefix(), password="pw")
+    a, b = client(), client()
+    a.force_login(alice)
+    b.force_login(bob)
+    for _ in range(5):
+        assert a.get("/").status_code == 200
+    assert a.get("/").status_code == 429
+    # same IP, another user: its own quota
+    assert b.get("/").status_code == 200
+
+
+def test_login_view_is_limited_per_posted_email():
+    c = client()
+    for i in range(3):
+        assert c.post("/login", {"email": "victim@example.com", "password": str(i)}).status_code == 401
+    denied = c.post("/login", {"email": "victim@example.com", "password": "x"})
+    assert denied.status_code == 429
+    assert denied["X-RateLimit-Limit"] in {"3", "5"}
+    # another address, and GETs of the form, are not limited by this decorator
+    assert client("198.18.0.1").post("/login", {"email": "other@example.com"}).status_code == 401
+    assert client("198.18.0.2").get("/login").status_code == 200
+
+
+def test_path_rules_apply_to_their_methods_and_key():
+    c = client()
+    for _ in range(3):
+        assert c.post("/api/items", HTTP_X_API_KEY="k1").status_code == 200
+    denied = c.post("/api/items", HTTP_X_API_KEY="k1")
+    assert denied.status_code == 429 and denied["X-RateLimit-Limit"] == "3"
+    assert c.post("/api/items", HTTP_X_API_KEY="k2").status_code == 200
+    # GET is not under the POST rule: it falls back to the default rules
+    assert client("198.18.0.3").get("/api/items", HTTP_X_API_KEY="k1")["X-RateLimit-Limit"] == "5"
+
+
+def test_raise_mode_raises_ratelimited(settings_override):
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from ratekeeper.django.middleware import RateLimitMiddleware
+
+    with override_settings(RATEKEEPER=dict(settings_override, RAISE=True, RULES="1/minute")):
+        middleware = RateLimitMiddleware(lambda request: HttpResponse("ok"))
+        factory = RequestFactory(REMOTE_ADDR="192.0.2.9")
+        assert middleware(factory.get("/")).status_code == 200
+        with pytest.raises(Ratelimited) as caught:
+            middleware(factory.get("/"))
+        assert caught.value.decision is not None and not caught.value.decision.allowed
+        # Ratelimited is a PermissionDenied: left to Django, it becomes a 403
+        assert client("192.0.2.10").get("/").status_code == 200
+        assert client("192.0.2.10").get("/").status_code == 403
+
+
+def test_custom_responder_and_status(settings_override):
+    with override_settings(RATEKEEPER=dict(settings_override, RULES="1/minute", STATUS=503)):
+        c = client()
+        c.get("/")
+        assert c.get("/").status_code == 503
+    responder = "demo_responders.teapot"
+    import sys
+    import types
+
+    module = types.ModuleType("demo_responders")
+    from django.http import HttpResponse
+
+    module.teapot = lambda request, decision: HttpResponse(f"wait {decision.retry_after}", status=418)
+    sys.modules["demo_responders"] = module
+    with override_settings(RATEKEEPER=dict(settings_override, RULES="1/minute", RESPONDER=responder, PREFIX=unique_prefix())):
+        c = client()
+        c.get("/")
+        denied = c.get("/")
+        assert denied.status_code == 418 and denied.content.startswith(b"wait ")
+        assert denied["Retry-After"]
+
+
+def test_tiers(settings_override):
+    def tier_of(request):
+        return request.headers.get("X-Plan")
+
+    with override_settings(RATEKEEPER=dict(settings_override, TIERS={"free": "1/minute", "pro": "3/minute"}, TIER=tier_of)):
+        c = client()
+        assert c.get("/", HTTP_X_PLAN="free").status_code == 200
+        assert c.get("/", HTTP_X_PLAN="free").status_code == 429
+        for _ in range(3):
+            assert c.get("/", HTTP_X_PLAN="pro").status_code == 200
+        assert c.get("/", HTTP_X_PLAN="pro").status_code == 429
+
+
+def test_disabled_limits_nothing(settings_override):
+    with override_settings(RATEKEEPER=dict(settings_override, ENABLED=False)):
+        c = client()
+        assert all(c.get("/").status_code == 200 for _ in range(10))
+
+
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        ({"RULES": "5/fortnight"}, "fortnight"),
+        ({"STORE": "mysql://db"}, "mysql://db"),
+        ({"KEY": "shoe_size"}, "shoe_size"),
+        ({"TRUSTED_PROXIES": ["10.0.0.0/99"]}, "10.0.0.0/99"),
+        ({"PATHS": [{"path": "/x"}]}, "PATHS"),
+        ({"PATHS": [{"path": "/x", "rules": "1/s", "methods": ["FETCH"]}]}, "FETCH"),
+        ({"STATUS": 200}, "STATUS"),
+        ({"TIERS": {"free": "1/s"}}, "TIER"),
+        ({"RESPONDER": "no.such.module"}, "no.such.module"),
+        ({"STOER": "memory://"}, "STOER"),
+        ({"ON_ERROR": "explode"}, "explode"),
+    ],
+)
+def test_system_checks_explain_bad_settings(settings_override, bad, needle):
+    with override_settings(RATEKEEPER=dict(settings_override, **bad)):
+        errors = [e for e in run_checks() if e.id == "ratekeeper.E001"]
+        assert len(errors) == 1 and needle in errors[0].msg, errors
+
+
+def test_system_checks_pass_on_the_example():
+    assert [e for e in run_checks() if e.id.startswith("ratekeeper")] == []
+
+
+def test_decorator_rejects_bad_rules_at_import():
+    with pytest.raises(ValueError, match="5/fortnight"):
+        ratelimit("5/fortnight")
+
+
+def test_decorator_without_blocking_marks_the_request(settings_override):
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    seen = []
+
+    @ratelimit("1/minute", block=False, group="marks-" + unique_prefix())
+    def view(request):
+        seen.append(request.limited)
+        return HttpResponse("ok")
+
+    factory = RequestFactory(REMOTE_ADDR="192.0.2.1")
+    assert view(factory.get("/")).status_code == 200
+    assert view(factory.get("/")).status_code == 200
+    assert seen == [False, True]
+
+
+def test_async_view_and_middleware():
+    import asyncio
+
+    async def run():
+        c = AsyncClient(REMOTE_ADDR="192.0.2.50")
+        first = await c.get("/report")
+        second = await c.get("/report")
+        third = await c.get("/report")
+        return first, second, third
+
+    first, second, third = asyncio.run(run())
+    assert first.status_code == 200 and first["X-RateLimit-Limit"] in {"2", "5"}
+    assert second.status_code == 200
+    assert third.status_code == 429
+    assert json.loads(third.content)["error"] == "rate_limited"
+
+
+def test_config_is_rebuilt_when_settings_change(settings_override):
+    before = get_config()
+    with override_settings(RATEKEEPER=dict(settings_override, RULES="7/minute")):
+        assert get_config() is not before
+        assert get_config().default.limiter.rules[0].limit == 7

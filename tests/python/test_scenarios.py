@@ -1,0 +1,47 @@
+"""The shared scenario table (tests/cases/scenarios.json) through the Python API, on both stores."""
+
+import json
+import os
+
+import pytest
+
+import ratekeeper
+from conftest import ROOT, unique_prefix
+
+with open(os.path.join(ROOT, "tests", "cases", "scenarios.json")) as f:
+    CASES = json.load(f)["cases"]
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_scenario(case, store):
+    rules = case["rules"] if isinstance(case["rules"], str) else [tuple(r) for r in case["rules"]]
+    limiter = ratekeeper.Limiter(rules, store, prefix=unique_prefix(), on_error="raise", timeout=5)
+    for i, step in enumerate(case["steps"]):
+        where = f"{case['name']} step {i}: {step}"
+        if step["op"] == "reset":
+            limiter.reset(step["key"])
+            continue
+        call = limiter.check if step["op"] == "check" else limiter.peek
+        d = call(step["key"], step.get("cost", 1), now=step["now"])
+        expect = step["expect"]
+        if "allowed" in expect:
+            assert d.allowed is expect["allowed"], where
+            assert bool(d) is expect["allowed"], where
+        if "retry_after" in expect:
+            if expect["retry_after"] is None:
+                assert d.retry_after is None, where
+            else:
+                assert d.retry_after == pytest.approx(expect["retry_after"], abs=1e-6), where
+        if "remaining" in expect:
+            assert [r.remaining for r in d.rules] == expect["remaining"], where
+        if "reset_after" in expect:
+            assert [r.reset_after for r in d.rules] == pytest.approx(expect["reset_after"], abs=1e-6), where
+        if "limit" in expect:
+            assert d.limit == expect["limit"], where
+        if "binding" in expect:
+            bound = d.rules[expect["binding"]]
+            assert (d.limit, d.remaining, d.reset_after) == (bound.limit, bound.remaining, bound.reset_after), where
