@@ -1,0 +1,27 @@
+# frozen_string_literal: true
+
+require_relative "ruby/lib/ratekeeper/version"
+
+Gem::Specification.new do |spec|
+  spec.name = "ratekeeper"
+  spec.version = Ratekeeper::VERSION
+  spec.summary = "Exact multi-rule rate limiting over a sliding log, in memory or Redis, for Rack and Rails"
+  spec.description = "One Rust core (also shipped for Python) checks several rules at once, atomically, " \
+                     "in one Redis round trip, with the Redis clock; quotas are shared across languages."
+  spec.authors = ["the ratekeeper authors"]
+  spec.license = "MIT"
+  spec.required_ruby_version = ">= 3.0"
+
+  # The native extension is built by cargo from the workspace, so the gem
+  # carries the workspace manifest, its lock file and every member's sources.
+  spec.files = Dir[
+    "Cargo.toml", "Cargo.lock", "LICENSE", "README.md",
+    "core/Cargo.toml", "core/src/**/*.rs", "core/lua/*.lua",
+    "python/Cargo.toml", "python/src/**/*.rs",
+    "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",
+    "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"
+  ]
+  spec.require_paths = ["ruby/lib"]
+  spec.extensions = ["ruby/ext/ratekeeper/extconf.rb"]
+  spec.add_dependency "rack", ">= 2.0", "< 4"
+end

@@ -1,0 +1,47 @@
+# frozen_string_literal: true
+
+# Writes a Makefile that builds the extension with cargo (the rb_sys helper gem
+# is not needed). `make` runs `cargo build --release --locked` in the gem's
+# Cargo workspace and copies the library to ratekeeper.so; `make install`
+# installs it as ratekeeper/ratekeeper.so and removes the cargo target dir.
+#
+# RATEKEEPER_CARGO_TARGET_DIR: reuse (and keep) this cargo target dir instead.
+
+require "rbconfig"
+require "fileutils"
+
+here = File.expand_path(__dir__)
+root = File.expand_path("../../..", here) # the gem root, which holds Cargo.toml
+abort "ratekeeper: #{root}/Cargo.toml not found" unless File.exist?(File.join(root, "Cargo.toml"))
+abort "ratekeeper: cargo not found on PATH; install Rust 1.88 or newer" unless system("cargo --version", out: File::NULL)
+
+shared = ENV["RATEKEEPER_CARGO_TARGET_DIR"].to_s
+target = shared.empty? ? File.join(here, "target") : File.expand_path(shared)
+remove_target = shared.empty? ? "rm -rf '#{target}'" : "true"
+dlext = RbConfig::CONFIG["DLEXT"]
+library = RbConfig::CONFIG["host_os"] =~ /darwin/ ? "libratekeeper.dylib" : "libratekeeper.so"
+
+File.write("Makefile", <<~MAKE)
+  RUBY = #{RbConfig.ruby}
+  CARGO ?= cargo
+  TARGET_DIR = #{target}
+  sitearchdir ?= #{RbConfig::CONFIG["sitearchdir"]}
+  sitelibdir ?= #{RbConfig::CONFIG["sitelibdir"]}
+
+  all: ratekeeper.#{dlext}
+
+  ratekeeper.#{dlext}:
+  \tcd '#{root}' && RUBY='$(RUBY)' CARGO_TARGET_DIR='$(TARGET_DIR)' $(CARGO) build --release --locked -p ratekeeper-ruby
+  \tcp '$(TARGET_DIR)/release/#{library}' ratekeeper.#{dlext}
+
+  install: ratekeeper.#{dlext}
+  \tmkdir -p '$(sitearchdir)/ratekeeper'
+  \tcp ratekeeper.#{dlext} '$(sitearchdir)/ratekeeper/ratekeeper.#{dlext}'
+  \t#{remove_target}
+
+  clean:
+  \t#{remove_target}
+  \trm -f ratekeeper.#{dlext}
+
+  .PHONY: all install clean
+MAKE

@@ -1,0 +1,106 @@
+//! Ruby values to core values, with `TypeError`s that say what was expected.
+
+use crate::errors::{config_error, to_ruby, type_error};
+use magnus::{prelude::*, Error, Float, Integer, RArray, RString, Ruby, Value};
+use ratekeeper_core::{RuleSet, RuleSpec};
+
+fn class_name(value: Value) -> String {
+    // SAFETY: the class name is copied out at once.
+    unsafe { value.classname() }.into_owned()
+}
+
+/// A key as bytes: any String, binary or not.
+pub fn key_bytes(ruby: &Ruby, key: Value) -> Result<Vec<u8>, Error> {
+    match RString::from_value(key) {
+        // SAFETY: the bytes are copied before any Ruby code can run.
+        Some(s) => Ok(unsafe { s.as_slice() }.to_vec()),
+        None => Err(type_error(
+            ruby,
+            format!("key must be a String, not {}", class_name(key)),
+        )),
+    }
+}
+
+/// A cost: an Integer of at least 1.
+pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
+    let Some(int) = Integer::from_value(cost) else {
+        return Err(type_error(
+            ruby,
+            format!("cost must be an Integer, not {}", class_name(cost)),
+        ));
+    };
+    match int.to_i64() {
+        Ok(value) if value >= 1 => Ok(value as u64),
+        Ok(value) => Err(config_error(
+            ruby,
+            format!("invalid cost {value}: a check costs at least 1"),
+        )),
+        Err(_) => Err(config_error(ruby, "invalid cost: out of range")),
+    }
+}
+
+/// `now`: nil, or seconds as an Integer or Float.
+pub fn now(ruby: &Ruby, now: Value) -> Result<Option<f64>, Error> {
+    if now.is_nil() {
+        return Ok(None);
+    }
+    if let Some(f) = Float::from_value(now) {
+        return Ok(Some(f.to_f64()));
+    }
+    if let Some(i) = Integer::from_value(now) {
+        return Ok(Some(i.to_i64().map(|v| v as f64).unwrap_or(f64::INFINITY)));
+    }
+    Err(type_error(
+        ruby,
+        format!(
+            "now must be a Float or Integer (seconds since the epoch), not {}",
+            class_name(now)
+        ),
+    ))
+}
+
+/// A rule set from a String, or an Array of Strings and [limit, window_seconds] pairs.
+pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
+    let mut specs = Vec::new();
+    if let Some(text) = RString::from_value(rules) {
+        specs.push(RuleSpec::Text(text.to_string()?));
+    } else if let Some(items) = RArray::from_value(rules) {
+        for item in items.into_iter() {
+            specs.push(rule_spec(ruby, item)?);
+        }
+    } else {
+        return Err(type_error(
+            ruby,
+            format!(
+                "rules must be a String such as \"10/minute\" or an Array of them, not {}",
+                class_name(rules)
+            ),
+        ));
+    }
+    RuleSet::from_specs(specs).map_err(|e| to_ruby(ruby, e))
+}
+
+fn rule_spec(ruby: &Ruby, item: Value) -> Result<RuleSpec, Error> {
+    if let Some(text) = RString::from_value(item) {
+        return Ok(RuleSpec::Text(text.to_string()?));
+    }
+    if let Some(pair) = RArray::from_value(item) {
+        if pair.len() == 2 {
+            let limit: Value = pair.entry(0)?;
+            let window: Value = pair.entry(1)?;
+            if let (Some(limit), Some(window)) =
+                (Integer::from_value(limit), now(ruby, window).ok().flatten())
+            {
+                let limit = limit.to_i64().map(i128::from).unwrap_or(i128::MAX);
+                return Ok(RuleSpec::Pair(limit, window));
+            }
+        }
+    }
+    Err(type_error(
+        ruby,
+        format!(
+            "each rule must be a String such as \"10/minute\" or a [limit (Integer), window_seconds (Numeric)] pair, not {}",
+            item.inspect()
+        ),
+    ))
+}

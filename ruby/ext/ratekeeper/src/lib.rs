@@ -1,0 +1,61 @@
+//! The `ratekeeper` Ruby extension: magnus glue over ratekeeper-core. It
+//! converts arguments, releases the GVL around store I/O, calls the core and
+//! maps its errors; every decision is made in the core.
+
+mod convert;
+mod errors;
+mod gvl;
+mod limiter;
+mod net;
+mod types;
+
+use magnus::{function, method, prelude::*, Error, Ruby};
+
+#[magnus::init(name = "ratekeeper")]
+fn init(ruby: &Ruby) -> Result<(), Error> {
+    let module = ruby.define_module("Ratekeeper")?;
+
+    let limiter = module.define_class("Limiter", ruby.class_object())?;
+    limiter.define_singleton_method("_new", function!(limiter::Limiter::native_new, 8))?;
+    limiter.define_method("_check", method!(limiter::Limiter::check, 3))?;
+    limiter.define_method("_peek", method!(limiter::Limiter::peek, 3))?;
+    limiter.define_method("_reset", method!(limiter::Limiter::reset, 1))?;
+    limiter.define_method("_with_rules", method!(limiter::Limiter::with_rules, 1))?;
+    limiter.define_method("rules", method!(limiter::Limiter::rules, 0))?;
+    limiter.define_method("error_count", method!(limiter::Limiter::error_count, 0))?;
+    limiter.define_method("inspect", method!(limiter::Limiter::inspect, 0))?;
+
+    let decision = module.define_class("Decision", ruby.class_object())?;
+    decision.define_method("allowed?", method!(types::Decision::allowed, 0))?;
+    decision.define_method("retry_after", method!(types::Decision::retry_after, 0))?;
+    decision.define_method("limit", method!(types::Decision::limit, 0))?;
+    decision.define_method("remaining", method!(types::Decision::remaining, 0))?;
+    decision.define_method("reset_after", method!(types::Decision::reset_after, 0))?;
+    decision.define_method("window", method!(types::Decision::window, 0))?;
+    decision.define_method("now", method!(types::Decision::now, 0))?;
+    decision.define_method("degraded?", method!(types::Decision::degraded, 0))?;
+    decision.define_method("rules", method!(types::Decision::rules, 0))?;
+    decision.define_method("headers", method!(types::Decision::headers, 0))?;
+    decision.define_method("inspect", method!(types::Decision::inspect, 0))?;
+
+    let state = module.define_class("RuleState", ruby.class_object())?;
+    state.define_method("limit", method!(types::RuleState::limit, 0))?;
+    state.define_method("window", method!(types::RuleState::window, 0))?;
+    state.define_method("remaining", method!(types::RuleState::remaining, 0))?;
+    state.define_method("used", method!(types::RuleState::used, 0))?;
+    state.define_method("reset_after", method!(types::RuleState::reset_after, 0))?;
+    state.define_method("inspect", method!(types::RuleState::inspect, 0))?;
+
+    let rule = module.define_class("Rule", ruby.class_object())?;
+    rule.define_method("limit", method!(types::Rule::limit, 0))?;
+    rule.define_method("window", method!(types::Rule::window, 0))?;
+    rule.define_method("to_s", method!(types::Rule::to_s, 0))?;
+    rule.define_method("inspect", method!(types::Rule::inspect, 0))?;
+    rule.define_method("==", method!(types::Rule::eq, 1))?;
+
+    let proxies = module.define_class("TrustedProxies", ruby.class_object())?;
+    proxies.define_singleton_method("new", function!(net::TrustedProxies::new, 1))?;
+    proxies.define_method("client_ip", method!(net::TrustedProxies::client_ip, 2))?;
+    proxies.define_method("trusts?", method!(net::TrustedProxies::trusts, 1))?;
+    Ok(())
+}

@@ -1,0 +1,44 @@
+# frozen_string_literal: true
+
+# Loads the installed ratekeeper gem (scripts/test builds and installs it), or
+# ruby/lib when RATEKEEPER_DEV=1 (with ratekeeper.so copied there by hand).
+$LOAD_PATH.unshift(File.expand_path("../../ruby/lib", __dir__)) if ENV["RATEKEEPER_DEV"] == "1"
+require "minitest/autorun"
+require "json"
+require "socket"
+require "ratekeeper"
+
+module TestSupport
+  ROOT = File.expand_path("../..", __dir__)
+  REDIS_URL = ENV.fetch("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+  @counter = 0
+  class << self
+    attr_accessor :counter
+  end
+
+  def unique_prefix
+    TestSupport.counter += 1
+    "minitest-#{Process.pid}-#{Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)}-#{TestSupport.counter}"
+  end
+
+  def redis_url
+    @redis_url ||= begin
+      Ratekeeper::Limiter.new("1/s", store: REDIS_URL, on_error: :raise, timeout: 2, connect_timeout: 2).peek("ping")
+      REDIS_URL
+    rescue Ratekeeper::StorageError => e
+      flunk "no Redis at #{REDIS_URL} (#{e.message}): run `bash scripts/test`, which starts one"
+    end
+  end
+
+  def stores
+    { "memory" => "memory://", "redis" => redis_url }
+  end
+
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+end

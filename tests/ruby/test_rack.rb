@@ -1,0 +1,130 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "rack/test"
+require "rack/builder"
+
+# The Rack middleware with Rack::Test against the test Redis.
+class TestRack < Minitest::Test
+  include TestSupport
+  include Rack::Test::Methods
+
+  HELLO = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["hello"]] }
+
+  def setup
+    @prefix = unique_prefix
+    @events = []
+  end
+
+  def app
+    prefix = @prefix
+    url = redis_url
+    Rack::Builder.new do
+      use Ratekeeper::Rack::Middleware, store: url, prefix: prefix do |rk|
+        rk.trusted_proxies = ["10.0.0.0/8"]
+        rk.exempt "/health"
+        rk.safelist("office") { |req| req.client_ip == "198.51.100.10" }
+        rk.blocklist("php") { |req| req.path.end_with?(".php") }
+        rk.throttle "req/ip", rules: "5/second; 20/minute"
+        rk.throttle("login/email", rules: "3/5min", methods: "POST", paths: "/login") do |req|
+          req.params["email"].to_s.downcase.strip.then { |e| e.empty? ? nil : e }
+        end
+      end
+      run HELLO
+    end
+  end
+
+  def test_headers_then_429_with_json_body
+    5.times do |i|
+      get "/", {}, "REMOTE_ADDR" => "203.0.113.5"
+      assert_equal 200, last_response.status, "request #{i}"
+      assert_equal "5", last_response.headers["X-RateLimit-Limit"]
+      assert_equal (4 - i).to_s, last_response.headers["X-RateLimit-Remaining"]
+      assert_equal '"1s";q=5;w=1, "1m";q=20;w=60', last_response.headers["RateLimit-Policy"]
+    end
+    get "/", {}, "REMOTE_ADDR" => "203.0.113.5"
+    assert_equal 429, last_response.status
+    assert_equal "application/json", last_response.headers["Content-Type"]
+    assert_equal "1", last_response.headers["Retry-After"]
+    assert_equal({ "error" => "rate_limited", "retry_after" => 1 }, JSON.parse(last_response.body))
+    get "/", {}, "REMOTE_ADDR" => "203.0.113.6"
+    assert_equal 200, last_response.status, "another client has its own quota"
+  end
+
+  def test_login_is_throttled_per_posted_email
+    3.times { |i| post "/login", { "email" => "Victim@Example.com " }, "REMOTE_ADDR" => "192.0.2.#{i}" }
+    assert_equal 200, last_response.status
+    post "/login", { "email" => "victim@example.com" }, "REMOTE_ADDR" => "192.0.2.99"
+    assert_equal 429, last_response.status, "a fourth try from yet another IP is still denied"
+    assert_equal "3", last_response.headers["X-RateLimit-Limit"]
+    post "/login", { "email" => "other@example.com" }, "REMOTE_ADDR" => "192.0.2.100"
+    assert_equal 200, last_response.status
+  end
+
+  def test_exempt_safelist_and_blocklist
+    12.times do
+      get "/health", {}, "REMOTE_ADDR" => "203.0.113.7"
+      assert_equal 200, last_response.status
+      assert_nil last_response.headers["X-RateLimit-Limit"]
+    end
+    12.times do
+      get "/", {}, "REMOTE_ADDR" => "198.51.100.10"
+      assert_equal 200, last_response.status
+    end
+    get "/wp-login.php", {}, "REMOTE_ADDR" => "203.0.113.8"
+    assert_equal 403, last_response.status
+    assert_equal({ "error" => "blocked" }, JSON.parse(last_response.body))
+  end
+
+  def test_spoofed_forwarded_for_is_ignored_unless_from_a_trusted_proxy
+    5.times { |i| get "/", {}, "REMOTE_ADDR" => "203.0.113.20", "HTTP_X_FORWARDED_FOR" => "1.1.1.#{i}" }
+    get "/", {}, "REMOTE_ADDR" => "203.0.113.20", "HTTP_X_FORWARDED_FOR" => "9.9.9.9"
+    assert_equal 429, last_response.status
+    5.times { get "/", {}, "REMOTE_ADDR" => "10.0.0.1", "HTTP_X_FORWARDED_FOR" => "198.51.100.7" }
+    assert_equal 200, last_response.status
+    get "/", {}, "REMOTE_ADDR" => "10.0.0.1", "HTTP_X_FORWARDED_FOR" => "198.51.100.7"
+    assert_equal 429, last_response.status
+    get "/", {}, "REMOTE_ADDR" => "10.0.0.1", "HTTP_X_FORWARDED_FOR" => "garbage, 198.51.100.8"
+    assert_equal 200, last_response.status
+  end
+
+  def test_replaceable_responder_and_status
+    limiter_app = Ratekeeper::Rack::Middleware.new(HELLO, store: redis_url, prefix: unique_prefix, status: 503,
+                                                          responder: nil) do |rk|
+      rk.throttle "all", rules: "1/minute"
+    end
+    env = Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.1")
+    assert_equal 200, limiter_app.call(env.dup)[0]
+    assert_equal 503, limiter_app.call(env.dup)[0]
+    teapot = Ratekeeper::Rack::Middleware.new(HELLO, store: "memory://") do |rk|
+      rk.throttle "all", rules: "1/minute"
+      rk.responder = ->(_env, decision) { [418, { "X-Wait" => decision.retry_after.to_s }, ["slow down"]] }
+    end
+    teapot.call(env.dup)
+    status, headers, body = teapot.call(env.dup)
+    assert_equal [418, ["slow down"]], [status, body]
+    assert_operator headers["X-Wait"].to_f, :>, 0
+  end
+
+  def test_notifications_when_active_support_is_loaded
+    require "active_support/notifications"
+    events = []
+    subscriber = ActiveSupport::Notifications.subscribe(/ratekeeper/) { |name, *, payload| events << [name, payload[:name]] }
+    mw = Ratekeeper::Rack::Middleware.new(HELLO, store: "memory://") { |rk| rk.throttle "one", rules: "1/minute" }
+    env = Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.2")
+    2.times { mw.call(env.dup) }
+    assert_equal [["throttle.ratekeeper", "one"]], events
+  ensure
+    ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
+  end
+
+  def test_bad_configuration_is_refused
+    assert_raises(Ratekeeper::ConfigurationError) do
+      Ratekeeper::Rack::Middleware.new(HELLO) { |rk| rk.throttle "x", rules: "5/fortnight" }
+    end
+    assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Rack::Middleware.new(HELLO, colour: "blue") }
+    assert_raises(Ratekeeper::ConfigurationError) do
+      Ratekeeper::Rack::Middleware.new(HELLO) { |rk| rk.trusted_proxies = ["10.0.0.0/99"] }
+    end
+  end
+end
