@@ -85,6 +85,8 @@ pub struct Decision {
     pub binding: usize,
     /// True when the store failed and this decision is the `on_error` fallback.
     pub degraded: bool,
+    /// Set on the first fallback decision of an outage: what to log, once.
+    pub warning: Option<String>,
 }
 
 impl Decision {
@@ -138,6 +140,7 @@ impl Decision {
             binding: binding_index(&states),
             rules: states,
             degraded: false,
+            warning: None,
         }
     }
 
@@ -161,6 +164,7 @@ impl Decision {
             binding: 0,
             rules: states,
             degraded: true,
+            warning: None,
         }
     }
 

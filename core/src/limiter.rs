@@ -90,6 +90,11 @@ impl Limiter {
         self.store.waits_on_io()
     }
 
+    /// How often the store was called, failed, and was spared by its circuit breaker.
+    pub fn store_stats(&self) -> crate::store::StoreStats {
+        self.store.stats()
+    }
+
     /// How many checks found the store failing (and fell back to `on_error`).
     pub fn error_count(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
@@ -133,18 +138,17 @@ impl Limiter {
             Err(err) if self.on_error == OnError::Raise => Err(err),
             Err(err) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
-                if !self.in_outage.swap(true, Ordering::Relaxed) {
-                    log::warn!(
-                        "ratekeeper: store failing, {:?} applies until it recovers: {err}",
-                        self.on_error
-                    );
-                }
                 let at = now_ms.unwrap_or_else(system_now_ms);
-                Ok(Decision::fallback(
-                    &self.rules,
-                    at,
-                    self.on_error == OnError::Allow,
-                ))
+                let allowed = self.on_error == OnError::Allow;
+                let mut decision = Decision::fallback(&self.rules, at, allowed);
+                if !self.in_outage.swap(true, Ordering::Relaxed) {
+                    let action = if allowed { "allowed" } else { "denied" };
+                    let warning =
+                        format!("ratekeeper: the store is failing ({err}); checks are {action} until it answers again");
+                    log::warn!("{warning}");
+                    decision.warning = Some(warning);
+                }
+                Ok(decision)
             }
         }
     }

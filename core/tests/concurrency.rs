@@ -34,7 +34,7 @@ fn hammer(store: Arc<dyn Store>, rules: &str, threads: usize, per_thread: usize)
 
 #[test]
 fn threads_admit_exactly_the_limit() {
-    for (name, store) in common::both() {
+    for (name, store) in common::all() {
         assert_eq!(
             hammer(store, "100/hour", 16, 40),
             100,
@@ -45,11 +45,28 @@ fn threads_admit_exactly_the_limit() {
 
 #[test]
 fn threads_admit_exactly_the_tightest_of_several_rules() {
-    for (name, store) in common::both() {
+    for (name, store) in common::all() {
         assert_eq!(
             hammer(store, "500/hour; 77/day; 1000/366d", 8, 50),
             77,
             "{name}: 400 tries, 77/day binds"
         );
     }
+}
+
+/// Keys with braces cannot choose their Cluster slot: they are hashed, and
+/// their log lands where the hash says, not where `{...}` would send it.
+#[test]
+fn braces_in_keys_cannot_pick_a_cluster_slot() {
+    let Some(store) = common::cluster() else {
+        return;
+    };
+    let limiter = Limiter::with_store(RuleSet::parse("2/hour").unwrap(), store, OnError::Raise);
+    for key in [&b"{user}:1"[..], b"{user}:2", b"a{b}c", b"}{", &[b'{'; 300]] {
+        assert!(limiter.check(key, 1, None).unwrap().allowed);
+        assert!(limiter.check(key, 1, None).unwrap().allowed);
+        assert!(!limiter.check(key, 1, None).unwrap().allowed, "{key:?}");
+    }
+    let tag = ratekeeper_core::keys::key_tag(b"{user}:1");
+    assert!(tag.starts_with(b"#") && !tag.contains(&b'{'));
 }

@@ -141,3 +141,10 @@ fn scenarios_on_memory() {
 fn scenarios_on_redis() {
     run_all(common::redis);
 }
+
+#[test]
+fn scenarios_on_the_cluster() {
+    if common::cluster().is_some() {
+        run_all(|| common::cluster().unwrap());
+    }
+}

@@ -4,6 +4,8 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union, final
 
 __version__: str
 
+def _panic_for_tests() -> None: ...
+
 _KeyLike = Union[str, bytes]
 _RuleLike = Union[str, "Rule", Tuple[int, float]]
 _RulesLike = Union[str, "Rule", Iterable[_RuleLike]]
@@ -80,6 +82,8 @@ class Limiter:
     def rules(self) -> List[Rule]: ...
     @property
     def error_count(self) -> int: ...
+    @property
+    def store_stats(self) -> Dict[str, int]: ...
 
 @final
 class TrustedProxies:

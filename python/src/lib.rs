@@ -10,6 +10,18 @@ mod types;
 
 use pyo3::prelude::*;
 
+/// Panics inside the core's guard, without the GIL as a check against Redis
+/// would: tests prove a panic surfaces as `RateKeeperError`, never as a crash.
+#[pyfunction]
+fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
+    let outcome = py.detach(|| {
+        limiter::guard_free(|| -> ratekeeper_core::Result<()> {
+            panic!("deliberate panic for tests")
+        })
+    });
+    errors::guard(py, || outcome)
+}
+
 #[pymodule]
 fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
@@ -19,5 +31,6 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Decision>()?;
     m.add_class::<net::TrustedProxies>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

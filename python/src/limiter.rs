@@ -57,7 +57,7 @@ impl Limiter {
 }
 
 /// Catches a panic without the GIL; `guard` turns the result into Python errors.
-fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+pub fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
         Err(core::Error::storage(format!(
             "internal error: {}",
@@ -162,6 +162,18 @@ impl Limiter {
             .iter()
             .map(|&inner| Rule { inner })
             .collect()
+    }
+
+    /// How often the store was called, failed, and was spared by its circuit
+    /// breaker: a dict with `attempts`, `failures` and `short_circuits`.
+    #[getter]
+    fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let stats = self.inner.store_stats();
+        let dict = pyo3::types::PyDict::new(py);
+        dict.set_item("attempts", stats.attempts)?;
+        dict.set_item("failures", stats.failures)?;
+        dict.set_item("short_circuits", stats.short_circuits)?;
+        Ok(dict)
     }
 
     /// How many checks found the store failing and fell back to on_error.

@@ -8,6 +8,28 @@
 #   limiter = Ratekeeper::Limiter.new("1/second; 20/minute", store: "redis://127.0.0.1:6379/0")
 #   limiter.check("user:42").allowed?
 module Ratekeeper
+  class << self
+    # Where warnings go (once per store outage): Rails.logger in a Rails app,
+    # else $stderr. Assign any Logger.
+    attr_writer :logger
+
+    def logger
+      @logger ||= defined?(Rails) && Rails.respond_to?(:logger) && Rails.logger ? Rails.logger : default_logger
+    end
+
+    # Called by the native layer with the first warning of an outage.
+    def log_warning(message)
+      logger.warn(message)
+      nil
+    end
+
+    private
+
+    def default_logger
+      require "logger"
+      Logger.new($stderr, progname: "ratekeeper")
+    end
+  end
 end
 
 require "ratekeeper/version"

@@ -44,7 +44,13 @@ def prefix() -> str:
     return unique_prefix()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def store(request, redis_url) -> str:
-    """Each test using it runs on both stores."""
+    """Each test using it runs on every store: memory, Redis, and the Redis
+    Cluster that scripts/test starts (RATEKEEPER_TEST_CLUSTER)."""
+    if request.param == "cluster":
+        url = os.environ.get("RATEKEEPER_TEST_CLUSTER")
+        if not url:
+            pytest.skip("RATEKEEPER_TEST_CLUSTER is not set (scripts/test sets it)")
+        return url
     return "memory://" if request.param == "memory" else redis_url

@@ -131,3 +131,22 @@ class TestApi < Minitest::Test
     assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::TrustedProxies.new(["10.0.0.0/99"]) }
   end
 end
+
+# Hostile input through Ruby: binary keys on Redis, and a panic in the core.
+class TestHostile < Minitest::Test
+  include TestSupport
+
+  def test_binary_and_awkward_keys_on_redis
+    limiter = Ratekeeper::Limiter.new("1/hour", store: redis_url, prefix: unique_prefix, on_error: :raise)
+    ["", "x" * 1_000_000, "nul\0inside", "line\nbreak", "{brace}", "\xff\xfe\x00{".b, (0..255).map(&:chr).join.b].each do |key|
+      assert limiter.check(key).allowed?, key[0, 12].inspect
+      refute limiter.check(key).allowed?, key[0, 12].inspect
+    end
+  end
+
+  def test_a_panic_in_the_core_is_an_exception
+    error = assert_raises(Ratekeeper::Error) { Ratekeeper._panic_for_tests }
+    assert_includes error.message, "deliberate panic"
+    assert Ratekeeper::Limiter.new("1/s").check("k").allowed?
+  end
+end

@@ -1,9 +1,11 @@
 //! Where logs live: the [`Store`] trait, its two implementations, and the
 //! store URL (`memory://`, `redis://`, `rediss://`, `redis+cluster://`).
 
+mod breaker;
 mod memory;
 mod redis;
 
+pub use self::breaker::StoreStats;
 pub use self::memory::MemoryStore;
 pub use self::redis::{RedisStore, SCRIPT as REDIS_SCRIPT};
 
@@ -39,6 +41,11 @@ pub trait Store: Send + Sync {
 
     /// Forgets everything logged for `tag`.
     fn reset(&self, tag: &[u8]) -> Result<()>;
+
+    /// How often the store was called, failed, and was spared by its circuit breaker.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
 
     /// Whether a call may wait on the network: bindings release the GIL or
     /// GVL around such calls only, since releasing costs more than a memory check.
@@ -121,9 +128,11 @@ pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
             }
             Ok(Arc::new(MemoryStore::new(options.max_keys)))
         }
-        Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster") => Ok(Arc::new(RedisStore::open(url, options)?)),
+        Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel") => {
+            Ok(Arc::new(RedisStore::open(url, options)?))
+        }
         _ => Err(Error::config(format!(
-            "invalid store URL '{url}': use memory://, redis://host:port/db, rediss://... or redis+cluster://host:port,host:port"
+            "invalid store URL '{url}': use memory://, redis://host:port/db, rediss://..., redis+cluster://host:port,host:port or redis+sentinel://host:port/master"
         ))),
     }
 }

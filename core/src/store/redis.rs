@@ -5,12 +5,15 @@
 //! restart or `SCRIPT FLUSH`). `redis+cluster://` routes each check to the slot
 //! of its key's `{tag}`.
 
+use super::breaker::{Breaker, StoreStats};
 use super::{Mode, Store, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::keys::log_key;
 use crate::rule::RuleSet;
 use redis::{ConnectionLike, RedisError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The Lua script that checks and logs one key against a rule set.
@@ -22,6 +25,8 @@ struct Conn {
     /// Set after a timeout or I/O error: a late reply may still arrive, so the
     /// pool must drop this connection rather than hand it out again.
     broken: bool,
+    /// The manager's generation when this connection was made.
+    generation: u64,
 }
 
 enum Link {
@@ -41,6 +46,8 @@ impl Conn {
 enum Target {
     Single(redis::Client),
     Cluster(redis::cluster::ClusterClient),
+    /// Each new connection asks the sentinels where the master is now.
+    Sentinel(std::sync::Mutex<redis::sentinel::SentinelClient>),
 }
 
 /// Opens connections with the configured timeouts, for r2d2.
@@ -48,6 +55,9 @@ struct Manager {
     target: Target,
     timeout: Duration,
     connect_timeout: Duration,
+    /// Bumped whenever Redis fails to answer: connections made before are
+    /// suspect (a restarted Redis reset them all) and are not used again.
+    generation: Arc<AtomicU64>,
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -63,8 +73,19 @@ impl r2d2::ManageConnection for Manager {
                 Link::Single(con)
             }
             Target::Cluster(client) => Link::Cluster(Box::new(client.get_connection()?)),
+            Target::Sentinel(sentinel) => {
+                let client = sentinel
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_client()?;
+                let con = client.get_connection_with_timeout(self.connect_timeout)?;
+                con.set_read_timeout(Some(self.timeout))?;
+                con.set_write_timeout(Some(self.timeout))?;
+                Link::Single(con)
+            }
         };
         Ok(Conn {
+            generation: self.generation.load(Ordering::Acquire),
             link,
             broken: false,
         })
@@ -84,85 +105,116 @@ pub struct RedisStore {
     pool: r2d2::Pool<Manager>,
     prefix: String,
     sha: String,
+    breaker: Breaker,
+    generation: Arc<AtomicU64>,
 }
 
 impl RedisStore {
-    /// Opens a pool for `url` (`redis://`, `rediss://`, `redis+cluster://h:p,h:p`).
+    /// Opens a pool for `url`: `redis://`, `rediss://`, `redis+cluster://h:p,h:p`
+    /// or `redis+sentinel://h:p,h:p/master[/db]`.
     /// Connections are made lazily, so this succeeds while Redis is down.
     pub fn open(url: &str, options: &StoreOptions) -> Result<RedisStore> {
-        let bad = |why: String| Error::config(format!("invalid store URL '{url}': {why}"));
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| bad("no scheme".into()))?;
-        let scheme = scheme.to_ascii_lowercase();
-        let target = if let Some(single) = scheme.strip_suffix("+cluster") {
-            let (auth, hosts) = match rest.rsplit_once('@') {
-                Some((auth, hosts)) => (format!("{auth}@"), hosts),
-                None => (String::new(), rest),
-            };
-            let hosts = hosts.trim_end_matches('/');
-            if hosts.is_empty() || hosts.contains('/') {
-                return Err(bad(
-                    "give the cluster nodes as host:port,host:port with no database".into(),
-                ));
-            }
-            let nodes: Vec<String> = hosts
-                .split(',')
-                .map(|h| format!("{single}://{auth}{}", h.trim()))
-                .collect();
-            let client = redis::cluster::ClusterClientBuilder::new(nodes)
-                .connection_timeout(options.connect_timeout)
-                .response_timeout(options.timeout)
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
-            Target::Cluster(client)
-        } else {
-            if rest.is_empty() {
-                return Err(bad("no host".into()));
-            }
-            Target::Single(redis::Client::open(url).map_err(|e| bad(e.to_string()))?)
-        };
+        let target = parse_target(url, options)?;
+        let generation = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             target,
             timeout: options.timeout,
             connect_timeout: options.connect_timeout,
+            generation: generation.clone(),
         };
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
             .min_idle(Some(0))
             .test_on_check_out(false)
-            .connection_timeout(options.connect_timeout + options.timeout)
+            .connection_timeout(options.connect_timeout)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
         Ok(RedisStore {
             pool,
             prefix: options.prefix.clone(),
             sha: sha1_smol::Sha1::from(SCRIPT).digest().to_string(),
+            breaker: Breaker::default(),
+            generation,
         })
     }
 
-    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        self.pool
-            .get()
-            .map_err(|e| Error::storage(format!("no Redis connection: {e}")))
+    /// A pooled connection made since Redis last failed to answer; older ones
+    /// are dropped on the way.
+    fn fresh_connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        loop {
+            let mut con = match self.pool.get() {
+                Ok(con) => con,
+                Err(e) => {
+                    self.breaker.failed();
+                    return Err(Error::storage(format!("no Redis connection: {e}")));
+                }
+            };
+            if con.generation >= self.generation.load(Ordering::Acquire) {
+                return Ok(con);
+            }
+            con.broken = true;
+        }
     }
 
-    /// Runs one command on a pooled connection: the outer error when no
-    /// connection could be had, the inner one when the command failed.
+    /// Runs one command: the outer error when Redis could not be reached (the
+    /// circuit breaker counts those), the inner one when it answered with an
+    /// error. A Cluster redirect (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the
+    /// command did not run) is retried once on a new connection, which reads
+    /// the slot map afresh.
     fn run<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
     ) -> Result<std::result::Result<T, RedisError>> {
-        let mut con = self.connection()?;
-        let result = cmd.query::<T>(con.as_like());
-        if let Err(e) = &result {
-            con.broken = e.is_unrecoverable_error()
-                || e.is_timeout()
-                || e.is_connection_dropped()
-                || e.is_io_error();
+        match self.run_once(cmd)? {
+            Err(e) if e.is_cluster_error() => self.run_once(cmd),
+            answered => Ok(answered),
         }
-        Ok(result)
     }
+
+    fn run_once<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> Result<std::result::Result<T, RedisError>> {
+        self.breaker.allow()?;
+        let mut con = self.fresh_connection()?;
+        match cmd.query::<T>(con.as_like()) {
+            Err(e) if unreachable(&e) => {
+                // A late reply may still arrive on this connection: never reuse
+                // it, nor any other made before this failure.
+                con.broken = true;
+                self.generation.fetch_add(1, Ordering::AcqRel);
+                self.breaker.failed();
+                Err(storage_error(e))
+            }
+            answered => {
+                if matches!(&answered, Err(e) if e.is_cluster_error()) {
+                    con.broken = true;
+                }
+                self.breaker.succeeded();
+                Ok(answered)
+            }
+        }
+    }
+}
+
+/// Whether an error means this connection cannot serve checks: Redis did not
+/// answer, or answered that it is not (or no longer) a writable master, as
+/// after a failover, or that it is still loading.
+fn unreachable(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_unrecoverable_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_io_error()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ReadOnly
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+            )
+        )
 }
 
 fn storage_error(e: RedisError) -> Error {
@@ -171,6 +223,95 @@ fn storage_error(e: RedisError) -> Error {
 
 fn is_noscript(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// Splits `[auth@]h1:p1,h2:p2[/path]` into the auth part (with its `@`), the
+/// hosts, and the path.
+fn split_hosts(rest: &str) -> (String, Vec<String>, &str) {
+    let (auth, tail) = match rest.rsplit_once('@') {
+        Some((auth, tail)) => (format!("{auth}@"), tail),
+        None => (String::new(), rest),
+    };
+    let (hosts, path) = tail.split_once('/').unwrap_or((tail, ""));
+    let hosts = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (auth, hosts, path)
+}
+
+/// What a store URL points at.
+fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
+    let bad = |why: &str| Error::config(format!("invalid store URL '{url}': {why}"));
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    if let Some(node_scheme) = scheme.strip_suffix("+cluster") {
+        let (auth, hosts, path) = split_hosts(rest);
+        if hosts.is_empty() || !path.is_empty() {
+            return Err(bad(
+                "give the cluster nodes as host:port,host:port, with no database",
+            ));
+        }
+        let nodes: Vec<String> = hosts
+            .iter()
+            .map(|h| format!("{node_scheme}://{auth}{h}"))
+            .collect();
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .connection_timeout(options.connect_timeout)
+            .response_timeout(options.timeout)
+            // The client would resend a timed-out script (logging it twice)
+            // and multiply the wait; redirects are retried in `run` instead.
+            .retries(0)
+            .build()
+            .map_err(|e| bad(&e.to_string()))?;
+        return Ok(Target::Cluster(client));
+    }
+    if let Some(node_scheme) = scheme.strip_suffix("+sentinel") {
+        let (auth, hosts, path) = split_hosts(rest);
+        let mut parts = path.split('/');
+        let master = parts.next().unwrap_or("");
+        let db = match parts.next() {
+            None | Some("") => 0,
+            Some(db) => db
+                .parse::<i64>()
+                .map_err(|_| bad("the database must be a number"))?,
+        };
+        if hosts.is_empty() || master.is_empty() {
+            return Err(bad("give the sentinels and the master name: redis+sentinel://host:port,host:port/mymaster[/db]"));
+        }
+        let sentinels: Vec<String> = hosts.iter().map(|h| format!("redis://{h}")).collect();
+        let mut node = redis::RedisConnectionInfo::default().set_db(db);
+        let credentials = auth.trim_end_matches('@');
+        if let Some((user, password)) = credentials.split_once(':') {
+            if !user.is_empty() {
+                node = node.set_username(user);
+            }
+            node = node.set_password(password);
+        }
+        let info =
+            redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(node);
+        if node_scheme == "rediss" {
+            return Err(bad(
+                "TLS to the master through sentinels is not supported; use redis+sentinel://",
+            ));
+        }
+        let client = redis::sentinel::SentinelClient::build(
+            sentinels,
+            master.to_owned(),
+            Some(info),
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(|e| bad(&e.to_string()))?;
+        return Ok(Target::Sentinel(std::sync::Mutex::new(client)));
+    }
+    if rest.is_empty() {
+        return Err(bad("no host"));
+    }
+    Ok(Target::Single(
+        redis::Client::open(url).map_err(|e| bad(&e.to_string()))?,
+    ))
 }
 
 /// Appends the script's keys and arguments (see [`SCRIPT`]) to `cmd`.
@@ -220,6 +361,10 @@ impl Store for RedisStore {
             other => other.map_err(storage_error)?,
         };
         parse_reply(&reply, rules.rules().len())
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.breaker.stats()
     }
 
     fn reset(&self, tag: &[u8]) -> Result<()> {

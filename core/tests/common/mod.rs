@@ -45,9 +45,33 @@ pub fn redis() -> Arc<dyn Store> {
     store
 }
 
-/// Both stores, named.
-pub fn both() -> Vec<(&'static str, Arc<dyn Store>)> {
-    vec![("memory", memory()), ("redis", redis())]
+/// A fresh store on the test Redis Cluster (`RATEKEEPER_TEST_CLUSTER`, which
+/// scripts/test sets), or None when no cluster is configured.
+pub fn cluster() -> Option<Arc<dyn Store>> {
+    let url = std::env::var("RATEKEEPER_TEST_CLUSTER").ok()?;
+    let options = StoreOptions {
+        prefix: unique_prefix(),
+        timeout: std::time::Duration::from_secs(5),
+        connect_timeout: std::time::Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    let store = store::open(&url, &options).unwrap();
+    store
+        .reset(b"ping")
+        .unwrap_or_else(|e| panic!("no Redis Cluster at {url} ({e})"));
+    Some(store)
+}
+
+/// Every store, named: memory, Redis, and the Cluster when configured.
+pub fn all() -> Vec<(&'static str, Arc<dyn Store>)> {
+    let mut stores = vec![("memory", memory()), ("redis", redis())];
+    match cluster() {
+        Some(store) => stores.push(("cluster", store)),
+        None => eprintln!(
+            "RATEKEEPER_TEST_CLUSTER is not set: the Cluster is not tested (scripts/test sets it)"
+        ),
+    }
+    stores
 }
 
 /// A raw connection to the test Redis.
@@ -56,4 +80,116 @@ pub fn raw_redis() -> redis::Connection {
         .unwrap()
         .get_connection()
         .unwrap()
+}
+
+/// A Redis server of a test's own, on a free port, that the test may stop,
+/// restart, freeze and thaw (always by its pid). Killed when dropped.
+pub struct OwnRedis {
+    pub port: u16,
+    dir: std::path::PathBuf,
+    extra: Vec<String>,
+    pid: Option<u32>,
+}
+
+impl OwnRedis {
+    /// Starts one, with extra `redis-server` arguments.
+    pub fn start(extra: &[&str]) -> OwnRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("rk-own-redis-{port}-{}", unique_prefix()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut redis = OwnRedis {
+            port,
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            pid: None,
+        };
+        redis.restart();
+        redis
+    }
+
+    /// The URL of this server.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Starts the server again on the same port (after `stop`).
+    pub fn restart(&mut self) {
+        let pidfile = self.dir.join("redis.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let status = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--daemonize",
+                "yes",
+            ])
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .status()
+            .expect("redis-server is not installed: run scripts/setup-debian");
+        assert!(status.success());
+        for _ in 0..100 {
+            if let Ok(text) = std::fs::read_to_string(&pidfile) {
+                if let Ok(pid) = text.trim().parse() {
+                    self.pid = Some(pid);
+                    if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("redis-server on port {} did not start", self.port);
+    }
+
+    fn signal(&self, name: &str) {
+        if let Some(pid) = self.pid {
+            let _ = std::process::Command::new("kill")
+                .args([&format!("-{name}"), &pid.to_string()])
+                .status();
+        }
+    }
+
+    /// Stops the server (SIGTERM) and waits until its port is closed.
+    pub fn stop(&mut self) {
+        self.signal("CONT");
+        self.signal("TERM");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+                self.pid = None;
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not stop", self.port);
+    }
+
+    /// Freezes the server (SIGSTOP): connections open, nothing answers.
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// Thaws a frozen server (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("CONT");
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        self.signal("KILL");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

@@ -11,9 +11,19 @@ mod types;
 
 use magnus::{function, method, prelude::*, Error, Ruby};
 
+/// `Ratekeeper._panic_for_tests`: panics without the GVL, as a check against
+/// Redis would; tests prove it surfaces as `Ratekeeper::Error`, never a crash.
+fn panic_for_tests(ruby: &Ruby) -> Result<(), Error> {
+    let outcome = gvl::without_gvl(|| -> ratekeeper_core::Result<()> {
+        panic!("deliberate panic for tests")
+    });
+    errors::settle(ruby, outcome)
+}
+
 #[magnus::init(name = "ratekeeper")]
 fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("Ratekeeper")?;
+    module.define_singleton_method("_panic_for_tests", function!(panic_for_tests, 0))?;
 
     let limiter = module.define_class("Limiter", ruby.class_object())?;
     limiter.define_singleton_method("_new", function!(limiter::Limiter::native_new, 8))?;
@@ -23,6 +33,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     limiter.define_method("_with_rules", method!(limiter::Limiter::with_rules, 1))?;
     limiter.define_method("rules", method!(limiter::Limiter::rules, 0))?;
     limiter.define_method("error_count", method!(limiter::Limiter::error_count, 0))?;
+    limiter.define_method("store_stats", method!(limiter::Limiter::store_stats, 0))?;
     limiter.define_method("inspect", method!(limiter::Limiter::inspect, 0))?;
 
     let decision = module.define_class("Decision", ruby.class_object())?;

@@ -143,6 +143,16 @@ impl Limiter {
         Ok(out)
     }
 
+    /// `store_stats`: {attempts:, failures:, short_circuits:} of the store.
+    pub fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<magnus::RHash, Error> {
+        let stats = rb_self.inner.store_stats();
+        let out = ruby.hash_new();
+        out.aset(ruby.to_symbol("attempts"), stats.attempts)?;
+        out.aset(ruby.to_symbol("failures"), stats.failures)?;
+        out.aset(ruby.to_symbol("short_circuits"), stats.short_circuits)?;
+        Ok(out)
+    }
+
     /// `error_count`: checks that fell back to on_error.
     pub fn error_count(&self) -> u64 {
         self.inner.error_count()

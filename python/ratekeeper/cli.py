@@ -1,0 +1,32 @@
+"""The ``ratekeeper`` command line: ``ratekeeper COMMAND ...`` (also ``python -m ratekeeper``).
+
+Each command is a module with ``NAME``, ``add_parser(subparsers)`` (returning
+its parser, with ``run`` set as a default) and ``run(args, parser) -> int``;
+adding a command means adding its module to ``COMMANDS``.
+"""
+
+import argparse
+from typing import Dict, List, Optional, Tuple
+
+from ratekeeper import __version__, analyze
+
+COMMANDS = (analyze,)
+
+
+def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each command's parser, by name."""
+    parser = argparse.ArgumentParser(prog="ratekeeper", description="ratekeeper: exact multi-rule rate limiting.")
+    parser.add_argument("--version", action="version", version=f"ratekeeper {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = {module.NAME: module.add_parser(subparsers) for module in COMMANDS}
+    return parser, commands
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Runs one command and returns its exit code: 0 ok, 1 failed, 2 bad arguments."""
+    parser, commands = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.run(args, commands[args.command]))
+    except SystemExit as exc:  # argparse reports bad arguments (and --help) by exiting
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
