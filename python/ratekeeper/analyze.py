@@ -11,8 +11,9 @@ count it reports after each check is the user's usage in the sliding window
 ``(t - W, t]``, so its maximum is the user's peak for window W, measured by
 the core too.
 
-Memory grows with the number of users (plus what the core keeps in its
-sliding logs), never with the number of lines.
+Memory grows with the number of users, never with the number of lines: per
+user, a few counters here, and in the core the requests of its sliding log
+that are still inside the longest window.
 """
 
 import argparse
@@ -29,7 +30,7 @@ import re
 import sys
 import time
 import zlib
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 from ratekeeper._ratekeeper import ConfigurationError, Limiter, Rule
 
@@ -67,7 +68,7 @@ def open_log(path: str) -> Iterator[Tuple[TextIO, IO[bytes], bool]]:
     whether the file is gzipped."""
     with open(path, "rb") as raw:
         gzipped = path.endswith(".gz") or raw.peek(2)[:2] == b"\x1f\x8b"
-        binary: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        binary: Union[gzip.GzipFile, io.BufferedReader] = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
         with io.TextIOWrapper(binary, encoding="utf-8", errors="replace") as text:
             yield text, raw, gzipped
 
@@ -430,7 +431,9 @@ def share(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 4) if whole else 0.0
 
 
-def candidate_report(candidate: Candidate, replay: Replay, stats_by_window: Dict[float, Dict[str, Any]]) -> Dict[str, Any]:
+def candidate_report(
+    candidate: Candidate, replay: Replay, stats_by_window: Dict[float, Dict[str, Any]]
+) -> Dict[str, Any]:
     """The JSON report of one candidate rule set."""
     windows = [dict(stats_by_window[rule.window], limit=rule.limit) for rule in candidate.rules]
     suggested = [str(Rule(w["suggested_limit"], w["window_seconds"])) for w in windows if w["suggested_limit"]]
@@ -498,7 +501,9 @@ def _table(rows: List[List[str]], right_from: int = 1) -> List[str]:
     """Rows as aligned text lines: the first ``right_from`` columns to the left, the rest to the right."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
-        "  ".join(cell.ljust(w) if i < right_from else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        "  ".join(
+            cell.ljust(w) if i < right_from else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
         for row in rows
     ]
 
@@ -521,12 +526,14 @@ def render_text(report: Dict[str, Any]) -> str:
     rows = [["  rules", "requests", "users", unit]]
     for i, c in enumerate(report["candidates"]):
         label = "  " + c["rules"] + ("  (--rules)" if i == 0 else "")
-        rows.append([
-            label,
-            count_pct(c["denied_requests"], c["denied_requests_pct"]),
-            count_pct(c["users_affected"], c["users_affected_pct"]),
-            count_pct(c["user_periods_affected"], c["user_periods_affected_pct"]),
-        ])
+        rows.append(
+            [
+                label,
+                count_pct(c["denied_requests"], c["denied_requests_pct"]),
+                count_pct(c["users_affected"], c["users_affected_pct"]),
+                count_pct(c["user_periods_affected"], c["user_periods_affected_pct"]),
+            ]
+        )
     out += _table(rows)
     out += ["", "Per-user peak requests in any sliding window:"]
     rows = [["  window", "p50", "p99", "p99.9", "max", "suggested"]]
@@ -565,7 +572,9 @@ def plot_peaks(report: Dict[str, Any], peaks: List[List[int]], path: str) -> Non
     for ax, stats, ascending in zip(axes.flat, windows, peaks):
         _plot_window(ax, stats, ascending, report["candidates"], colors)
     name = os.path.basename(report["file"])
-    figure.suptitle(f"{name}: per-user peak requests in any sliding window ({report['users']:,} users by {report['key']})")
+    figure.suptitle(
+        f"{name}: per-user peak requests in any sliding window ({report['users']:,} users by {report['key']})"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -588,7 +597,7 @@ def _plot_window(
     if not ascending:
         return
     values, shares = survival(ascending)
-    ax.step(values, shares, where="post", color="black", linewidth=1.5, label="users")
+    ax.step(values, shares, where="pre", color="black", linewidth=1.5, label="users")
     for i, candidate in enumerate(candidates):
         for window in candidate["windows"]:
             if window["window_seconds"] == stats["window_seconds"]:
@@ -600,7 +609,8 @@ def _plot_window(
 
 
 def survival(ascending: Sequence[int]) -> Tuple[List[int], List[float]]:
-    """Distinct peak values and, for each, the share of users whose peak is at least it."""
+    """Distinct peak values and, for each, the share of users whose peak is at
+    least it (which is also the share for every count between it and the value before)."""
     total = len(ascending)
     values: List[int] = []
     shares: List[float] = []
@@ -608,8 +618,6 @@ def survival(ascending: Sequence[int]) -> Tuple[List[int], List[float]]:
         if not values or value != values[-1]:
             values.append(value)
             shares.append((total - i) / total)
-    values.append(values[-1] + 1)
-    shares.append(shares[-1])
     return values, shares
 
 
@@ -635,14 +643,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "through candidate rule sets and report who would be limited, the per-user peak usage per "
         "window and a suggested limit (3 x the p99.9 peak).",
     )
-    parser.add_argument("logfile", metavar="LOGFILE", help="the access log (.gz is read as gzip)")
+    parser.add_argument("logfile", metavar="LOGFILE", help="the access log (gzip is detected)")
     parser.add_argument("--rules", required=True, type=rule_set, help='the rule set to try, e.g. "10/second; 300/hour"')
-    parser.add_argument("--candidates", nargs="+", action="extend", default=[], type=rule_set, metavar="RULES",
-                        help="more rule sets to compare")
-    parser.add_argument("--key", default="ip",
-                        help="who is limited: ip (default), user, or any field of JSON lines")
-    parser.add_argument("--period", choices=sorted(PERIOD_SECONDS), default="day",
-                        help="calendar period (UTC) of the user-periods (default: day)")
+    parser.add_argument(
+        "--candidates",
+        nargs="+",
+        action="extend",
+        default=[],
+        type=rule_set,
+        metavar="RULES",
+        help="more rule sets to compare",
+    )
+    parser.add_argument("--key", default="ip", help="who is limited: ip (default), user, or any field of JSON lines")
+    parser.add_argument(
+        "--period",
+        choices=sorted(PERIOD_SECONDS),
+        default="day",
+        help="calendar period (UTC) of the user-periods (default: day)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
     parser.add_argument("--plot", metavar="PNG", help="draw the per-user peak distribution (needs matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -666,8 +684,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 parse = make_parser(log_format, args.key)
             except ValueError as exc:
                 parser.error(str(exc))
-            progress = Progress(os.fstat(raw.fileno()).st_size, sys.stderr,
-                                not args.no_progress and sys.stderr.isatty())
+            progress = Progress(
+                os.fstat(raw.fileno()).st_size, sys.stderr, not args.no_progress and sys.stderr.isatty()
+            )
             try:
                 count = replay_lines(lines, parse, replay, bad, lambda n: progress.update(raw.tell(), n))
             finally:

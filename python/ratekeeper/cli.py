@@ -27,6 +27,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser, commands = build_parser()
     try:
         args = parser.parse_args(argv)
-        return int(args.run(args, commands[args.command]))
+        code: int = args.run(args, commands[args.command])
+        return code
     except SystemExit as exc:  # argparse reports bad arguments (and --help) by exiting
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1

@@ -60,7 +60,7 @@ def clf_line(at: float, ip: str, user: str, zone: str) -> str:
 
 BAD_LINES = [
     "this is not a log line\n",
-    '10.9.9.9 - - [05/Mar/2024:00:0\n',
+    "10.9.9.9 - - [05/Mar/2024:00:0\n",
     '10.9.9.9 - - [05/Foo/2024:00:00:01 +0000] "GET / HTTP/1.1" 200 5\n',
     '10.9.9.9 - - [05/Mar/2024:25:00:01 +0000] "GET / HTTP/1.1" 200 5\n',
 ]
@@ -108,10 +108,24 @@ def test_known_answer(known_log, capsys):
     # 1s peaks: 997 users at 1, then 2, 3, 5; 1m peaks: 995 at 1, then 2, 3, 4, 5, 6.
     # Nearest rank of 1,000: p50 is the 500th, p99 the 990th, p99.9 the 999th.
     second, minute = report["windows"]
-    assert second == {"window": "1s", "window_seconds": 1.0, "p50": 1, "p99": 1, "p99_9": 3, "max": 5,
-                      "suggested_limit": 9}
-    assert minute == {"window": "1m", "window_seconds": 60.0, "p50": 1, "p99": 1, "p99_9": 5, "max": 6,
-                      "suggested_limit": 15}
+    assert second == {
+        "window": "1s",
+        "window_seconds": 1.0,
+        "p50": 1,
+        "p99": 1,
+        "p99_9": 3,
+        "max": 5,
+        "suggested_limit": 9,
+    }
+    assert minute == {
+        "window": "1m",
+        "window_seconds": 60.0,
+        "p50": 1,
+        "p99": 1,
+        "p99_9": 5,
+        "max": 6,
+        "suggested_limit": 15,
+    }
     assert [w["limit"] for w in current["windows"]] == [2, 5]
     assert current["windows"][1]["p99_9"] == 5
     assert current["suggested_rules"] == "9/1s; 15/1m"
@@ -138,7 +152,11 @@ def test_bad_lines_are_counted_with_examples(known_log, capsys):
     assert report["bad_lines"] == 4
     examples = report["bad_line_examples"]
     assert [e["line"] for e in examples] == [2, 101, 501]
-    assert examples[0] == {"line": 2, "reason": "not in common or combined log format", "text": "this is not a log line"}
+    assert examples[0] == {
+        "line": 2,
+        "reason": "not in common or combined log format",
+        "text": "this is not a log line",
+    }
     assert "bad date 05/Foo/2024" in examples[2]["reason"]
 
 
@@ -197,13 +215,18 @@ def test_json_lines_input(tmp_path, capsys):
 def test_plot_is_a_png(known_log, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "peaks.png"
-    assert main(["analyze", known_log, "--rules", RULES, "--candidates", CANDIDATE, "--plot", str(out), "--no-progress"]) == 0
+    assert (
+        main(["analyze", known_log, "--rules", RULES, "--candidates", CANDIDATE, "--plot", str(out), "--no-progress"])
+        == 0
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib_is_a_usage_error(known_log, tmp_path, monkeypatch, capsys):
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find_spec(name, *a)
+    )
     assert main(["analyze", known_log, "--rules", RULES, "--plot", str(tmp_path / "p.png")]) == 2
     assert "pip install matplotlib" in capsys.readouterr().err
 
@@ -229,7 +252,10 @@ def test_cli_success(known_log):
 def test_cli_bad_rules_exit_2_with_the_core_message(known_log):
     result = run_cli("analyze", known_log, "--rules", "5/fortnight")
     assert result.returncode == 2
-    assert "ratekeeper analyze: error: argument --rules: invalid rule '5/fortnight': unknown time unit 'fortnight'" in result.stderr
+    assert (
+        "ratekeeper analyze: error: argument --rules: invalid rule '5/fortnight': unknown time unit 'fortnight'"
+        in result.stderr
+    )
     result = run_cli("analyze", known_log, "--rules", "1/s", "--candidates", "10/s;20/s")
     assert result.returncode == 2 and "same window" in result.stderr
 
@@ -251,6 +277,8 @@ def test_cli_usage_errors_exit_2(known_log):
 def test_example_log_is_reproducible(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / "access.log"
-    subprocess.run([sys.executable, os.path.join(root, "examples", "make_access_log.py"), "--out", str(out)], check=True)
+    subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "make_access_log.py"), "--out", str(out)], check=True
+    )
     with open(os.path.join(root, "examples", "access.log")) as committed:
         assert out.read_text() == committed.read()
