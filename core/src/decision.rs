@@ -87,6 +87,8 @@ pub struct Decision {
     pub degraded: bool,
     /// Set on the first fallback decision of an outage: what to log, once.
     pub warning: Option<String>,
+    /// True when this denial was remembered in-process, not asked of the store.
+    pub cached: bool,
 }
 
 impl Decision {
@@ -141,6 +143,7 @@ impl Decision {
             rules: states,
             degraded: false,
             warning: None,
+            cached: false,
         }
     }
 
@@ -165,6 +168,7 @@ impl Decision {
             rules: states,
             degraded: true,
             warning: None,
+            cached: false,
         }
     }
 

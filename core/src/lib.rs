@@ -35,7 +35,8 @@
 //! * a header: version, rule count, the number `N` of units ever logged, the
 //!   ring capacity (at least the largest limit), the slots allocated, the
 //!   newest timestamp, and per rule its window, the number `p` of the oldest
-//!   unit inside that window and that unit's timestamp (23 + 15 × rules bytes);
+//!   unit inside that window and that unit's timestamp, and when the key's TTL
+//!   runs out (29 + 15 × rules bytes);
 //! * a ring of 5-byte big-endian timestamps, one per logged unit: unit `s`
 //!   sits at slot `s % capacity`, so only the newest `max(L)` units are kept,
 //!   which is all an exact sliding log over these rules needs. A timestamp is
@@ -72,6 +73,7 @@
 //! A `100000/day` check costs what a `10/second` one does (ratio 1.00).
 
 pub mod decision;
+pub mod denial_cache;
 pub mod error;
 pub mod keys;
 pub mod limiter;
@@ -81,7 +83,7 @@ pub mod store;
 
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
 pub use error::{Error, Result};
-pub use limiter::{Limiter, OnError};
+pub use limiter::{check_batch, Limiter, OnError};
 pub use net::{Cidr, TrustedProxies};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

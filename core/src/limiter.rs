@@ -1,13 +1,15 @@
 //! The [`Limiter`]: a rule set, a store and a failure policy; what every binding wraps.
 
-use crate::decision::Decision;
+use crate::decision::{Decision, Observation};
+use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
 use crate::rule::RuleSet;
-use crate::store::{self, system_now_ms, Mode, Store, StoreOptions};
+use crate::store::{self, system_now_ms, Mode, Request, Store, StoreOptions};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Latest `now` accepted, in seconds since the epoch (year 6429): timestamps
 /// are kept in 47 bits of milliseconds.
@@ -47,6 +49,7 @@ pub struct Limiter {
     on_error: OnError,
     errors: AtomicU64,
     in_outage: AtomicBool,
+    denials: DenialCache,
 }
 
 impl Limiter {
@@ -65,19 +68,36 @@ impl Limiter {
     }
 
     /// A limiter for `rules` on an existing store (several limiters may share one).
+    /// Denials are remembered for up to [`denial_cache::DEFAULT_CAP`] when the
+    /// store is remote (see [`Limiter::with_denial_cache`]).
     pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
+        let cap = if store.waits_on_io() {
+            DEFAULT_CAP
+        } else {
+            Duration::ZERO
+        };
         Limiter {
             rules,
             store,
             on_error,
             errors: AtomicU64::new(0),
             in_outage: AtomicBool::new(false),
+            denials: DenialCache::new(cap),
         }
+    }
+
+    /// This limiter, remembering a denial in-process for at most `cap` (zero
+    /// turns it off). A `reset` in this process forgets at once; one made
+    /// elsewhere is seen within `cap`.
+    pub fn with_denial_cache(mut self, cap: Duration) -> Limiter {
+        self.denials = DenialCache::new(cap);
+        self
     }
 
     /// A limiter for other rules on the same store, with the same `on_error`.
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
         Limiter::with_store(rules, self.store.clone(), self.on_error)
+            .with_denial_cache(self.denials.cap())
     }
 
     /// The rule set, shortest window first.
@@ -113,26 +133,49 @@ impl Limiter {
 
     /// Forgets everything logged for `key`.
     pub fn reset(&self, key: &[u8]) -> Result<()> {
-        self.store.reset(&key_tag(key))
+        let tag = key_tag(key);
+        self.denials.forget(&tag);
+        self.store.reset(&tag)
     }
 
     fn decide(&self, key: &[u8], cost: u64, now: Option<f64>, mode: Mode) -> Result<Decision> {
-        if cost == 0 {
-            return Err(Error::config("invalid cost 0: a check costs at least 1"));
+        let now_ms = check_arguments(cost, now)?;
+        let tag = key_tag(key);
+        if let Some(remembered) = self.remembered(&tag, cost, now_ms) {
+            return Ok(remembered);
         }
-        let now_ms = now.map(now_to_ms).transpose()?;
-        match self
-            .store
-            .apply(&key_tag(key), &self.rules, cost, now_ms, mode)
-        {
+        let outcome = self.store.apply(&tag, &self.rules, cost, now_ms, mode);
+        self.conclude(&tag, cost, now_ms, mode, outcome)
+    }
+
+    /// A denial remembered for this check; never for a check at an explicit
+    /// time, which is arithmetic on that time.
+    fn remembered(&self, tag: &[u8], cost: u64, now_ms: Option<u64>) -> Option<Decision> {
+        if now_ms.is_some() {
+            return None;
+        }
+        self.denials.lookup(tag, cost)
+    }
+
+    /// The decision from what the store answered: its observation, or the
+    /// `on_error` fallback (with one warning per outage) when it failed.
+    fn conclude(
+        &self,
+        tag: &[u8],
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+        outcome: Result<Observation>,
+    ) -> Result<Decision> {
+        match outcome {
             Ok(obs) => {
                 self.in_outage.store(false, Ordering::Relaxed);
-                Ok(Decision::from_observation(
-                    &self.rules,
-                    cost,
-                    &obs,
-                    mode == Mode::Check,
-                ))
+                let decision =
+                    Decision::from_observation(&self.rules, cost, &obs, mode == Mode::Check);
+                if now_ms.is_none() && !decision.allowed {
+                    self.denials.remember(tag, cost, &decision);
+                }
+                Ok(decision)
             }
             Err(err @ Error::Config(_)) => Err(err),
             Err(err) if self.on_error == OnError::Raise => Err(err),
@@ -143,8 +186,9 @@ impl Limiter {
                 let mut decision = Decision::fallback(&self.rules, at, allowed);
                 if !self.in_outage.swap(true, Ordering::Relaxed) {
                     let action = if allowed { "allowed" } else { "denied" };
-                    let warning =
-                        format!("ratekeeper: the store is failing ({err}); checks are {action} until it answers again");
+                    let warning = format!(
+                        "the store is failing ({err}); checks are {action} until it answers again"
+                    );
                     log::warn!("{warning}");
                     decision.warning = Some(warning);
                 }
@@ -152,6 +196,76 @@ impl Limiter {
             }
         }
     }
+
+    /// Checks several keys against this limiter's rules, in one round trip
+    /// where the store allows it (a Redis pipeline). Each key is checked
+    /// atomically on its own; the decisions come back in order.
+    pub fn check_many(&self, keys: &[&[u8]], cost: u64, now: Option<f64>) -> Result<Vec<Decision>> {
+        let items: Vec<(&Limiter, &[u8], u64)> =
+            keys.iter().map(|&key| (self, key, cost)).collect();
+        check_batch(&items, now)
+    }
+}
+
+/// The time of a check in ms, after checking its cost and time.
+fn check_arguments(cost: u64, now: Option<f64>) -> Result<Option<u64>> {
+    if cost == 0 {
+        return Err(Error::config("invalid cost 0: a check costs at least 1"));
+    }
+    now.map(now_to_ms).transpose()
+}
+
+/// Checks several `(limiter, key, cost)` at once, say the per-IP and the
+/// per-user rules of one request: limiters sharing one store (see
+/// [`Limiter::with_rules`]) are asked in one round trip. Each check is atomic
+/// on its own and logs when its own rules admit it, whatever the others
+/// decide; the decisions come back in order.
+pub fn check_batch(items: &[(&Limiter, &[u8], u64)], now: Option<f64>) -> Result<Vec<Decision>> {
+    let mut now_ms = None;
+    for &(_, _, cost) in items {
+        now_ms = check_arguments(cost, now)?;
+    }
+    let tags: Vec<Vec<u8>> = items.iter().map(|&(_, key, _)| key_tag(key)).collect();
+    let mut decisions: Vec<Option<Decision>> = items
+        .iter()
+        .zip(&tags)
+        .map(|(&(limiter, _, cost), tag)| limiter.remembered(tag, cost, now_ms))
+        .collect();
+    let pending: Vec<usize> = (0..items.len())
+        .filter(|&i| decisions[i].is_none())
+        .collect();
+    let shared = pending
+        .windows(2)
+        .all(|pair| Arc::ptr_eq(&items[pair[0]].0.store, &items[pair[1]].0.store));
+    let outcomes: Vec<Result<Observation>> = match pending.first() {
+        Some(&first) if shared => {
+            let requests: Vec<Request<'_>> = pending
+                .iter()
+                .map(|&i| Request {
+                    tag: &tags[i],
+                    rules: &items[i].0.rules,
+                    cost: items[i].2,
+                    now_ms,
+                    mode: Mode::Check,
+                })
+                .collect();
+            items[first].0.store.apply_many(&requests)
+        }
+        _ => pending
+            .iter()
+            .map(|&i| {
+                items[i]
+                    .0
+                    .store
+                    .apply(&tags[i], &items[i].0.rules, items[i].2, now_ms, Mode::Check)
+            })
+            .collect(),
+    };
+    for (&i, outcome) in pending.iter().zip(outcomes) {
+        let (limiter, _, cost) = items[i];
+        decisions[i] = Some(limiter.conclude(&tags[i], cost, now_ms, Mode::Check, outcome)?);
+    }
+    Ok(decisions.into_iter().flatten().collect())
 }
 
 /// Seconds (float) to whole milliseconds, rounded to the nearest.

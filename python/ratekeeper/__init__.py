@@ -20,6 +20,7 @@ from ratekeeper._ratekeeper import (
     StorageError,
     TrustedProxies,
     __version__,
+    check_all,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "StorageError",
     "TrustedProxies",
     "__version__",
+    "check_all",
 ]

@@ -1,10 +1,12 @@
-//! The `Limiter` class: converts arguments, releases the GIL around store I/O,
-//! calls the core.
+//! The `Limiter` class and `check_all`: convert arguments, release the GIL
+//! around store I/O, call the core, log its once-per-outage warning.
 
 use crate::convert;
-use crate::errors::{config_error, guard};
+use crate::errors::{config_error, guard, panic_message};
 use crate::types::{Decision, Rule};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use ratekeeper_core as core;
 use std::time::Duration;
 
@@ -15,14 +17,68 @@ pub struct Limiter {
     store: String,
 }
 
-fn duration(py: Python<'_>, name: &str, seconds: f64) -> PyResult<Duration> {
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 60.0) {
+fn seconds_option(py: Python<'_>, name: &str, seconds: f64, zero_ok: bool) -> PyResult<Duration> {
+    let low_ok = if zero_ok {
+        seconds >= 0.0
+    } else {
+        seconds > 0.0
+    };
+    if !(seconds.is_finite() && low_ok && seconds <= 60.0) {
+        let low = if zero_ok { "0 (off)" } else { "more than 0" };
         return Err(config_error(
             py,
-            format!("invalid {name} {seconds}: give seconds, more than 0 and at most 60"),
+            format!("invalid {name} {seconds}: give seconds, {low} and at most 60"),
         ));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Catches a panic (without the GIL); `guard` turns the result into Python errors.
+pub fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(core::Error::storage(format!(
+            "internal error: {}",
+            panic_message(&panic)
+        )))
+    })
+}
+
+/// Runs core code that may wait on the store: without the GIL when it does.
+fn run_core<T: Send>(
+    py: Python<'_>,
+    waits: bool,
+    f: impl FnOnce() -> core::Result<T> + Send,
+) -> PyResult<T> {
+    let outcome = if waits {
+        py.detach(|| guard_free(f))
+    } else {
+        guard_free(f)
+    };
+    guard(py, || outcome)
+}
+
+/// A core decision for Python, logging its once-per-outage warning on the `ratekeeper` logger.
+fn deliver(py: Python<'_>, inner: core::Decision) -> PyResult<Decision> {
+    if let Some(warning) = &inner.warning {
+        py.import("logging")?
+            .call_method1("getLogger", ("ratekeeper",))?
+            .call_method1("warning", (warning.as_str(),))?;
+    }
+    Ok(Decision { inner })
+}
+
+/// Runs a batch of checks and delivers their decisions.
+fn run_batch(
+    py: Python<'_>,
+    items: &[(&core::Limiter, &[u8], u64)],
+    now: Option<f64>,
+) -> PyResult<Vec<Decision>> {
+    let waits = items.iter().any(|(limiter, _, _)| limiter.waits_on_io());
+    let decisions = run_core(py, waits, || core::check_batch(items, now))?;
+    decisions
+        .into_iter()
+        .map(|inner| deliver(py, inner))
+        .collect()
 }
 
 impl Limiter {
@@ -38,38 +94,22 @@ impl Limiter {
         let cost = convert::cost(py, cost)?;
         let now = convert::now(now)?;
         let limiter = &self.inner;
-        let run = || {
+        let inner = run_core(py, limiter.waits_on_io(), || {
             if check {
                 limiter.check(&key, cost, now)
             } else {
                 limiter.peek(&key, cost, now)
             }
-        };
-        let decision = if limiter.waits_on_io() {
-            py.detach(|| guard_free(run))
-        } else {
-            guard_free(run)
-        };
-        Ok(Decision {
-            inner: guard(py, || decision)?,
-        })
+        })?;
+        deliver(py, inner)
     }
-}
-
-/// Catches a panic without the GIL; `guard` turns the result into Python errors.
-pub fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        Err(core::Error::storage(format!(
-            "internal error: {}",
-            crate::errors::panic_message(&panic)
-        )))
-    })
 }
 
 #[pymethods]
 impl Limiter {
     #[new]
-    #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.05, connect_timeout = 0.05, pool_size = 16, max_keys = 1_000_000))]
+    #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.05,
+                        connect_timeout = 0.05, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -81,6 +121,7 @@ impl Limiter {
         connect_timeout: f64,
         pool_size: i64,
         max_keys: i64,
+        denial_cache: f64,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
         let on_error: core::OnError = guard(py, || on_error.parse())?;
@@ -98,12 +139,19 @@ impl Limiter {
         }
         let options = core::StoreOptions {
             prefix: prefix.to_owned(),
-            timeout: duration(py, "timeout", timeout)?,
-            connect_timeout: duration(py, "connect_timeout", connect_timeout)?,
+            timeout: seconds_option(py, "timeout", timeout, false)?,
+            connect_timeout: seconds_option(py, "connect_timeout", connect_timeout, false)?,
             pool_size: pool_size as u32,
             max_keys: max_keys as usize,
         };
+        let cache = seconds_option(py, "denial_cache", denial_cache, true)?;
         let inner = guard(py, || core::Limiter::open(rules, store, &options, on_error))?;
+        // the memory store answers in-process already: nothing to spare it
+        let inner = if inner.waits_on_io() {
+            inner.with_denial_cache(cache)
+        } else {
+            inner
+        };
         Ok(Limiter {
             inner,
             store: store.to_owned(),
@@ -135,16 +183,38 @@ impl Limiter {
         self.decide(py, key, cost, now, false)
     }
 
-    /// Forgets everything logged for `key`.
+    /// Checks several keys against these rules in one Redis round trip (a
+    /// pipeline); each key is checked atomically on its own.
+    #[pyo3(signature = (keys, cost = None, now = None))]
+    fn check_many(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Decision>> {
+        let cost = convert::cost(py, cost)?;
+        let now = convert::now(now)?;
+        let keys: Vec<Vec<u8>> = keys
+            .try_iter()?
+            .map(|key| Ok(convert::key_bytes(&key?)?.into_owned()))
+            .collect::<PyResult<_>>()?;
+        let items: Vec<(&core::Limiter, &[u8], u64)> = keys
+            .iter()
+            .map(|k| (&self.inner, k.as_slice(), cost))
+            .collect();
+        run_batch(py, &items, now)
+    }
+
+    /// Forgets everything logged for `key` (and a denial remembered for it here).
     fn reset(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = convert::key_bytes(key)?;
         let limiter = &self.inner;
-        let result = py.detach(|| guard_free(|| limiter.reset(&key)));
-        guard(py, || result)
+        run_core(py, limiter.waits_on_io(), || limiter.reset(&key))
     }
 
     /// A limiter for other rules sharing this one's store (its Redis pool or
-    /// its memory) and on_error.
+    /// its memory), on_error and denial cache.
     fn with_rules(&self, py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
         Ok(Limiter {
@@ -167,9 +237,9 @@ impl Limiter {
     /// How often the store was called, failed, and was spared by its circuit
     /// breaker: a dict with `attempts`, `failures` and `short_circuits`.
     #[getter]
-    fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.inner.store_stats();
-        let dict = pyo3::types::PyDict::new(py);
+        let dict = PyDict::new(py);
         dict.set_item("attempts", stats.attempts)?;
         dict.set_item("failures", stats.failures)?;
         dict.set_item("short_circuits", stats.short_circuits)?;
@@ -185,4 +255,40 @@ impl Limiter {
     fn __repr__(&self) -> String {
         format!("Limiter('{}', store='{}')", self.inner.rules(), self.store)
     }
+}
+
+/// Checks `(limiter, key)` or `(limiter, key, cost)` items at once: limiters
+/// sharing a store (see `Limiter.with_rules`) are asked in one round trip.
+#[pyfunction]
+#[pyo3(signature = (items, now = None))]
+pub fn check_all(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<Decision>> {
+    let shape = || PyTypeError::new_err("each item must be (limiter, key) or (limiter, key, cost)");
+    let now = convert::now(now)?;
+    let mut owned: Vec<(Bound<'_, Limiter>, Vec<u8>, u64)> = Vec::new();
+    for item in items.try_iter()? {
+        let parts: Vec<Bound<'_, PyAny>> = item?
+            .try_iter()
+            .map_err(|_| shape())?
+            .collect::<PyResult<_>>()?;
+        if !(2..=3).contains(&parts.len()) {
+            return Err(shape());
+        }
+        let limiter = parts[0]
+            .cast::<Limiter>()
+            .map_err(|_| {
+                PyTypeError::new_err("the first element of each item must be a ratekeeper.Limiter")
+            })?
+            .clone();
+        let key = convert::key_bytes(&parts[1])?.into_owned();
+        owned.push((limiter, key, convert::cost(py, parts.get(2))?));
+    }
+    let items: Vec<(&core::Limiter, &[u8], u64)> = owned
+        .iter()
+        .map(|(l, k, c)| (&l.get().inner, k.as_slice(), *c))
+        .collect();
+    run_batch(py, &items, now)
 }

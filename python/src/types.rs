@@ -184,6 +184,12 @@ impl Decision {
         self.inner.degraded
     }
 
+    /// True when this denial was remembered in-process (Redis was not asked).
+    #[getter]
+    fn cached(&self) -> bool {
+        self.inner.cached
+    }
+
     /// The response headers for this decision, as a dict of str to str.
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);

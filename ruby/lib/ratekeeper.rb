@@ -17,6 +17,14 @@ module Ratekeeper
       @logger ||= defined?(Rails) && Rails.respond_to?(:logger) && Rails.logger ? Rails.logger : default_logger
     end
 
+    # Checks [limiter, key] or [limiter, key, cost] items at once: limiters
+    # sharing a store (see Limiter#with_rules) are asked in one round trip.
+    def check_all(items, now: nil)
+      raise TypeError, "items must be an Array, not #{items.class}" unless items.is_a?(Array)
+
+      _check_all(items.map { |item| item.is_a?(Array) && item[1].is_a?(Symbol) ? [item[0], item[1].name, *item[2..]] : item }, now)
+    end
+
     # Called by the native layer with the first warning of an outage.
     def log_warning(message)
       logger.warn(message)

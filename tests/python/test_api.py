@@ -172,3 +172,44 @@ def test_on_error_outcomes_when_redis_is_unreachable():
 def test_module_exports():
     assert ratekeeper.__version__ == "0.1.0"
     assert set(ratekeeper.__all__) <= set(dir(ratekeeper))
+
+
+def test_check_many_and_check_all_in_one_round_trip(redis_url, prefix):
+    limiter = Limiter("2/hour", redis_url, prefix=prefix)
+    assert [d.allowed for d in limiter.check_many(["a", "a", b"a", "b"])] == [True, True, False, True]
+    per_user = limiter.with_rules("1/hour; 5/day")
+    first = ratekeeper.check_all([(limiter, "ip:1"), (per_user, "user:1", 1)])
+    second = ratekeeper.check_all([(limiter, "ip:1"), (per_user, "user:1")])
+    assert [d.allowed for d in first] == [True, True]
+    assert [d.allowed for d in second] == [True, False]
+    assert (first[0].limit, first[1].limit) == (2, 1)
+    with pytest.raises(TypeError, match="must be a ratekeeper.Limiter"):
+        ratekeeper.check_all([("not a limiter", "k")])
+    with pytest.raises(TypeError, match="each item"):
+        ratekeeper.check_all([(limiter,)])
+
+
+def test_denial_cache_spares_redis(redis_url, prefix):
+    limiter = Limiter("1/hour", redis_url, prefix=prefix)
+    assert limiter.check("k") and not limiter.check("k").cached
+    attempts = limiter.store_stats["attempts"]
+    assert all(not d.allowed and d.cached for d in (limiter.check("k") for _ in range(200)))
+    assert limiter.store_stats["attempts"] == attempts
+    limiter.reset("k")
+    assert limiter.check("k").allowed
+    off = Limiter("1/hour", redis_url, prefix=prefix + "-off", denial_cache=0)
+    off.check("k")
+    before = off.store_stats["attempts"]
+    assert not any(off.check("k").cached for _ in range(5))
+    assert off.store_stats["attempts"] == before + 5
+    with pytest.raises(ConfigurationError, match="denial_cache"):
+        Limiter("1/s", denial_cache=-1)
+
+
+def test_an_outage_is_logged_once(caplog):
+    limiter = Limiter("1/s", "redis://127.0.0.1:1/0", on_error="allow")
+    with caplog.at_level("WARNING", logger="ratekeeper"):
+        for _ in range(5):
+            assert limiter.check("k").degraded
+    warnings = [r for r in caplog.records if r.name == "ratekeeper"]
+    assert len(warnings) == 1 and "checks are allowed" in warnings[0].getMessage()

@@ -150,3 +150,41 @@ class TestHostile < Minitest::Test
     assert Ratekeeper::Limiter.new("1/s").check("k").allowed?
   end
 end
+
+# Batches and the denial cache through Ruby.
+class TestBatches < Minitest::Test
+  include TestSupport
+
+  def test_check_many_and_check_all
+    limiter = Ratekeeper::Limiter.new("2/hour", store: redis_url, prefix: unique_prefix)
+    assert_equal [true, true, false, true], limiter.check_many(["a", "a", :a, "b"]).map(&:allowed?)
+    per_user = limiter.with_rules("1/hour; 5/day")
+    first = Ratekeeper.check_all([[limiter, "ip:1"], [per_user, "user:1", 1]])
+    second = Ratekeeper.check_all([[limiter, "ip:1"], [per_user, "user:1"]])
+    assert_equal [true, true], first.map(&:allowed?)
+    assert_equal [true, false], second.map(&:allowed?)
+    assert_raises(TypeError) { Ratekeeper.check_all([["not a limiter", "k"]]) }
+  end
+
+  def test_denial_cache_spares_redis
+    limiter = Ratekeeper::Limiter.new("1/hour", store: redis_url, prefix: unique_prefix)
+    assert limiter.check("k").allowed?
+    refute limiter.check("k").cached?
+    attempts = limiter.store_stats[:attempts]
+    assert(200.times.all? { d = limiter.check("k"); !d.allowed? && d.cached? })
+    assert_equal attempts, limiter.store_stats[:attempts]
+    limiter.reset("k")
+    assert limiter.check("k").allowed?
+    assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s", denial_cache: -1) }
+  end
+
+  def test_an_outage_is_logged_once
+    logged = StringIO.new
+    Ratekeeper.logger = Logger.new(logged)
+    limiter = Ratekeeper::Limiter.new("1/s", store: "redis://127.0.0.1:1/0", on_error: :allow)
+    5.times { assert limiter.check("k").degraded? }
+    assert_equal 1, logged.string.scan("checks are allowed").size
+  ensure
+    Ratekeeper.logger = nil
+  end
+end

@@ -7,6 +7,8 @@ require "minitest/autorun"
 require "json"
 require "socket"
 require "ratekeeper"
+require "logger"
+require "stringio"
 
 module TestSupport
   ROOT = File.expand_path("../..", __dir__)

@@ -170,6 +170,12 @@ impl Store for MemoryStore {
                 shard.make_room(shard_max);
             }
             let log = shard.logs.entry(tag.to_vec()).or_default();
+            // keep only units some window can still see: at most the largest
+            // limit, and none older than the longest window
+            let longest = rules.longest_window_ms();
+            while log.units.front().is_some_and(|&unit| unit + longest <= now) {
+                log.units.pop_front();
+            }
             log.units.extend(std::iter::repeat_n(now, cost as usize));
             while log.units.len() > keep {
                 log.units.pop_front();
@@ -236,6 +242,23 @@ mod tests {
         }
         // the first 50,000 expired long ago and are swept while the next 50,000 arrive
         assert!(store.len() < 75_000, "{} keys held", store.len());
+    }
+
+    #[test]
+    fn units_out_of_every_window_are_dropped() {
+        let store = MemoryStore::new(10);
+        let rules = RuleSet::parse("1000000/s").unwrap();
+        for i in 0..10_000u64 {
+            store
+                .apply(b"busy", &rules, 1, Some(i), Mode::Check)
+                .unwrap();
+        }
+        let shard = store.shard(b"busy");
+        assert_eq!(
+            shard.logs[&b"busy"[..]].units.len(),
+            1000,
+            "one second of units at one a millisecond"
+        );
     }
 
     #[test]

@@ -24,6 +24,21 @@ pub enum Mode {
     Peek,
 }
 
+/// One check (or peek) of a batch: see [`Store::apply_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The key's tag (see [`crate::keys::key_tag`]).
+    pub tag: &'a [u8],
+    /// The rules to check it against.
+    pub rules: &'a RuleSet,
+    /// Units the check costs.
+    pub cost: u64,
+    /// Its time in ms, or `None` for the store's clock.
+    pub now_ms: Option<u64>,
+    /// Check or peek.
+    pub mode: Mode,
+}
+
 /// A place that keeps one sliding log per key and applies a check to it atomically.
 pub trait Store: Send + Sync {
     /// Observes the log of `tag` (see [`crate::keys::key_tag`]) against `rules`
@@ -38,6 +53,15 @@ pub trait Store: Send + Sync {
         now_ms: Option<u64>,
         mode: Mode,
     ) -> Result<Observation>;
+
+    /// Applies several requests, each atomically on its own, in one round
+    /// trip where the store allows it; the outcomes come back in order.
+    fn apply_many(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
+        requests
+            .iter()
+            .map(|r| self.apply(r.tag, r.rules, r.cost, r.now_ms, r.mode))
+            .collect()
+    }
 
     /// Forgets everything logged for `tag`.
     fn reset(&self, tag: &[u8]) -> Result<()>;

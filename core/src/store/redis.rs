@@ -6,7 +6,7 @@
 //! of its key's `{tag}`.
 
 use super::breaker::{Breaker, StoreStats};
-use super::{Mode, Store, StoreOptions};
+use super::{Mode, Request, Store, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::keys::log_key;
@@ -107,6 +107,8 @@ pub struct RedisStore {
     sha: String,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
+    /// A Cluster spreads keys over nodes: batches go one by one.
+    cluster: bool,
 }
 
 impl RedisStore {
@@ -115,6 +117,7 @@ impl RedisStore {
     /// Connections are made lazily, so this succeeds while Redis is down.
     pub fn open(url: &str, options: &StoreOptions) -> Result<RedisStore> {
         let target = parse_target(url, options)?;
+        let cluster = matches!(target, Target::Cluster(_));
         let generation = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             target,
@@ -135,6 +138,7 @@ impl RedisStore {
             sha: sha1_smol::Sha1::from(SCRIPT).digest().to_string(),
             breaker: Breaker::default(),
             generation,
+            cluster,
         })
     }
 
@@ -175,9 +179,19 @@ impl RedisStore {
         &self,
         cmd: &redis::Cmd,
     ) -> Result<std::result::Result<T, RedisError>> {
+        self.on_connection(|con| cmd.query::<T>(con))
+    }
+
+    /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
+    /// outer error when Redis could not be reached, the inner one when it
+    /// answered with an error.
+    fn on_connection<T>(
+        &self,
+        f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<std::result::Result<T, RedisError>> {
         self.breaker.allow()?;
         let mut con = self.fresh_connection()?;
-        match cmd.query::<T>(con.as_like()) {
+        match f(con.as_like()) {
             Err(e) if unreachable(&e) => {
                 // A late reply may still arrive on this connection: never reuse
                 // it, nor any other made before this failure.
@@ -194,6 +208,15 @@ impl RedisStore {
                 Ok(answered)
             }
         }
+    }
+
+    /// The Redis key and the EVALSHA command of one request.
+    fn evalsha(&self, r: &Request<'_>) -> redis::Cmd {
+        let key = log_key(&self.prefix, r.tag);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.sha);
+        script_args(&mut cmd, &key, r.rules, r.cost, r.now_ms, r.mode);
+        cmd
     }
 }
 
@@ -314,6 +337,18 @@ fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
     ))
 }
 
+impl RedisStore {
+    /// Runs a request by EVAL: after a restart or `SCRIPT FLUSH` (NOSCRIPT, so
+    /// the script did not run), this sends the script and caches it again.
+    fn eval(&self, r: &Request<'_>) -> Result<Vec<i64>> {
+        let key = log_key(&self.prefix, r.tag);
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(SCRIPT);
+        script_args(&mut eval, &key, r.rules, r.cost, r.now_ms, r.mode);
+        self.run(&eval)?.map_err(storage_error)
+    }
+}
+
 /// Appends the script's keys and arguments (see [`SCRIPT`]) to `cmd`.
 fn script_args(
     cmd: &mut redis::Cmd,
@@ -345,22 +380,64 @@ impl Store for RedisStore {
         now_ms: Option<u64>,
         mode: Mode,
     ) -> Result<Observation> {
-        let key = log_key(&self.prefix, tag);
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(&self.sha);
-        script_args(&mut evalsha, &key, rules, cost, now_ms, mode);
-        let reply: Vec<i64> = match self.run(&evalsha)? {
-            Err(e) if is_noscript(&e) => {
-                // Redis restarted or its script cache was flushed: EVAL sends the
-                // script and caches it again for the next EVALSHA.
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(SCRIPT);
-                script_args(&mut eval, &key, rules, cost, now_ms, mode);
-                self.run(&eval)?.map_err(storage_error)?
-            }
+        let request = Request {
+            tag,
+            rules,
+            cost,
+            now_ms,
+            mode,
+        };
+        let reply: Vec<i64> = match self.run(&self.evalsha(&request))? {
+            Err(e) if is_noscript(&e) => self.eval(&request)?,
             other => other.map_err(storage_error)?,
         };
         parse_reply(&reply, rules.rules().len())
+    }
+
+    /// One pipeline of EVALSHAs on a single Redis; the Cluster, whose keys
+    /// live on several nodes, takes them one by one.
+    fn apply_many(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
+        if requests.len() < 2 || self.cluster {
+            return requests
+                .iter()
+                .map(|r| self.apply(r.tag, r.rules, r.cost, r.now_ms, r.mode))
+                .collect();
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for request in requests {
+            pipe.add_command(self.evalsha(request));
+        }
+        let replies =
+            match self.on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<i64>>>>(con)) {
+                Ok(Ok(replies)) if replies.len() == requests.len() => replies,
+                Ok(Ok(replies)) => {
+                    let e = Error::storage(format!(
+                        "a pipeline of {} checks got {} replies",
+                        requests.len(),
+                        replies.len()
+                    ));
+                    return requests.iter().map(|_| Err(e.clone())).collect();
+                }
+                Ok(Err(e)) => {
+                    return requests
+                        .iter()
+                        .map(|_| Err(storage_error(e.clone())))
+                        .collect()
+                }
+                Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+            };
+        requests
+            .iter()
+            .zip(replies)
+            .map(|(request, reply)| {
+                let reply = match reply {
+                    Err(e) if is_noscript(&e) => self.eval(request)?,
+                    other => other.map_err(storage_error)?,
+                };
+                parse_reply(&reply, request.rules.rules().len())
+            })
+            .collect()
     }
 
     fn stats(&self) -> StoreStats {

@@ -8,12 +8,14 @@ module Ratekeeper
     ON_ERROR = %w[allow deny raise].freeze
 
     # Limiter.new(rules, store: "memory://", prefix: "rk", on_error: :allow,
-    #             timeout: 0.05, connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000)
+    #             timeout: 0.05, connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000,
+    #             denial_cache: 1.0)
     #
     # rules: "1/second; 20/minute", or an Array of rule Strings and
-    # [limit, window_seconds] pairs.
+    # [limit, window_seconds] pairs. denial_cache: seconds a denial is
+    # remembered in-process at most (0 turns it off; Redis stores only).
     def self.new(rules, store: "memory://", prefix: "rk", on_error: :allow, timeout: 0.05,
-                 connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000)
+                 connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0)
       _new(
         Limiter.normalize_rules(rules),
         Limiter.string_option(:store, store),
@@ -22,7 +24,8 @@ module Ratekeeper
         Limiter.number_option(:timeout, timeout),
         Limiter.number_option(:connect_timeout, connect_timeout),
         Limiter.integer_option(:pool_size, pool_size),
-        Limiter.integer_option(:max_keys, max_keys)
+        Limiter.integer_option(:max_keys, max_keys),
+        Limiter.number_option(:denial_cache, denial_cache)
       )
     end
 
@@ -38,7 +41,15 @@ module Ratekeeper
       _peek(key.is_a?(Symbol) ? key.name : key, cost, now)
     end
 
-    # Forgets everything logged for +key+.
+    # Checks several keys against these rules in one Redis round trip (a
+    # pipeline); each key is checked atomically on its own. Returns Decisions.
+    def check_many(keys, cost: 1, now: nil)
+      raise TypeError, "keys must be an Array, not #{keys.class}" unless keys.is_a?(Array)
+
+      _check_many(keys.map { |key| key.is_a?(Symbol) ? key.name : key }, cost, now)
+    end
+
+    # Forgets everything logged for +key+ (and a denial remembered for it here).
     def reset(key)
       _reset(key.is_a?(Symbol) ? key.name : key)
     end

@@ -24,12 +24,14 @@ fn panic_for_tests(ruby: &Ruby) -> Result<(), Error> {
 fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("Ratekeeper")?;
     module.define_singleton_method("_panic_for_tests", function!(panic_for_tests, 0))?;
+    module.define_singleton_method("_check_all", function!(limiter::check_all, 2))?;
 
     let limiter = module.define_class("Limiter", ruby.class_object())?;
-    limiter.define_singleton_method("_new", function!(limiter::Limiter::native_new, 8))?;
+    limiter.define_singleton_method("_new", function!(limiter::Limiter::native_new, 9))?;
     limiter.define_method("_check", method!(limiter::Limiter::check, 3))?;
     limiter.define_method("_peek", method!(limiter::Limiter::peek, 3))?;
     limiter.define_method("_reset", method!(limiter::Limiter::reset, 1))?;
+    limiter.define_method("_check_many", method!(limiter::Limiter::check_many, 3))?;
     limiter.define_method("_with_rules", method!(limiter::Limiter::with_rules, 1))?;
     limiter.define_method("rules", method!(limiter::Limiter::rules, 0))?;
     limiter.define_method("error_count", method!(limiter::Limiter::error_count, 0))?;
@@ -45,6 +47,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     decision.define_method("window", method!(types::Decision::window, 0))?;
     decision.define_method("now", method!(types::Decision::now, 0))?;
     decision.define_method("degraded?", method!(types::Decision::degraded, 0))?;
+    decision.define_method("cached?", method!(types::Decision::cached, 0))?;
     decision.define_method("rules", method!(types::Decision::rules, 0))?;
     decision.define_method("headers", method!(types::Decision::headers, 0))?;
     decision.define_method("inspect", method!(types::Decision::inspect, 0))?;

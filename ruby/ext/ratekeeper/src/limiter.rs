@@ -1,12 +1,13 @@
-//! `Ratekeeper::Limiter`'s native half: converts arguments, releases the GVL
-//! around store I/O, calls the core. lib/ratekeeper/limiter.rb adds the
+//! `Ratekeeper::Limiter`'s native half and `Ratekeeper.check_all`: convert
+//! arguments, release the GVL around store I/O, call the core, log its
+//! once-per-outage warning. lib/ratekeeper/limiter.rb adds the
 //! keyword-argument methods users call.
 
 use crate::convert;
-use crate::errors::{config_error, guard, settle};
+use crate::errors::{config_error, guard, settle, type_error};
 use crate::gvl::without_gvl;
 use crate::types::{Decision, Rule};
-use magnus::{Error, RArray, Ruby, Value};
+use magnus::{prelude::*, typed_data::Obj, Error, RArray, RHash, RModule, Ruby, Value};
 use ratekeeper_core as core;
 use std::time::Duration;
 
@@ -16,18 +17,58 @@ pub struct Limiter {
     store: String,
 }
 
-fn duration(ruby: &Ruby, name: &str, seconds: f64) -> Result<Duration, Error> {
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 60.0) {
+fn seconds_option(ruby: &Ruby, name: &str, seconds: f64, zero_ok: bool) -> Result<Duration, Error> {
+    let low_ok = if zero_ok {
+        seconds >= 0.0
+    } else {
+        seconds > 0.0
+    };
+    if !(seconds.is_finite() && low_ok && seconds <= 60.0) {
+        let low = if zero_ok { "0 (off)" } else { "more than 0" };
         return Err(config_error(
             ruby,
-            format!("invalid {name} {seconds}: give seconds, more than 0 and at most 60"),
+            format!("invalid {name} {seconds}: give seconds, {low} and at most 60"),
         ));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Runs core code that may wait on the store: without the GVL when it does.
+fn run_core<T>(ruby: &Ruby, waits: bool, f: impl FnOnce() -> core::Result<T>) -> Result<T, Error> {
+    let outcome = if waits {
+        without_gvl(f)
+    } else {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    };
+    settle(ruby, outcome)
+}
+
+/// A core decision for Ruby, handing its once-per-outage warning to `Ratekeeper.log_warning`.
+fn deliver(ruby: &Ruby, inner: core::Decision) -> Result<Decision, Error> {
+    if let Some(warning) = &inner.warning {
+        let module: RModule = ruby.class_object().const_get("Ratekeeper")?;
+        let _: Value = module.funcall("log_warning", (warning.as_str(),))?;
+    }
+    Ok(Decision { inner })
+}
+
+/// Runs a batch of checks and delivers their decisions as an Array.
+fn run_batch(
+    ruby: &Ruby,
+    items: &[(&core::Limiter, &[u8], u64)],
+    now: Option<f64>,
+) -> Result<RArray, Error> {
+    let waits = items.iter().any(|(limiter, _, _)| limiter.waits_on_io());
+    let decisions = run_core(ruby, waits, || core::check_batch(items, now))?;
+    let out = ruby.ary_new_capa(decisions.len());
+    for inner in decisions {
+        out.push(deliver(ruby, inner)?)?;
+    }
+    Ok(out)
+}
+
 impl Limiter {
-    /// `Limiter._new(rules, store, prefix, on_error, timeout, connect_timeout, pool_size, max_keys)`.
+    /// `Limiter._new(rules, store, prefix, on_error, timeout, connect_timeout, pool_size, max_keys, denial_cache)`.
     #[allow(clippy::too_many_arguments)]
     pub fn native_new(
         ruby: &Ruby,
@@ -39,6 +80,7 @@ impl Limiter {
         connect_timeout: f64,
         pool_size: i64,
         max_keys: i64,
+        denial_cache: f64,
     ) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
         let on_error: core::OnError = guard(ruby, || on_error.parse())?;
@@ -56,14 +98,21 @@ impl Limiter {
         }
         let options = core::StoreOptions {
             prefix,
-            timeout: duration(ruby, "timeout", timeout)?,
-            connect_timeout: duration(ruby, "connect_timeout", connect_timeout)?,
+            timeout: seconds_option(ruby, "timeout", timeout, false)?,
+            connect_timeout: seconds_option(ruby, "connect_timeout", connect_timeout, false)?,
             pool_size: pool_size as u32,
             max_keys: max_keys as usize,
         };
+        let cache = seconds_option(ruby, "denial_cache", denial_cache, true)?;
         let inner = guard(ruby, || {
             core::Limiter::open(rules, &store, &options, on_error)
         })?;
+        // the memory store answers in-process already: nothing to spare it
+        let inner = if inner.waits_on_io() {
+            inner.with_denial_cache(cache)
+        } else {
+            inner
+        };
         Ok(Limiter { inner, store })
     }
 
@@ -79,21 +128,14 @@ impl Limiter {
         let cost = convert::cost(ruby, cost)?;
         let now = convert::now(ruby, now)?;
         let limiter = &rb_self.inner;
-        let run = || {
+        let inner = run_core(ruby, limiter.waits_on_io(), || {
             if check {
                 limiter.check(&key, cost, now)
             } else {
                 limiter.peek(&key, cost, now)
             }
-        };
-        let outcome = if limiter.waits_on_io() {
-            without_gvl(run)
-        } else {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-        };
-        Ok(Decision {
-            inner: settle(ruby, outcome)?,
-        })
+        })?;
+        deliver(ruby, inner)
     }
 
     /// `_check(key, cost, now)`.
@@ -118,11 +160,32 @@ impl Limiter {
         Limiter::decide(ruby, rb_self, key, cost, now, false)
     }
 
+    /// `_check_many(keys, cost, now)`: one Redis round trip (a pipeline).
+    pub fn check_many(
+        ruby: &Ruby,
+        rb_self: &Self,
+        keys: RArray,
+        cost: Value,
+        now: Value,
+    ) -> Result<RArray, Error> {
+        let cost = convert::cost(ruby, cost)?;
+        let now = convert::now(ruby, now)?;
+        let keys: Vec<Vec<u8>> = keys
+            .into_iter()
+            .map(|key| convert::key_bytes(ruby, key))
+            .collect::<Result<_, _>>()?;
+        let items: Vec<(&core::Limiter, &[u8], u64)> = keys
+            .iter()
+            .map(|k| (&rb_self.inner, k.as_slice(), cost))
+            .collect();
+        run_batch(ruby, &items, now)
+    }
+
     /// `_reset(key)`.
     pub fn reset(ruby: &Ruby, rb_self: &Self, key: Value) -> Result<(), Error> {
         let key = convert::key_bytes(ruby, key)?;
         let limiter = &rb_self.inner;
-        settle(ruby, without_gvl(|| limiter.reset(&key)))
+        run_core(ruby, limiter.waits_on_io(), || limiter.reset(&key))
     }
 
     /// `_with_rules(rules)`: another limiter on the same store.
@@ -144,7 +207,7 @@ impl Limiter {
     }
 
     /// `store_stats`: {attempts:, failures:, short_circuits:} of the store.
-    pub fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<magnus::RHash, Error> {
+    pub fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let stats = rb_self.inner.store_stats();
         let out = ruby.hash_new();
         out.aset(ruby.to_symbol("attempts"), stats.attempts)?;
@@ -165,4 +228,41 @@ impl Limiter {
             self.store
         )
     }
+}
+
+/// `Ratekeeper._check_all(items, now)`: items are [limiter, key, cost] Arrays;
+/// limiters sharing a store are asked in one round trip.
+pub fn check_all(ruby: &Ruby, items: RArray, now: Value) -> Result<RArray, Error> {
+    let now = convert::now(ruby, now)?;
+    let mut owned: Vec<(Obj<Limiter>, Vec<u8>, u64)> = Vec::with_capacity(items.len());
+    for item in items.into_iter() {
+        let shape = || {
+            type_error(
+                ruby,
+                "each item must be [limiter, key] or [limiter, key, cost]",
+            )
+        };
+        let parts = RArray::from_value(item).ok_or_else(shape)?;
+        if !(2..=3).contains(&parts.len()) {
+            return Err(shape());
+        }
+        let limiter = Obj::<Limiter>::try_convert(parts.entry(0)?).map_err(|_| {
+            type_error(
+                ruby,
+                "the first element of each item must be a Ratekeeper::Limiter",
+            )
+        })?;
+        let key = convert::key_bytes(ruby, parts.entry(1)?)?;
+        let cost = if parts.len() == 3 {
+            convert::cost(ruby, parts.entry(2)?)?
+        } else {
+            1
+        };
+        owned.push((limiter, key, cost));
+    }
+    let items: Vec<(&core::Limiter, &[u8], u64)> = owned
+        .iter()
+        .map(|(l, k, c)| (&l.inner, k.as_slice(), *c))
+        .collect();
+    run_batch(ruby, &items, now)
 }

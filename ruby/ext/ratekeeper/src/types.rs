@@ -112,6 +112,10 @@ impl Decision {
         self.inner.degraded
     }
 
+    pub fn cached(&self) -> bool {
+        self.inner.cached
+    }
+
     pub fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new_capa(rb_self.inner.rules.len());
         for &inner in &rb_self.inner.rules {
