@@ -68,7 +68,7 @@ impl Limiter {
     }
 
     /// A limiter for `rules` on an existing store (several limiters may share one).
-    /// Denials are remembered for up to [`denial_cache::DEFAULT_CAP`] when the
+    /// Denials are remembered for up to [`crate::denial_cache::DEFAULT_CAP`] when the
     /// store is remote (see [`Limiter::with_denial_cache`]).
     pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
         let cap = if store.waits_on_io() {

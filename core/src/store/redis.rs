@@ -366,8 +366,19 @@ fn script_args(
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
     };
+    // the windows as the log's header stores them (5 bytes each, big-endian),
+    // so the script tells whether a log fits these rules with one comparison
+    let windows: Vec<u8> = rules
+        .rules()
+        .iter()
+        .flat_map(|r| r.window_ms.to_be_bytes()[3..].to_vec())
+        .collect();
+    cmd.arg(windows);
     for rule in rules.rules() {
-        cmd.arg(rule.limit).arg(rule.window_ms);
+        cmd.arg(rule.limit);
+    }
+    for rule in rules.rules() {
+        cmd.arg(rule.window_ms);
     }
 }
 

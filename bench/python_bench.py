@@ -1,0 +1,129 @@
+"""The Python half of the benchmark suite (bench/run runs it): ratekeeper
+against redis-py's bare PING, `limits` (MovingWindow) and django-ratelimit,
+the same workload on each (N checks spread over K keys, the same four rules),
+and a few figures read off Redis itself. Prints JSON lines {"name", ...}.
+
+    python3 bench/python_bench.py REDIS_URL N
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import redis
+
+import ratekeeper
+
+FOUR_RULES = "50/second; 1000/minute; 20000/hour; 100000/day"
+DJANGO_RATES = ["50/s", "1000/m", "20000/h", "100000/d"]
+KEYS = 1000
+BATCH = 50
+
+
+def report(name, **fields):
+    print(json.dumps({"name": name, **fields}), flush=True)
+
+
+def median_ns(n, call):
+    """The median over batches of the mean time of one call."""
+    for i in range(max(n // 10, 1)):
+        call(i)
+    samples = []
+    for b in range(max(n // BATCH, 1)):
+        start = time.perf_counter_ns()
+        for i in range(b * BATCH, b * BATCH + BATCH):
+            call(i)
+        samples.append((time.perf_counter_ns() - start) / BATCH)
+    return statistics.median(samples)
+
+
+def evalsha_usec_per_call(r, run):
+    """Redis server time per EVALSHA (INFO commandstats) while `run` runs."""
+    r.config_resetstat()
+    run()
+    stats = r.info("commandstats").get("cmdstat_evalsha", {})
+    return stats.get("usec_per_call", 0.0)
+
+
+def main():
+    url, n = sys.argv[1], int(sys.argv[2])
+    r = redis.Redis.from_url(url)
+    keys = [f"user:{i}" for i in range(KEYS)]
+    prefix = f"pybench-{os.getpid()}"
+
+    report("redis_py_ping", median_ns=median_ns(n, lambda i: r.ping()))
+    limiter = ratekeeper.Limiter(FOUR_RULES, url, prefix=prefix)
+
+    def ours(i):
+        assert limiter.check(keys[i % KEYS])
+
+    report("py_check_4_rules", median_ns=median_ns(n, ours))
+    report("redis_usec_per_check_4_rules", usec=evalsha_usec_per_call(r, lambda: [ours(i) for i in range(n)]))
+
+    from limits import parse_many, storage, strategies
+
+    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(url))
+    items = parse_many(FOUR_RULES)
+
+    def limits_hit_each(i):
+        key = keys[i % KEYS]
+        assert all([moving.hit(item, "bench", key) for item in items])
+
+    report("limits_moving_window_4_rules", median_ns=median_ns(n, limits_hit_each))
+    one = items[-1]
+    report(
+        "redis_usec_per_limits_hit_1_rule",
+        usec=evalsha_usec_per_call(r, lambda: [moving.hit(one, "bench-one", keys[i % KEYS]) for i in range(n)]),
+    )
+
+    import django
+    from django.conf import settings
+
+    settings.configure(
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}},
+        RATELIMIT_USE_CACHE="default",
+        SECRET_KEY="bench",
+    )
+    django.setup()
+    from django.test import RequestFactory
+    from django_ratelimit.core import is_ratelimited
+
+    factory = RequestFactory()
+    requests = [factory.get("/", REMOTE_ADDR=f"10.0.{i // 256}.{i % 256}") for i in range(KEYS)]
+
+    def django_ratelimit_4(i):
+        request = requests[i % KEYS]
+        for rate in DJANGO_RATES:
+            assert not is_ratelimited(request, group=f"bench-{rate}", key="ip", rate=rate, increment=True)
+
+    report("django_ratelimit_4_rules", median_ns=median_ns(n, django_ratelimit_4))
+
+    memory = ratekeeper.Limiter("1000000/second")
+    report("py_memory_check_1_rule", median_ns=median_ns(n * 5, lambda i: memory.check(keys[i % KEYS])))
+    table = {key: i for i, key in enumerate(keys)}
+    report("py_dict_lookup_and_time", median_ns=median_ns(n * 5, lambda i: (table.get(keys[i % KEYS]), time.time())))
+
+    denied = ratekeeper.Limiter("1/hour", url, prefix=prefix + "-denied")
+    denied.check("hammer")
+    denied.check("hammer")
+    attempts = denied.store_stats["attempts"]
+    report("py_denied_cached", median_ns=median_ns(n, lambda i: denied.check("hammer")))
+    report("py_denied_cached_redis_calls", calls=denied.store_stats["attempts"] - attempts)
+
+    # 100,000 keys x 60 logged units, by INFO used_memory
+    before = r.info("memory")["used_memory"]
+    units = ratekeeper.Limiter(FOUR_RULES, url, prefix=prefix + "-mem")
+    scale = 100_000 if n >= 10_000 else 2_000
+    many = [f"member:{i}" for i in range(scale)]
+    for start in range(0, scale, 1000):
+        chunk = many[start : start + 1000]
+        for step in range(2):  # 2 x 30 units, 2 s apart: 60 units under 50/second
+            assert all(units.check_many(chunk, 30, now=1_700_000_000.0 + 2 * step))
+    after = r.info("memory")["used_memory"]
+    report("redis_memory_keys_x_60_units", keys=scale, bytes=after - before)
+
+
+if __name__ == "__main__":
+    main()

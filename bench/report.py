@@ -1,0 +1,101 @@
+"""Turns the benchmark results (JSON lines) into the table of ratios, with
+each target and whether it is met. Prints it; with --write, also to
+bench/RESULTS.md.
+
+    python3 bench/report.py RESULTS.jsonl [--write]
+"""
+
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+ROWS = [
+    # (what, ours, against, ratio of, target, "le" = ours/against <= target, "ge" = against/ours >= target)
+    ("Rust core `check()`, 4 rules, Redis on loopback", "rust_check_4_rules", "redis_benchmark_ping_p50", "redis-benchmark -c 1 PING (p50)", 1.3, "le"),
+    ("Python `check()`, 4 rules", "py_check_4_rules", "redis_py_ping", "redis-py PING", 1.0, "le"),
+    ("Python `check()`, 4 rules", "py_check_4_rules", "limits_moving_window_4_rules", "`limits` MovingWindow, hit each of 4", 4.0, "ge"),
+    ("Python `check()`, 4 rules", "py_check_4_rules", "django_ratelimit_4_rules", "django-ratelimit, 4 stacked", 15.0, "ge"),
+    ("Ruby `check()`, 4 rules", "rb_check_4_rules", "redis_rb_ping", "redis-rb PING", 1.0, "le"),
+    ("Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules", "rack_attack_4_throttles", "rack-attack, 4 throttles", 4.0, "ge"),
+    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_none_p50", "no limiter", 1.15, "le"),
+    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ratelimit_p50", "django-ratelimit, 4 stacked", 1.0, "le"),
+    ("a check against a full 100,000/day log", "rust_check_100000_per_day_full", "rust_check_10_per_second_full", "a full 10/second log", 1.2, "le"),
+    ("a denied key hammered (in-process denial cache)", "rust_denied_cached", "rust_denied_round_trip", "the same denial from Redis", 20.0, "ge"),
+    ("Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 1.0, "le"),
+    ("memory store `check()` from Python, 1 rule", "py_memory_check_1_rule", "py_dict_lookup_and_time", "dict lookup + `time.time()`", 10.0, "le"),
+]
+
+
+def load(path):
+    results = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                record = json.loads(line)
+                results[record["name"]] = record
+    return results
+
+
+def value(record):
+    for field in ("median_ns", "usec", "p50_us"):
+        if field in record:
+            return float(record[field])
+    raise KeyError(record)
+
+
+def shown(record):
+    if "median_ns" in record:
+        ns = record["median_ns"]
+        return f"{ns / 1000:.1f} µs" if ns >= 1000 else f"{ns:.0f} ns"
+    if "usec" in record:
+        return f"{record['usec']:.1f} µs"
+    return f"{record['p50_us']:.0f} µs"
+
+
+def table(results):
+    lines = [
+        "| what | ratekeeper | measured against | theirs | ratio | target | met |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for what, ours, theirs, against, target, kind in ROWS:
+        if ours not in results or theirs not in results:
+            lines.append(f"| {what} | – | {against} | – | – | – | not measured |")
+            continue
+        a, b = value(results[ours]), value(results[theirs])
+        if kind == "le":
+            ratio, goal = a / b, f"≤ {target}×"
+            met = ratio <= target
+        else:
+            ratio, goal = b / a, f"≥ {target}× faster"
+            met = ratio >= target
+        lines.append(
+            f"| {what} | {shown(results[ours])} | {against} | {shown(results[theirs])} | {ratio:.2f}× | {goal} | {'yes' if met else '**no**'} |"
+        )
+    if "redis_memory_keys_x_60_units" in results:
+        m = results["redis_memory_keys_x_60_units"]
+        scaled = m["bytes"] * 100_000 / m["keys"]
+        lines.append(
+            f"| Redis memory, 100,000 keys × 60 units (`used_memory` delta) | {scaled / 1e6:.1f} MB"
+            f" ({m['keys']:,} keys measured) | – | – | – | ≤ 60 MB | {'yes' if scaled <= 60e6 else '**no**'} |"
+        )
+    if "py_denied_cached_redis_calls" in results:
+        calls = results["py_denied_cached_redis_calls"]["calls"]
+        lines.append(f"| Redis calls while a denied key is hammered from Python | {calls} | – | – | – | 0 | {'yes' if calls == 0 else '**no**'} |")
+    return "\n".join(lines)
+
+
+def main():
+    results = load(sys.argv[1])
+    text = table(results)
+    print(text)
+    if "--write" in sys.argv:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+        with open(path, "w") as f:
+            f.write(f"# Benchmark results\n\n`bash bench/run`, {stamp}, on this project's 2-core machine; medians, Redis 7 on loopback.\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+# The Ruby half of the benchmark suite (bench/run runs it): ratekeeper against
+# redis-rb's bare PING, and its Rack middleware against rack-attack, the same
+# workload on each (N requests spread over K clients, the same four rules).
+# Prints JSON lines {"name", "median_ns"}.
+#
+#   ruby bench/ruby_bench.rb REDIS_URL N
+require "json"
+require "redis"
+require "rack"
+require "rack/mock"
+require "ratekeeper"
+
+FOUR_RULES = "50/second; 1000/minute; 20000/hour; 100000/day"
+FOUR = [[50, 1], [1000, 60], [20_000, 3600], [100_000, 86_400]].freeze
+KEYS = 1000
+BATCH = 50
+
+def report(name, median_ns)
+  puts JSON.generate({ "name" => name, "median_ns" => median_ns.round(1) })
+  $stdout.flush
+end
+
+# The median over batches of the mean time of one call.
+def median_ns(n)
+  (n / 10).times { |i| yield i }
+  samples = Array.new([n / BATCH, 1].max) do |b|
+    start = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    (b * BATCH...(b + 1) * BATCH).each { |i| yield i }
+    (Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - start) / BATCH.to_f
+  end.sort
+  samples[samples.size / 2]
+end
+
+url = ARGV.fetch(0)
+n = Integer(ARGV.fetch(1))
+keys = Array.new(KEYS) { |i| "user:#{i}" }
+prefix = "rbbench-#{Process.pid}"
+
+redis = Redis.new(url: url)
+report("redis_rb_ping", median_ns(n) { redis.ping })
+
+limiter = Ratekeeper::Limiter.new(FOUR_RULES, store: url, prefix: prefix)
+report("rb_check_4_rules", median_ns(n) { |i| raise "denied" unless limiter.check(keys[i % KEYS]).allowed? })
+
+ok = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["ok"]] }
+envs = Array.new(KEYS) { |i| Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "10.0.#{i / 256}.#{i % 256}") }
+
+ours = Ratekeeper::Rack::Middleware.new(ok, store: url, prefix: "#{prefix}-rack") do |rk|
+  rk.throttle "req/ip", rules: FOUR_RULES
+end
+report("rack_ratekeeper_4_rules", median_ns(n) { |i| raise "denied" unless ours.call(envs[i % KEYS].dup)[0] == 200 })
+
+require "rack/attack"
+Rack::Attack.cache.store = Redis.new(url: url)
+Rack::Attack.cache.prefix = "#{prefix}-attack"
+FOUR.each_with_index do |(limit, period), i|
+  Rack::Attack.throttle("req/ip/#{i}", limit: limit, period: period, &:ip)
+end
+attack = Rack::Attack.new(ok)
+report("rack_attack_4_throttles", median_ns(n) { |i| raise "denied" unless attack.call(envs[i % KEYS].dup)[0] == 200 })
