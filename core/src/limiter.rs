@@ -4,10 +4,11 @@ use crate::decision::{Decision, Observation};
 use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
+use crate::metrics::{Metrics, Stats};
 use crate::rule::RuleSet;
 use crate::store::{self, system_now_ms, Mode, Request, Store, StoreOptions};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,9 +48,9 @@ pub struct Limiter {
     rules: RuleSet,
     store: Arc<dyn Store>,
     on_error: OnError,
-    errors: AtomicU64,
     in_outage: AtomicBool,
     denials: DenialCache,
+    metrics: Metrics,
 }
 
 impl Limiter {
@@ -71,6 +72,7 @@ impl Limiter {
     /// Denials are remembered for up to [`crate::denial_cache::DEFAULT_CAP`] when the
     /// store is remote (see [`Limiter::with_denial_cache`]).
     pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
+        let windows = rules.rules().iter().map(|r| r.window_ms).collect();
         let cap = if store.waits_on_io() {
             DEFAULT_CAP
         } else {
@@ -80,8 +82,8 @@ impl Limiter {
             rules,
             store,
             on_error,
-            errors: AtomicU64::new(0),
             in_outage: AtomicBool::new(false),
+            metrics: Metrics::new(windows),
             denials: DenialCache::new(cap),
         }
     }
@@ -117,7 +119,12 @@ impl Limiter {
 
     /// How many checks found the store failing (and fell back to `on_error`).
     pub fn error_count(&self) -> u64 {
-        self.errors.load(Ordering::Relaxed)
+        self.metrics.snapshot().errors
+    }
+
+    /// What this limiter decided so far: outcomes and the peak use of each window.
+    pub fn stats(&self) -> Stats {
+        self.metrics.snapshot()
     }
 
     /// Checks `key` for `cost` units at `now` (seconds; the store's clock when
@@ -142,6 +149,7 @@ impl Limiter {
         let now_ms = check_arguments(cost, now)?;
         let tag = key_tag(key);
         if let Some(remembered) = self.remembered(&tag, cost, now_ms) {
+            self.metrics.record(&remembered);
             return Ok(remembered);
         }
         let outcome = self.store.apply(&tag, &self.rules, cost, now_ms, mode);
@@ -157,9 +165,30 @@ impl Limiter {
         self.denials.lookup(tag, cost)
     }
 
+    /// The decision from what the store answered (counted, for a check).
+    fn conclude(
+        &self,
+        tag: &[u8],
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+        outcome: Result<Observation>,
+    ) -> Result<Decision> {
+        let store_failed = outcome.is_err();
+        let decided = self.decision_from(tag, cost, now_ms, mode, outcome);
+        if mode == Mode::Check {
+            match &decided {
+                Ok(decision) => self.metrics.record(decision),
+                Err(_) if store_failed => self.metrics.record_raised_error(),
+                Err(_) => {}
+            }
+        }
+        decided
+    }
+
     /// The decision from what the store answered: its observation, or the
     /// `on_error` fallback (with one warning per outage) when it failed.
-    fn conclude(
+    fn decision_from(
         &self,
         tag: &[u8],
         cost: u64,
@@ -180,7 +209,6 @@ impl Limiter {
             Err(err @ Error::Config(_)) => Err(err),
             Err(err) if self.on_error == OnError::Raise => Err(err),
             Err(err) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
                 let at = now_ms.unwrap_or_else(system_now_ms);
                 let allowed = self.on_error == OnError::Allow;
                 let mut decision = Decision::fallback(&self.rules, at, allowed);
@@ -229,7 +257,13 @@ pub fn check_batch(items: &[(&Limiter, &[u8], u64)], now: Option<f64>) -> Result
     let mut decisions: Vec<Option<Decision>> = items
         .iter()
         .zip(&tags)
-        .map(|(&(limiter, _, cost), tag)| limiter.remembered(tag, cost, now_ms))
+        .map(|(&(limiter, _, cost), tag)| {
+            let remembered = limiter.remembered(tag, cost, now_ms);
+            if let Some(decision) = &remembered {
+                limiter.metrics.record(decision);
+            }
+            remembered
+        })
         .collect();
     let pending: Vec<usize> = (0..items.len())
         .filter(|&i| decisions[i].is_none())

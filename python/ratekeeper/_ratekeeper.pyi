@@ -1,6 +1,6 @@
 """Type stubs of the native module (checked against it by tests/python/test_stubs.py)."""
 
-from typing import Dict, Iterable, List, Optional, Tuple, Union, final
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, final
 
 __version__: str
 
@@ -93,6 +93,8 @@ class Limiter:
     def error_count(self) -> int: ...
     @property
     def store_stats(self) -> Dict[str, int]: ...
+    @property
+    def stats(self) -> Dict[str, Any]: ...
 
 @final
 class TrustedProxies:

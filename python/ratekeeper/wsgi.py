@@ -12,7 +12,7 @@ Every limited response carries the rate-limit headers; a denied request gets
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Decision, Limiter, TrustedProxies
-from ratekeeper.http import DEFAULT_STATUS, denial_body, denial_headers, header_items
+from ratekeeper.http import DEFAULT_STATUS, denial_body, denial_headers, header_items, log_denial
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -36,6 +36,8 @@ class RateLimitMiddleware:
     - ``status``: the status of a denial (429); ``responder`` replaces the
       whole denial response.
     - ``cost(environ)``: units a request costs (default 1).
+    - ``log_level``: one line per denial on the ``ratekeeper.denials`` logger
+      at this level ("INFO"; None: off), with the key hashed unless ``log_keys``.
     """
 
     def __init__(
@@ -48,6 +50,8 @@ class RateLimitMiddleware:
         status: int = DEFAULT_STATUS,
         responder: Optional[Responder] = None,
         cost: Optional[Callable[[Environ], int]] = None,
+        log_level: Optional[Union[int, str]] = "INFO",
+        log_keys: bool = False,
     ) -> None:
         if not isinstance(limiter, Limiter):
             raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
@@ -61,6 +65,8 @@ class RateLimitMiddleware:
         self.status = status
         self.responder = responder or self.deny
         self.cost = cost
+        self.log_level = log_level
+        self.log_keys = log_keys
 
     def client_ip(self, environ: Environ) -> str:
         """The client's IP, believing X-Forwarded-For only from trusted proxies."""
@@ -91,6 +97,8 @@ class RateLimitMiddleware:
         decision = self.limiter.check(key, cost)
         environ["ratekeeper.decision"] = decision
         if not decision.allowed:
+            method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+            log_denial(self.log_level, "wsgi", key, decision, method, path, self.log_keys)
             return self.responder(environ, start_response, decision)
         extra = header_items(decision)
 

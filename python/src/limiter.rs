@@ -246,6 +246,31 @@ impl Limiter {
         Ok(dict)
     }
 
+    /// What this limiter decided so far: a dict of `allowed`, `denied`,
+    /// `cached_denials`, `errors`, `fail_open`, `fail_closed` counts, and
+    /// `peak_used`: window seconds to the most units seen in use in it.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = self.inner.stats();
+        let dict = PyDict::new(py);
+        for (name, value) in [
+            ("allowed", stats.allowed),
+            ("denied", stats.denied),
+            ("cached_denials", stats.cached_denials),
+            ("errors", stats.errors),
+            ("fail_open", stats.fail_open),
+            ("fail_closed", stats.fail_closed),
+        ] {
+            dict.set_item(name, value)?;
+        }
+        let peaks = PyDict::new(py);
+        for (window_ms, used) in stats.peak_used {
+            peaks.set_item(window_ms as f64 / 1000.0, used)?;
+        }
+        dict.set_item("peak_used", peaks)?;
+        Ok(dict)
+    }
+
     /// How many checks found the store failing and fell back to on_error.
     #[getter]
     fn error_count(&self) -> u64 {

@@ -128,3 +128,32 @@ class TestRack < Minitest::Test
     end
   end
 end
+
+# Metrics through a Rack request cycle: the middleware's stats and the log line per denial.
+class TestRackMetrics < Minitest::Test
+  include TestSupport
+
+  def test_stats_and_denial_log
+    logged = StringIO.new
+    Ratekeeper.logger = Logger.new(logged)
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] }, store: redis_url, prefix: unique_prefix) do |rk|
+      rk.blocklist("php") { |req| req.path.end_with?(".php") }
+      rk.throttle "req/ip", rules: "3/minute; 10/hour"
+    end
+    statuses = Array.new(5) { app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "198.51.100.9"))[0] }
+    app.call(Rack::MockRequest.env_for("/x.php", "REMOTE_ADDR" => "198.51.100.9"))
+    assert_equal [200, 200, 200, 429, 429], statuses
+    stats = app.stats
+    assert_equal 1, stats[:blocked]
+    throttle = stats[:throttles]["req/ip"]
+    assert_equal [3, 2, 0], [throttle[:allowed], throttle[:denied], throttle[:errors]]
+    assert_equal({ 60.0 => 3, 3600.0 => 3 }, throttle[:peak_used])
+    lines = logged.string.lines.grep(/rate_limited/)
+    assert_equal 2, lines.size
+    assert_includes lines.first, 'scope="req/ip"'
+    assert_includes lines.first, 'key="sha256:'
+    refute_includes lines.first, "198.51.100.9"
+  ensure
+    Ratekeeper.logger = nil
+  end
+end

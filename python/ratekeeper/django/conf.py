@@ -12,12 +12,15 @@
         "TRUSTED_PROXIES": ["10.0.0.0/8"],
         "ON_ERROR": "allow", "TIMEOUT": 0.05, "CONNECT_TIMEOUT": 0.05, "PREFIX": "rk",
         "STATUS": 429, "RESPONDER": None, "RAISE": False, "ENABLED": True,
+        "LOG_LEVEL": "INFO",                   # one line per denial on "ratekeeper.denials"; None: off
+        "LOG_KEYS": False,                     # log keys as they are, not hashed
     }
 
 A request is limited by the first that applies: a PATHS entry (longest
 matching prefix wins), a VIEWS entry, its tier, RULES.
 """
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -34,7 +37,7 @@ from ratekeeper.http import DEFAULT_STATUS
 KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
-    "STATUS", "RESPONDER", "RAISE",
+    "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS",
 }
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 
@@ -70,6 +73,8 @@ class Config:
     responder: Optional[Callable[..., Any]] = None
     raise_exception: bool = False
     default_key: Any = "ip"
+    log_level: Any = "INFO"
+    log_keys: bool = False
     _limiters: Dict[str, Limiter] = field(default_factory=dict)
 
     def limiter(self, rules: Any) -> Limiter:
@@ -78,6 +83,10 @@ class Config:
         probe = self.base.with_rules(rules)
         text = "; ".join(str(rule) for rule in probe.rules)
         return self._limiters.setdefault(text, probe)
+
+    def limiters(self) -> Dict[str, Limiter]:
+        """Every limiter made for these settings and the decorators, by rule text."""
+        return dict(self._limiters)
 
     def policy(self, scope: str, rules: Any, key: Any, methods: Any = None) -> Policy:
         """A policy from raw setting values; raises ConfigurationError naming the scope."""
@@ -173,6 +182,10 @@ def build(raw: Any) -> Config:
     cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
     cfg.tier = _callable("TIER", raw.get("TIER"))
     cfg.raise_exception = bool(raw.get("RAISE", False))
+    cfg.log_level = raw.get("LOG_LEVEL", "INFO")
+    if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
+        raise ConfigurationError(f"RATEKEEPER['LOG_LEVEL'] must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
+    cfg.log_keys = bool(raw.get("LOG_KEYS", False))
     cfg.default_key = raw.get("KEY", "ip")
     key_function(cfg.default_key, cfg.proxies)  # validate early
     options = {

@@ -6,9 +6,10 @@ from typing import Optional
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ratekeeper._ratekeeper import Decision
-from ratekeeper.django.conf import Config, Policy
+from ratekeeper.django.conf import Config, Policy, get_config
 from ratekeeper.django.exceptions import Ratelimited
-from ratekeeper.http import denial_body, denial_headers
+from ratekeeper.django.signals import rate_limited
+from ratekeeper.http import denial_body, denial_headers, log_denial
 
 
 def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
@@ -24,6 +25,10 @@ def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
     decision = policy.limiter.check(scoped)
     request.ratelimit = decision  # type: ignore[attr-defined]
     request.limited = getattr(request, "limited", False) or not decision.allowed  # type: ignore[attr-defined]
+    if not decision.allowed:
+        config = get_config()
+        log_denial(config.log_level, policy.scope, key, decision, request.method or "", request.path, config.log_keys)
+        rate_limited.send(sender=Policy, request=request, decision=decision, scope=policy.scope)
     return decision
 
 

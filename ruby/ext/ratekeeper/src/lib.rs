@@ -36,6 +36,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     limiter.define_method("rules", method!(limiter::Limiter::rules, 0))?;
     limiter.define_method("error_count", method!(limiter::Limiter::error_count, 0))?;
     limiter.define_method("store_stats", method!(limiter::Limiter::store_stats, 0))?;
+    limiter.define_method("stats", method!(limiter::Limiter::stats, 0))?;
     limiter.define_method("inspect", method!(limiter::Limiter::inspect, 0))?;
 
     let decision = module.define_class("Decision", ruby.class_object())?;

@@ -216,6 +216,29 @@ impl Limiter {
         Ok(out)
     }
 
+    /// `stats`: {allowed:, denied:, cached_denials:, errors:, fail_open:,
+    /// fail_closed:, peak_used: {window_seconds => units}}.
+    pub fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        let stats = rb_self.inner.stats();
+        let out = ruby.hash_new();
+        for (name, value) in [
+            ("allowed", stats.allowed),
+            ("denied", stats.denied),
+            ("cached_denials", stats.cached_denials),
+            ("errors", stats.errors),
+            ("fail_open", stats.fail_open),
+            ("fail_closed", stats.fail_closed),
+        ] {
+            out.aset(ruby.to_symbol(name), value)?;
+        }
+        let peaks = ruby.hash_new();
+        for (window_ms, used) in stats.peak_used {
+            peaks.aset(window_ms as f64 / 1000.0, used)?;
+        }
+        out.aset(ruby.to_symbol("peak_used"), peaks)?;
+        Ok(out)
+    }
+
     /// `error_count`: checks that fell back to on_error.
     pub fn error_count(&self) -> u64 {
         self.inner.error_count()

@@ -19,7 +19,8 @@ module Ratekeeper
       Rule = Struct.new(:name, :block)
 
       attr_accessor :store, :prefix, :on_error, :timeout, :connect_timeout, :pool_size,
-                    :status, :blocked_status, :responder, :blocked_responder, :enabled
+                    :status, :blocked_status, :responder, :blocked_responder, :enabled,
+                    :log_level, :log_keys
       attr_reader :throttles, :safelists, :blocklists, :exempt_paths, :trusted_proxies
 
       def initialize(**options)
@@ -32,6 +33,8 @@ module Ratekeeper
         @status = 429
         @blocked_status = 403
         @enabled = true
+        @log_level = :info # one line per denial on Ratekeeper.logger; nil: off
+        @log_keys = false  # log keys as they are, not hashed
         @throttles = []
         @safelists = []
         @blocklists = []

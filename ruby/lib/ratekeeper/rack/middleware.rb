@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "digest"
 require "rack"
 require "ratekeeper/rack/config"
 
@@ -38,6 +39,17 @@ module Ratekeeper
         @throttles = @config.throttles.map do |t|
           t.dup.tap { |copy| copy.limiter = base.with_rules(t.rules) }
         end
+        @counts = Hash.new(0)
+        @counts_lock = Mutex.new
+      end
+
+      # What the middleware decided so far: per throttle its limiter's stats
+      # (allowed, denied, cached_denials, errors, fail_open, fail_closed,
+      # peak_used), and the requests blocked and safelisted.
+      def stats
+        counts = @counts_lock.synchronize { @counts.dup }
+        { throttles: @throttles.to_h { |t| [t.name, t.limiter.stats] },
+          blocked: counts[:blocked], safelisted: counts[:safelisted] }
       end
 
       def call(env)
@@ -48,20 +60,23 @@ module Ratekeeper
         return @app.call(env) if @config.exempt_paths.any? { |prefix| path.start_with?(prefix) }
 
         if (rule = @config.safelists.find { |s| s.block.call(request) })
+          count(:safelisted)
           instrument("safelist", request, rule.name)
           return @app.call(env)
         end
         if (rule = @config.blocklists.find { |b| b.block.call(request) })
+          count(:blocked)
           instrument("blocklist", request, rule.name)
           return blocked(env)
         end
 
         shown = nil
         @throttles.each do |throttle|
-          decision = check(throttle, request, path)
+          key, decision = check(throttle, request, path)
           next if decision.nil?
 
           unless decision.allowed?
+            log_denial(throttle.name, key, decision, request)
             env["ratekeeper.decision"] = decision
             env["ratekeeper.throttle"] = throttle.name
             instrument("throttle", request, throttle.name, decision)
@@ -84,7 +99,22 @@ module Ratekeeper
         return nil if key.nil?
 
         key = key.to_s
-        throttle.limiter.check("#{throttle.name}:#{key}".b)
+        [key, throttle.limiter.check("#{throttle.name}:#{key}".b)]
+      end
+
+      def count(what)
+        @counts_lock.synchronize { @counts[what] += 1 }
+      end
+
+      # One logfmt line per denial on Ratekeeper.logger, the key hashed
+      # (SHA-256, 16 hex digits, as the Python side does) unless log_keys.
+      def log_denial(scope, key, decision, request)
+        return if @config.log_level.nil?
+
+        shown = @config.log_keys ? key : "sha256:#{Digest::SHA256.hexdigest(key.b)[0, 16]}"
+        fields = { scope: scope, key: shown, limit: decision.limit, window: decision.window,
+                   retry_after: decision.retry_after, method: request.request_method, path: request.path }
+        Ratekeeper.logger.public_send(@config.log_level, "rate_limited #{fields.map { |k, v| "#{k}=#{JSON.generate(v)}" }.join(" ")}")
       end
 
       def with_headers(headers, extra)

@@ -1,0 +1,148 @@
+//! Counters of what a limiter decided, for metrics: one set per limiter
+//! (per rule set), read by the bindings' collectors and stats.
+
+use crate::decision::Decision;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a limiter decided so far (checks only; peeks are not counted).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Checks admitted by the store.
+    pub allowed: u64,
+    /// Checks denied by the store or by a remembered denial.
+    pub denied: u64,
+    /// Of the denials, those answered in-process by the denial cache.
+    pub cached_denials: u64,
+    /// Checks whose store failed (whatever `on_error` then did).
+    pub errors: u64,
+    /// Checks admitted because the store failed (`on_error = "allow"`).
+    pub fail_open: u64,
+    /// Checks denied because the store failed (`on_error = "deny"`).
+    pub fail_closed: u64,
+    /// Per rule (shortest window first): its window in ms and the most units
+    /// seen in use in it by any key, at any check.
+    pub peak_used: Vec<(u64, u64)>,
+}
+
+/// The counters, updated lock-free on every check.
+#[derive(Debug)]
+pub struct Metrics {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    cached_denials: AtomicU64,
+    errors: AtomicU64,
+    fail_open: AtomicU64,
+    fail_closed: AtomicU64,
+    windows: Vec<u64>,
+    peak_used: Vec<AtomicU64>,
+}
+
+impl Metrics {
+    /// Zeroed counters for rules with these windows (ms, shortest first).
+    pub fn new(windows: Vec<u64>) -> Metrics {
+        Metrics {
+            allowed: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+            cached_denials: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            fail_open: AtomicU64::new(0),
+            fail_closed: AtomicU64::new(0),
+            peak_used: windows.iter().map(|_| AtomicU64::new(0)).collect(),
+            windows,
+        }
+    }
+
+    /// Counts one check's decision.
+    pub fn record(&self, decision: &Decision) {
+        let counter = match (decision.degraded, decision.allowed) {
+            (true, true) => &self.fail_open,
+            (true, false) => &self.fail_closed,
+            (false, true) => &self.allowed,
+            (false, false) => &self.denied,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if decision.degraded {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if decision.cached {
+            self.cached_denials.fetch_add(1, Ordering::Relaxed);
+        }
+        for (peak, state) in self.peak_used.iter().zip(&decision.rules) {
+            peak.fetch_max(state.used(), Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a check whose store failed and whose error was raised to the caller.
+    pub fn record_raised_error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            allowed: get(&self.allowed),
+            denied: get(&self.denied),
+            cached_denials: get(&self.cached_denials),
+            errors: get(&self.errors),
+            fail_open: get(&self.fail_open),
+            fail_closed: get(&self.fail_closed),
+            peak_used: self
+                .windows
+                .iter()
+                .zip(&self.peak_used)
+                .map(|(&w, p)| (w, get(p)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Observation, RuleObservation};
+    use crate::rule::RuleSet;
+
+    #[test]
+    fn counts_outcomes_and_peaks() {
+        let rules = RuleSet::parse("2/s; 10/m").unwrap();
+        let metrics = Metrics::new(vec![1000, 60_000]);
+        let seen = |count: u64, allowed: bool| Observation {
+            now_ms: 1,
+            allowed,
+            rules: vec![
+                RuleObservation {
+                    count,
+                    oldest_ms: Some(1),
+                    free_at_ms: None
+                };
+                2
+            ],
+        };
+        metrics.record(&Decision::from_observation(&rules, 1, &seen(0, true), true));
+        metrics.record(&Decision::from_observation(&rules, 1, &seen(1, true), true));
+        metrics.record(&Decision::from_observation(
+            &rules,
+            1,
+            &seen(2, false),
+            true,
+        ));
+        let mut cached = Decision::from_observation(&rules, 1, &seen(2, false), true);
+        cached.cached = true;
+        metrics.record(&cached);
+        metrics.record(&Decision::fallback(&rules, 1, true));
+        metrics.record(&Decision::fallback(&rules, 1, false));
+        metrics.record_raised_error();
+        let stats = metrics.snapshot();
+        assert_eq!(
+            (stats.allowed, stats.denied, stats.cached_denials),
+            (2, 2, 1)
+        );
+        assert_eq!(
+            (stats.errors, stats.fail_open, stats.fail_closed),
+            (3, 1, 1)
+        );
+        assert_eq!(stats.peak_used, vec![(1000, 2), (60_000, 2)]);
+    }
+}
