@@ -80,6 +80,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod net;
 pub mod rule;
+pub mod settings;
 pub mod store;
 
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
@@ -88,4 +89,5 @@ pub use limiter::{check_batch, Limiter, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
 pub use rule::{Rule, RuleSet, RuleSpec};
+pub use settings::Settings;
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

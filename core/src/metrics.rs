@@ -24,6 +24,20 @@ pub struct Stats {
     pub peak_used: Vec<(u64, u64)>,
 }
 
+impl Stats {
+    /// The counts by name, as the bindings expose them.
+    pub fn counts(&self) -> [(&'static str, u64); 6] {
+        [
+            ("allowed", self.allowed),
+            ("denied", self.denied),
+            ("cached_denials", self.cached_denials),
+            ("errors", self.errors),
+            ("fail_open", self.fail_open),
+            ("fail_closed", self.fail_closed),
+        ]
+    }
+}
+
 /// The counters, updated lock-free on every check.
 #[derive(Debug)]
 pub struct Metrics {

@@ -2,35 +2,18 @@
 //! around store I/O, call the core, log its once-per-outage warning.
 
 use crate::convert;
-use crate::errors::{config_error, guard, panic_message};
+use crate::errors::{guard, panic_message};
 use crate::types::{Decision, Rule};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ratekeeper_core as core;
-use std::time::Duration;
 
 /// Checks keys against a rule set on a store (see `ratekeeper.Limiter`).
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Limiter {
     inner: core::Limiter,
     store: String,
-}
-
-fn seconds_option(py: Python<'_>, name: &str, seconds: f64, zero_ok: bool) -> PyResult<Duration> {
-    let low_ok = if zero_ok {
-        seconds >= 0.0
-    } else {
-        seconds > 0.0
-    };
-    if !(seconds.is_finite() && low_ok && seconds <= 60.0) {
-        let low = if zero_ok { "0 (off)" } else { "more than 0" };
-        return Err(config_error(
-            py,
-            format!("invalid {name} {seconds}: give seconds, {low} and at most 60"),
-        ));
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// Catches a panic (without the GIL); `guard` turns the result into Python errors.
@@ -124,34 +107,17 @@ impl Limiter {
         denial_cache: f64,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
-        let on_error: core::OnError = guard(py, || on_error.parse())?;
-        if !(1..=1024).contains(&pool_size) {
-            return Err(config_error(
-                py,
-                format!("invalid pool_size {pool_size}: give 1 to 1024"),
-            ));
-        }
-        if max_keys < 1 {
-            return Err(config_error(
-                py,
-                format!("invalid max_keys {max_keys}: give at least 1"),
-            ));
-        }
-        let options = core::StoreOptions {
-            prefix: prefix.to_owned(),
-            timeout: seconds_option(py, "timeout", timeout, false)?,
-            connect_timeout: seconds_option(py, "connect_timeout", connect_timeout, false)?,
-            pool_size: pool_size as u32,
-            max_keys: max_keys as usize,
+        let settings = core::Settings {
+            store,
+            prefix,
+            on_error,
+            timeout,
+            connect_timeout,
+            pool_size,
+            max_keys,
+            denial_cache,
         };
-        let cache = seconds_option(py, "denial_cache", denial_cache, true)?;
-        let inner = guard(py, || core::Limiter::open(rules, store, &options, on_error))?;
-        // the memory store answers in-process already: nothing to spare it
-        let inner = if inner.waits_on_io() {
-            inner.with_denial_cache(cache)
-        } else {
-            inner
-        };
+        let inner = guard(py, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter {
             inner,
             store: store.to_owned(),
@@ -238,11 +204,10 @@ impl Limiter {
     /// breaker: a dict with `attempts`, `failures` and `short_circuits`.
     #[getter]
     fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let stats = self.inner.store_stats();
         let dict = PyDict::new(py);
-        dict.set_item("attempts", stats.attempts)?;
-        dict.set_item("failures", stats.failures)?;
-        dict.set_item("short_circuits", stats.short_circuits)?;
+        for (name, value) in self.inner.store_stats().counts() {
+            dict.set_item(name, value)?;
+        }
         Ok(dict)
     }
 
@@ -253,14 +218,7 @@ impl Limiter {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.inner.stats();
         let dict = PyDict::new(py);
-        for (name, value) in [
-            ("allowed", stats.allowed),
-            ("denied", stats.denied),
-            ("cached_denials", stats.cached_denials),
-            ("errors", stats.errors),
-            ("fail_open", stats.fail_open),
-            ("fail_closed", stats.fail_closed),
-        ] {
+        for (name, value) in stats.counts() {
             dict.set_item(name, value)?;
         }
         let peaks = PyDict::new(py);

@@ -21,6 +21,17 @@ pub struct StoreStats {
     pub short_circuits: u64,
 }
 
+impl StoreStats {
+    /// The counts by name, as the bindings expose them.
+    pub fn counts(&self) -> [(&'static str, u64); 3] {
+        [
+            ("attempts", self.attempts),
+            ("failures", self.failures),
+            ("short_circuits", self.short_circuits),
+        ]
+    }
+}
+
 /// Closed (calls go through), open (calls fail at once until `open_until`),
 /// then half-open: one caller probes; its success closes the circuit.
 #[derive(Debug)]

@@ -4,33 +4,16 @@
 //! keyword-argument methods users call.
 
 use crate::convert;
-use crate::errors::{config_error, guard, settle, type_error};
+use crate::errors::{guard, settle, type_error};
 use crate::gvl::without_gvl;
 use crate::types::{Decision, Rule};
 use magnus::{prelude::*, typed_data::Obj, Error, RArray, RHash, RModule, Ruby, Value};
 use ratekeeper_core as core;
-use std::time::Duration;
 
 #[magnus::wrap(class = "Ratekeeper::Limiter", free_immediately, size)]
 pub struct Limiter {
     inner: core::Limiter,
     store: String,
-}
-
-fn seconds_option(ruby: &Ruby, name: &str, seconds: f64, zero_ok: bool) -> Result<Duration, Error> {
-    let low_ok = if zero_ok {
-        seconds >= 0.0
-    } else {
-        seconds > 0.0
-    };
-    if !(seconds.is_finite() && low_ok && seconds <= 60.0) {
-        let low = if zero_ok { "0 (off)" } else { "more than 0" };
-        return Err(config_error(
-            ruby,
-            format!("invalid {name} {seconds}: give seconds, {low} and at most 60"),
-        ));
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// Runs core code that may wait on the store: without the GVL when it does.
@@ -83,36 +66,17 @@ impl Limiter {
         denial_cache: f64,
     ) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
-        let on_error: core::OnError = guard(ruby, || on_error.parse())?;
-        if !(1..=1024).contains(&pool_size) {
-            return Err(config_error(
-                ruby,
-                format!("invalid pool_size {pool_size}: give 1 to 1024"),
-            ));
-        }
-        if max_keys < 1 {
-            return Err(config_error(
-                ruby,
-                format!("invalid max_keys {max_keys}: give at least 1"),
-            ));
-        }
-        let options = core::StoreOptions {
-            prefix,
-            timeout: seconds_option(ruby, "timeout", timeout, false)?,
-            connect_timeout: seconds_option(ruby, "connect_timeout", connect_timeout, false)?,
-            pool_size: pool_size as u32,
-            max_keys: max_keys as usize,
+        let settings = core::Settings {
+            store: &store,
+            prefix: &prefix,
+            on_error: &on_error,
+            timeout,
+            connect_timeout,
+            pool_size,
+            max_keys,
+            denial_cache,
         };
-        let cache = seconds_option(ruby, "denial_cache", denial_cache, true)?;
-        let inner = guard(ruby, || {
-            core::Limiter::open(rules, &store, &options, on_error)
-        })?;
-        // the memory store answers in-process already: nothing to spare it
-        let inner = if inner.waits_on_io() {
-            inner.with_denial_cache(cache)
-        } else {
-            inner
-        };
+        let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter { inner, store })
     }
 
@@ -208,11 +172,10 @@ impl Limiter {
 
     /// `store_stats`: {attempts:, failures:, short_circuits:} of the store.
     pub fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let stats = rb_self.inner.store_stats();
         let out = ruby.hash_new();
-        out.aset(ruby.to_symbol("attempts"), stats.attempts)?;
-        out.aset(ruby.to_symbol("failures"), stats.failures)?;
-        out.aset(ruby.to_symbol("short_circuits"), stats.short_circuits)?;
+        for (name, value) in rb_self.inner.store_stats().counts() {
+            out.aset(ruby.to_symbol(name), value)?;
+        }
         Ok(out)
     }
 
@@ -221,14 +184,7 @@ impl Limiter {
     pub fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let stats = rb_self.inner.stats();
         let out = ruby.hash_new();
-        for (name, value) in [
-            ("allowed", stats.allowed),
-            ("denied", stats.denied),
-            ("cached_denials", stats.cached_denials),
-            ("errors", stats.errors),
-            ("fail_open", stats.fail_open),
-            ("fail_closed", stats.fail_closed),
-        ] {
+        for (name, value) in stats.counts() {
             out.aset(ruby.to_symbol(name), value)?;
         }
         let peaks = ruby.hash_new();
