@@ -59,6 +59,15 @@ fn main() {
         .unwrap_or(20_000);
     let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
 
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    report(
+        "rust_redis_rs_ping",
+        median_ns(n, |_| redis::cmd("PING").query::<()>(&mut con).unwrap()),
+    );
+
     let four = limiter(&url, FOUR_RULES, Duration::ZERO);
     report(
         "rust_check_4_rules",
