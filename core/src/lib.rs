@@ -34,9 +34,9 @@
 //!
 //! * a header: version, rule count, the number `N` of units ever logged, the
 //!   ring capacity (at least the largest limit), the slots allocated, the
-//!   newest timestamp, and per rule its window, the number `p` of the oldest
-//!   unit inside that window and that unit's timestamp, and when the key's TTL
-//!   runs out (29 + 15 × rules bytes);
+//!   newest timestamp, when the key's TTL runs out, every rule's window, and
+//!   per rule the number `p` of the oldest unit inside its window and that
+//!   unit's timestamp (29 + 15 × rules bytes);
 //! * a ring of 5-byte big-endian timestamps, one per logged unit: unit `s`
 //!   sits at slot `s % capacity`, so only the newest `max(L)` units are kept,
 //!   which is all an exact sliding log over these rules needs. A timestamp is
@@ -48,9 +48,11 @@
 //! window (32 in one `GETRANGE`, then a binary search for a burst), and writes
 //! the new units and the header with `SETRANGE`. Its cost depends on the
 //! number of rules, not on the limits. While the ring is still filling, the
-//! string is rewritten at its exact size (with 25% to spare above 1 KiB)
-//! instead of being grown by `SETRANGE`, which would make Redis reserve up to
-//! twice the bytes. A sorted set costs ~120 bytes per unit and a trim per
+//! string is rewritten with as many slots as its allocation (a jemalloc size
+//! class) holds anyway, instead of being grown by `SETRANGE`, which would make
+//! Redis reserve up to twice the bytes. The key's TTL is its longest window
+//! plus a quarter, renewed on the Redis clock once per quarter window rather
+//! than on every check. A sorted set costs ~120 bytes per unit and a trim per
 //! check; a list of integers ~10 bytes per unit and a scan of the window.
 //!
 //! Measured on Redis 7.0.15 (`MEMORY USAGE`, by `core/tests/redis_footprint.rs`,

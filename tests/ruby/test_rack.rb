@@ -157,3 +157,21 @@ class TestRackMetrics < Minitest::Test
     Ratekeeper.logger = nil
   end
 end
+
+# Every throttle of a request is checked in one Redis round trip.
+class TestRackRoundTrips < Minitest::Test
+  include TestSupport
+
+  def test_three_throttles_one_round_trip
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] }, store: redis_url, prefix: unique_prefix) do |rk|
+      rk.throttle "req/ip", rules: "100/minute"
+      rk.throttle("req/path", rules: "100/minute") { |req| req.path }
+      rk.throttle("req/agent", rules: "2/minute") { |req| req.user_agent.to_s }
+    end
+    statuses = Array.new(4) { app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.77", "HTTP_USER_AGENT" => "bot"))[0] }
+    assert_equal [200, 200, 429, 429], statuses
+    stats = app.stats
+    assert_equal 4, stats[:store][:attempts], "one store call per request, not one per throttle"
+    assert_equal [4, 4], [stats[:throttles]["req/ip"][:allowed], stats[:throttles]["req/path"][:allowed]]
+  end
+end

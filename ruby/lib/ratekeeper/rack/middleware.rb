@@ -22,9 +22,9 @@ module Ratekeeper
     # Rack middleware: safelists, blocklists and throttles, with rate-limit
     # headers on every limited response and a 429 JSON answer on denial.
     #
-    # A request runs through the throttles in order; the first denial answers
-    # it (later throttles are not charged). Each throttle costs one Redis
-    # round trip.
+    # All throttles that apply to a request are checked in ONE Redis round
+    # trip (a pipeline; each atomically on its own); each one that admits the
+    # request counts it, and the first denial, in throttle order, answers.
     class Middleware
       attr_reader :config
 
@@ -45,11 +45,13 @@ module Ratekeeper
 
       # What the middleware decided so far: per throttle its limiter's stats
       # (allowed, denied, cached_denials, errors, fail_open, fail_closed,
-      # peak_used), and the requests blocked and safelisted.
+      # peak_used), the requests blocked and safelisted, and the calls made to
+      # the store the throttles share (attempts, failures, short_circuits).
       def stats
         counts = @counts_lock.synchronize { @counts.dup }
         { throttles: @throttles.to_h { |t| [t.name, t.limiter.stats] },
-          blocked: counts[:blocked], safelisted: counts[:safelisted] }
+          blocked: counts[:blocked], safelisted: counts[:safelisted],
+          store: @throttles.first&.limiter&.store_stats || {} }
       end
 
       def call(env)
@@ -70,11 +72,13 @@ module Ratekeeper
           return blocked(env)
         end
 
+        matched = @throttles.filter_map do |throttle|
+          key = key_for(throttle, request, path)
+          [throttle, key] unless key.nil?
+        end
         shown = nil
-        @throttles.each do |throttle|
-          key, decision = check(throttle, request, path)
-          next if decision.nil?
-
+        decisions = matched.empty? ? [] : Ratekeeper.check_all(matched.map { |t, key| [t.limiter, "#{t.name}:#{key}".b] })
+        matched.zip(decisions).each do |(throttle, key), decision|
           unless decision.allowed?
             log_denial(throttle.name, key, decision, request)
             env["ratekeeper.decision"] = decision
@@ -91,15 +95,13 @@ module Ratekeeper
 
       private
 
-      def check(throttle, request, path)
+      # The throttle's key for this request, or nil when it does not apply.
+      def key_for(throttle, request, path)
         return nil if throttle.methods && !throttle.methods.include?(request.request_method)
         return nil if throttle.paths && throttle.paths.none? { |prefix| path.start_with?(prefix) }
 
         key = throttle.key ? throttle.key.call(request) : request.client_ip
-        return nil if key.nil?
-
-        key = key.to_s
-        [key, throttle.limiter.check("#{throttle.name}:#{key}".b)]
+        key&.to_s
       end
 
       def count(what)
