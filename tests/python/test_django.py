@@ -245,3 +245,13 @@ def test_config_is_rebuilt_when_settings_change(settings_override):
     with override_settings(RATEKEEPER=dict(settings_override, RULES="7/minute")):
         assert get_config() is not before
         assert get_config().default.limiter.rules[0].limit == 7
+
+
+def test_view_rules_by_url_name_and_dotted_path(settings_override):
+    views = {"health": "1/minute", "demo.views.api_items": {"rules": "2/minute", "key": "ip"}}
+    with override_settings(RATEKEEPER=dict(settings_override, VIEWS=views, EXEMPT_PATHS=[])):
+        c = client("198.51.100.50")
+        assert [c.get("/health").status_code for _ in range(2)] == [200, 429]
+        assert [c.get("/api/items").status_code for _ in range(3)] == [200, 200, 429]
+        # other views fall back to the default rules
+        assert c.get("/")["X-RateLimit-Limit"] == "5"
