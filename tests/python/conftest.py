@@ -13,6 +13,14 @@ REDIS_URL = os.environ.get("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
 _counter = itertools.count()
 
 
+def redis_targets():
+    """(name, URL) of the test Redis and, when scripts/test started one, the Cluster."""
+    found = [("redis", REDIS_URL)]
+    if os.environ.get("RATEKEEPER_TEST_CLUSTER"):
+        found.append(("cluster", os.environ["RATEKEEPER_TEST_CLUSTER"]))
+    return found
+
+
 def unique_prefix() -> str:
     """A Redis key prefix no other test uses."""
     return f"pytest-{os.getpid()}-{time.time_ns()}-{next(_counter)}"

@@ -12,20 +12,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT, unique_prefix
+from conftest import ROOT, redis_targets, unique_prefix
 
 KEYS = ["alpha", "beta", "gamma"]
 SECONDS = 2.5
 
 
-def targets():
-    found = [("single", os.environ.get("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0"))]
-    if os.environ.get("RATEKEEPER_TEST_CLUSTER"):
-        found.append(("cluster", os.environ["RATEKEEPER_TEST_CLUSTER"]))
-    return found
-
-
-@pytest.mark.parametrize("name,url", targets(), ids=[t[0] for t in targets()])
+@pytest.mark.parametrize("name,url", redis_targets(), ids=[t[0] for t in redis_targets()])
 def test_mixed_processes_never_admit_more_than_the_rules(name, url, redis_url):
     prefix = unique_prefix()
     load = os.path.join(ROOT, "tests", "load")

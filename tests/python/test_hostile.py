@@ -1,13 +1,11 @@
 """Hostile input: keys of every awkward shape on Redis and the Cluster, and a
 panic inside the core surfacing as an exception, not a crash."""
 
-import os
-
 import pytest
 import redis as redis_py
 
 import ratekeeper
-from conftest import unique_prefix
+from conftest import redis_targets, unique_prefix
 
 HOSTILE_KEYS = [
     "",
@@ -23,14 +21,7 @@ HOSTILE_KEYS = [
 ]
 
 
-def stores():
-    found = [("redis", os.environ.get("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0"))]
-    if os.environ.get("RATEKEEPER_TEST_CLUSTER"):
-        found.append(("cluster", os.environ["RATEKEEPER_TEST_CLUSTER"]))
-    return found
-
-
-@pytest.mark.parametrize("name,url", stores(), ids=[s[0] for s in stores()])
+@pytest.mark.parametrize("name,url", redis_targets(), ids=[s[0] for s in redis_targets()])
 def test_hostile_keys_are_limited_and_stay_small(name, url, redis_url):
     prefix = unique_prefix()
     limiter = ratekeeper.Limiter("1/hour", url, prefix=prefix, on_error="raise", timeout=5)
