@@ -1,15 +1,25 @@
 -- ratekeeper: one check (or peek) of one key against a whole rule set, atomically.
 --
 -- KEYS[1]  the key's log: one string, a header then a ring of 5-byte timestamps
+-- KEYS[2]  (optional) the key's policy record, a hash: s and b, a safelist and a
+--          blocklist entry ("<until ms> <reason>"); t, a tier; o, an override
+--          ("<limit>:<window ms>;..." shortest window first)
 -- ARGV[1]  "c" to check (log `cost` units on admission), "p" to peek (never write)
 -- ARGV[2]  cost
 -- ARGV[3]  now in ms, or "" to use the Redis server clock (TIME)
--- ARGV[4]  the rules' windows as the header stores them (5 bytes each)
--- ARGV[5 .. 4+n]  the limit of each rule, then ARGV[5+n .. 4+2n] its window (ms),
+-- ARGV[4]  n, the number of the caller's rules
+-- ARGV[5]  the rules' windows as the header stores them (5 bytes each)
+-- ARGV[6 .. 5+n]  the limit of each rule, then ARGV[6+n .. 5+2n] its window (ms),
 --          shortest window first
+-- ARGV[6+2n ..]  the tiers a stored tier may select, each: name, k, windows, k limits,
+--          k windows
 --
--- Returns {now, allowed (0/1), then per rule: units in the window before this check,
---          oldest timestamp in the window (-1: none), time the check would fit (-1: n/a)}.
+-- Returns {now, allowed (0/1), kind, detail, until, then per rule: units in the window
+--          before this check, oldest timestamp in the window (-1: none), time the
+--          check would fit (-1: n/a)}. kind 0: the rules decided, and detail says
+--          which: "" the caller's, "t<name>" a stored tier, "o<rules>" the override.
+--          kind 1 (safelisted, allowed) and 2 (blocked, denied): no rule was
+--          consulted; detail is the reason, until when the entry lapses.
 --
 -- Layout (numbers big-endian; 5 bytes unless said otherwise):
 --   header  version (1 byte) | rule count (1 byte) | N, units ever logged | cap, ring
@@ -39,23 +49,6 @@ if not now then
   clock = now
 end
 
-local WINDOWS = ARGV[4]
-local n = (#ARGV - 4) / 2
-local limits, windows = {}, {}
-local cap, longest = 0, 0
-for i = 1, n do
-  local limit, window = tonumber(ARGV[4 + i]), tonumber(ARGV[4 + n + i])
-  limits[i], windows[i] = limit, window
-  if limit > cap then cap = limit end
-  if window > longest then longest = window end
-end
-
-local VERSION = 4
-local W = 5                       -- bytes per unit
-local FIXED = 29
-local H = FIXED + 15 * n
-local RULES_AT = FIXED + 5 * n    -- where the per-rule pointers start
-local SPAN = 1099511627776        -- 2^40: the range of a stored timestamp
 local byte, char, sub, rep, floor = string.byte, string.char, string.sub, string.rep, math.floor
 
 -- 5- and 6-byte big-endian integers, unrolled.
@@ -71,6 +64,63 @@ local function dec5(s, at)
   local a, b, c, d, e = byte(s, at, at + 4)
   return (((a * 256 + b) * 256 + c) * 256 + d) * 256 + e
 end
+
+-- The rules: the caller's, unless the key's record lists it or selects others.
+local n = tonumber(ARGV[4])
+local WINDOWS = ARGV[5]
+local first = 6
+local detail = ''
+local limits, windows = {}, {}
+local override = nil
+if KEYS[2] then
+  local rec = redis.call('HMGET', KEYS[2], 's', 'b', 't', 'o')
+  for kind = 1, 2 do
+    if rec[kind] then
+      local u, why = string.match(rec[kind], '^(%d+) ?(.*)$')
+      if u and tonumber(u) > now then return {now, 2 - kind, kind, why, tonumber(u)} end
+    end
+  end
+  if rec[4] then
+    override = rec[4]
+    detail = 'o' .. override
+  elseif rec[3] then
+    local i = 6 + 2 * n
+    while i <= #ARGV do
+      local k = tonumber(ARGV[i + 1])
+      if ARGV[i] == rec[3] then
+        n, WINDOWS, first, detail = k, ARGV[i + 2], i + 3, 't' .. rec[3]
+        break
+      end
+      i = i + 3 + 2 * k
+    end
+  end
+end
+if override then
+  n = 0
+  local parts = {}
+  for l, w in string.gmatch(override, '(%d+):(%d+)') do
+    n = n + 1
+    limits[n], windows[n] = tonumber(l), tonumber(w)
+    parts[n] = enc5(windows[n])
+  end
+  WINDOWS = table.concat(parts)
+else
+  for i = 1, n do
+    limits[i], windows[i] = tonumber(ARGV[first + i - 1]), tonumber(ARGV[first + n + i - 1])
+  end
+end
+local cap, longest = 0, 0
+for i = 1, n do
+  if limits[i] > cap then cap = limits[i] end
+  if windows[i] > longest then longest = windows[i] end
+end
+
+local VERSION = 4
+local W = 5                       -- bytes per unit
+local FIXED = 29
+local H = FIXED + 15 * n
+local RULES_AT = FIXED + 5 * n    -- where the per-rule pointers start
+local SPAN = 1099511627776        -- 2^40: the range of a stored timestamp
 
 -- State of the log: N units ever logged, those numbered lo .. N-1 kept in the ring.
 -- Per rule: p, the oldest unit in its window, and that unit's timestamp (tsp) and its
@@ -210,7 +260,7 @@ for i = 1, n do
   if counts[i] + cost > limits[i] then allowed = 0 end
 end
 
-local result = {now, allowed}
+local result = {now, allowed, 0, detail, 0}
 for i = 1, n do
   local count = counts[i]
   local over = count + cost - limits[i]
@@ -218,9 +268,9 @@ for i = 1, n do
   if allowed == 0 and over > 0 and cost <= limits[i] then
     free_at = entry(p[i] + over - 1) + windows[i]
   end
-  result[3 * i] = count
-  result[3 * i + 1] = count > 0 and tsp[i] or -1
-  result[3 * i + 2] = free_at
+  result[3 * i + 3] = count
+  result[3 * i + 4] = count > 0 and tsp[i] or -1
+  result[3 * i + 5] = free_at
 end
 
 if not writing or (allowed == 0 and not moved and not tbl) then return result end

@@ -2,6 +2,7 @@
 //! admission, `retry_after`, `remaining`, `reset_after`, the binding rule and the
 //! HTTP headers are worked out, for every store and every binding.
 
+use crate::policy::{Applied, List, Listing, Verdict};
 use crate::rule::{Rule, RuleSet};
 
 /// What a store saw for one rule of one check, before the check was applied.
@@ -24,8 +25,10 @@ pub struct Observation {
     pub now_ms: u64,
     /// Whether the check was admitted and logged.
     pub allowed: bool,
-    /// One entry per rule, shortest window first.
+    /// One entry per rule that decided, shortest window first (none for a listed key).
     pub rules: Vec<RuleObservation>,
+    /// Which rules decided, or the list the key is on.
+    pub verdict: Verdict,
 }
 
 /// Whether a check of `cost` fits every rule, given the units each window holds.
@@ -89,6 +92,19 @@ pub struct Decision {
     pub warning: Option<String>,
     /// True when this denial was remembered in-process, not asked of the store.
     pub cached: bool,
+    /// True when the key or the client address is on the blocklist (or banned):
+    /// denied, with `retry_after` the time until the entry lapses.
+    pub blocked: bool,
+    /// True when the key or the client address is on the safelist: allowed, not counted.
+    pub safelisted: bool,
+    /// Why the key or address is listed (empty when no reason was given).
+    pub reason: Option<String>,
+    /// True in shadow mode when the rules would have denied: `allowed` is true anyway.
+    pub shadowed: bool,
+    /// The tier whose rules decided (named by the caller or stored for the key).
+    pub tier: Option<String>,
+    /// True when the key's stored override decided.
+    pub overridden: bool,
 }
 
 impl Decision {
@@ -144,7 +160,49 @@ impl Decision {
             degraded: false,
             warning: None,
             cached: false,
+            blocked: false,
+            safelisted: false,
+            reason: None,
+            shadowed: false,
+            tier: None,
+            overridden: false,
         }
+    }
+
+    /// The decision for a key or address on a list: no rule counted it; the
+    /// rules show their full limit; a block's `retry_after` is the time until
+    /// the entry lapses.
+    pub fn listed(rules: &RuleSet, now_ms: u64, list: List, listing: &Listing) -> Decision {
+        let allowed = list == List::Safe;
+        let mut decision = Decision::fallback(rules, now_ms, true);
+        decision.allowed = allowed;
+        decision.degraded = false;
+        decision.retry_after_ms = Some(if allowed {
+            0
+        } else {
+            listing.until_ms.saturating_sub(now_ms).max(1)
+        });
+        decision.blocked = !allowed;
+        decision.safelisted = allowed;
+        decision.reason = Some(listing.reason.clone());
+        decision
+    }
+
+    /// An admitted decision that asked no store (limiting is switched off).
+    pub fn unlimited(rules: &RuleSet, now_ms: u64) -> Decision {
+        let mut decision = Decision::fallback(rules, now_ms, true);
+        decision.degraded = false;
+        decision
+    }
+
+    /// Notes which rules decided: a stored or named tier, or an override.
+    pub fn with_applied(mut self, applied: &Applied, named_tier: Option<&str>) -> Decision {
+        match applied {
+            Applied::Given => self.tier = named_tier.map(str::to_owned),
+            Applied::Tier(name) => self.tier = Some(name.clone()),
+            Applied::Override(_) => self.overridden = true,
+        }
+        self
     }
 
     /// The fallback decision when the store cannot answer: every rule shows
@@ -169,6 +227,12 @@ impl Decision {
             degraded: true,
             warning: None,
             cached: false,
+            blocked: false,
+            safelisted: false,
+            reason: None,
+            shadowed: false,
+            tier: None,
+            overridden: false,
         }
     }
 
@@ -267,6 +331,7 @@ mod tests {
     fn admitted_decision_arithmetic() {
         let rules = set("1/s; 20/m");
         let obs = Observation {
+            verdict: Default::default(),
             now_ms: 10_000,
             allowed: true,
             rules: vec![
@@ -292,6 +357,7 @@ mod tests {
     fn denied_decision_takes_the_longest_wait() {
         let rules = set("2/s; 3/m");
         let obs = Observation {
+            verdict: Default::default(),
             now_ms: 10_000,
             allowed: false,
             rules: vec![
@@ -318,6 +384,7 @@ mod tests {
     fn cost_above_a_limit_never_passes() {
         let rules = set("2/s; 30/m");
         let obs = Observation {
+            verdict: Default::default(),
             now_ms: 1,
             allowed: false,
             rules: vec![RuleObservation::default(); 2],
@@ -332,6 +399,7 @@ mod tests {
     fn headers_follow_the_binding_rule() {
         let rules = set("1/s; 20/m");
         let obs = Observation {
+            verdict: Default::default(),
             now_ms: 1_700_000_000_000,
             allowed: false,
             rules: vec![

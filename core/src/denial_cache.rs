@@ -76,6 +76,11 @@ impl DenialCache {
         Some(decision)
     }
 
+    /// Forgets every remembered denial (after a policy change in this process).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
     /// Remembers a denial the store decided for a check of `cost` on `tag`.
     pub fn remember(&self, tag: &[u8], cost: u64, decision: &Decision) {
         let Some(retry) = decision.retry_after_ms.filter(|&ms| ms > 0) else {
@@ -121,6 +126,7 @@ mod tests {
     fn denial(retry_ms: u64) -> Decision {
         let rules = RuleSet::parse("1/minute").unwrap();
         let obs = Observation {
+            verdict: Default::default(),
             now_ms: 1_000,
             allowed: false,
             rules: vec![RuleObservation {

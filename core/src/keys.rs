@@ -24,15 +24,52 @@ pub fn key_tag(key: &[u8]) -> Vec<u8> {
     tag
 }
 
-/// The Redis key of a caller key's log: `<prefix>:{<tag>}:l`. Everything one
-/// check touches carries the same `{<tag>}`, so it lives in one Cluster slot.
-pub fn log_key(prefix: &str, tag: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(prefix.len() + tag.len() + 5);
+/// The Redis key of a caller key's log: `<prefix>:{<tag>}:l`, or
+/// `<prefix>:{<tag>}:<scope>:l` for a scoped limiter. Everything one check
+/// touches carries the same `{<tag>}`, so it lives in one Cluster slot.
+pub fn log_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
+    let mut out = tagged(prefix, tag);
+    if !scope.is_empty() {
+        out.extend_from_slice(scope.as_bytes());
+        out.push(b':');
+    }
+    out.push(b'l');
+    out
+}
+
+/// The Redis key of a caller key's policy record: `<prefix>:{<tag>}:p`.
+pub fn record_key(prefix: &str, tag: &[u8]) -> Vec<u8> {
+    let mut out = tagged(prefix, tag);
+    out.push(b'p');
+    out
+}
+
+/// The Redis key of a caller key's fail2ban strikes: `<prefix>:{<tag>}:<name>:f`.
+pub fn strikes_key(prefix: &str, tag: &[u8], name: &str) -> Vec<u8> {
+    let mut out = tagged(prefix, tag);
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b":f");
+    out
+}
+
+fn tagged(prefix: &str, tag: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + tag.len() + 24);
     out.extend_from_slice(prefix.as_bytes());
     out.extend_from_slice(b":{");
     out.extend_from_slice(tag);
-    out.extend_from_slice(b"}:l");
+    out.extend_from_slice(b"}:");
     out
+}
+
+/// Checks a limiter's scope: up to 128 printable ASCII characters (braces allowed:
+/// they come after the key's tag, so they cannot move its slot).
+pub fn check_scope(scope: &str) -> crate::error::Result<()> {
+    if scope.len() <= 128 && scope.bytes().all(|b| b.is_ascii_graphic()) {
+        return Ok(());
+    }
+    Err(crate::error::Error::config(format!(
+        "invalid scope '{scope}': give at most 128 printable ASCII characters without spaces"
+    )))
 }
 
 #[cfg(test)]
@@ -42,7 +79,18 @@ mod tests {
     #[test]
     fn plain_keys_stay_readable() {
         assert_eq!(key_tag(b"user:42"), b"user:42".to_vec());
-        assert_eq!(log_key("rk", b"user:42"), b"rk:{user:42}:l".to_vec());
+        assert_eq!(log_key("rk", b"user:42", ""), b"rk:{user:42}:l".to_vec());
+        assert_eq!(
+            log_key("rk", b"user:42", "api"),
+            b"rk:{user:42}:api:l".to_vec()
+        );
+        assert_eq!(record_key("rk", b"user:42"), b"rk:{user:42}:p".to_vec());
+        assert_eq!(
+            strikes_key("rk", b"1.2.3.4", "php"),
+            b"rk:{1.2.3.4}:php:f".to_vec()
+        );
+        assert!(check_scope("path:/api/{v}").is_ok());
+        assert!(check_scope("a b").is_err());
         assert_eq!(key_tag(&[b'a'; 128]).len(), 128);
     }
 

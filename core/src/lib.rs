@@ -74,6 +74,7 @@
 //!
 //! A `100000/day` check costs what a `10/second` one does (ratio 1.00).
 
+pub mod admin;
 pub mod decision;
 pub mod denial_cache;
 pub mod error;
@@ -81,15 +82,18 @@ pub mod keys;
 pub mod limiter;
 pub mod metrics;
 pub mod net;
+pub mod policy;
 pub mod rule;
 pub mod settings;
 pub mod store;
 
+pub use admin::{Admin, Entry};
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
 pub use error::{Error, Result};
-pub use limiter::{check_batch, Limiter, OnError};
+pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
+pub use policy::{Fail2Ban, List, Listing, Strike, Switches};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::Settings;
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

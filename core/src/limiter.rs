@@ -3,14 +3,17 @@
 use crate::decision::{Decision, Observation};
 use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
-use crate::keys::key_tag;
+use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
+use crate::policy::{self, Applied, Fail2Ban, List, Shared, SharedHash, Strike, Verdict};
 use crate::rule::RuleSet;
 use crate::store::{self, system_now_ms, Mode, Request, Store, StoreOptions};
+use std::borrow::Cow;
+use std::net::IpAddr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// Latest `now` accepted, in seconds since the epoch (year 6429): timestamps
 /// are kept in 47 bits of milliseconds.
@@ -43,10 +46,124 @@ impl FromStr for OnError {
     }
 }
 
-/// A rule set checked against a store.
+/// How often a process reads the shared policies (switches, address lists) again by default.
+pub const DEFAULT_POLICY_REFRESH: Duration = Duration::from_secs(2);
+
+/// The shared policies (switches, address lists) as this process holds them,
+/// read again every `refresh` and at once after a change made in this process.
+pub(crate) struct SharedView {
+    refresh: Duration,
+    held: RwLock<Arc<Shared>>,
+    /// When to read next, and the policy epoch last seen.
+    next: Mutex<(Instant, u64)>,
+}
+
+impl SharedView {
+    fn new(refresh: Duration) -> SharedView {
+        SharedView {
+            refresh,
+            held: RwLock::new(Arc::new(Shared {
+                version: u64::MAX,
+                ..Shared::default()
+            })),
+            next: Mutex::new((Instant::now(), u64::MAX)),
+        }
+    }
+
+    fn held(&self) -> Arc<Shared> {
+        self.held.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The policies now: read again when due (on a remote store, by one
+    /// caller while the others go on with what is held; a failure keeps it).
+    fn current(&self, store: &dyn Store) -> Arc<Shared> {
+        let held = self.held();
+        let due = if store.waits_on_io() {
+            let Ok(mut next) = self.next.try_lock() else {
+                return held;
+            };
+            let (now, epoch) = (Instant::now(), policy::epoch());
+            if now < next.0 && next.1 == epoch {
+                return held;
+            }
+            *next = (now + self.refresh, epoch);
+            true
+        } else {
+            true
+        };
+        if !due {
+            return held;
+        }
+        match store.policy_version() {
+            Ok(version) if version != held.version => match load_shared(store, version) {
+                Ok(fresh) => {
+                    let fresh = Arc::new(fresh);
+                    *self.held.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+                    fresh
+                }
+                Err(_) => held,
+            },
+            _ => held,
+        }
+    }
+}
+
+/// Reads the shared policies at `version`.
+pub(crate) fn load_shared(store: &dyn Store, version: u64) -> Result<Shared> {
+    Ok(Shared::from_hashes(
+        version,
+        &store.shared(SharedHash::Nets)?,
+        &store.shared(SharedHash::Switches)?,
+    ))
+}
+
+/// How one check is asked for: its cost and time, the tier the caller names,
+/// the client address.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckOptions<'a> {
+    /// Units the check costs (at least 1).
+    pub cost: u64,
+    /// Seconds since the epoch; the store's clock when `None`.
+    pub now: Option<f64>,
+    /// The tier whose rules apply (one of the limiter's tiers), unless the
+    /// key's record stores another tier or an override.
+    pub tier: Option<&'a str>,
+    /// The client address, matched against listed addresses and ranges (a key
+    /// that is itself an address is matched without it).
+    pub ip: Option<&'a str>,
+}
+
+impl Default for CheckOptions<'_> {
+    fn default() -> Self {
+        CheckOptions {
+            cost: 1,
+            now: None,
+            tier: None,
+            ip: None,
+        }
+    }
+}
+
+/// A check made ready to send to the store, or already decided in-process.
+enum Prepared<'l> {
+    Decided(Decision),
+    Ask {
+        tag: Vec<u8>,
+        rules: Cow<'l, RuleSet>,
+        tiers: Cow<'l, [(String, RuleSet)]>,
+        shared: Arc<Shared>,
+    },
+}
+
+/// A rule set checked against a store, with its tiers and the policies.
 pub struct Limiter {
     rules: RuleSet,
+    scope: String,
+    tiers: Vec<(String, RuleSet)>,
+    read_records: bool,
     store: Arc<dyn Store>,
+    shared: Arc<SharedView>,
+    epoch_seen: AtomicU64,
     on_error: OnError,
     in_outage: AtomicBool,
     denials: DenialCache,
@@ -72,15 +189,36 @@ impl Limiter {
     /// Denials are remembered for up to [`crate::denial_cache::DEFAULT_CAP`] when the
     /// store is remote (see [`Limiter::with_denial_cache`]).
     pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
-        let windows = rules.rules().iter().map(|r| r.window_ms).collect();
         let cap = if store.waits_on_io() {
             DEFAULT_CAP
         } else {
             Duration::ZERO
         };
-        Limiter {
+        Limiter::build(
             rules,
             store,
+            Arc::new(SharedView::new(DEFAULT_POLICY_REFRESH)),
+            on_error,
+            cap,
+        )
+    }
+
+    fn build(
+        rules: RuleSet,
+        store: Arc<dyn Store>,
+        shared: Arc<SharedView>,
+        on_error: OnError,
+        cap: Duration,
+    ) -> Limiter {
+        let windows = rules.rules().iter().map(|r| r.window_ms).collect();
+        Limiter {
+            rules,
+            scope: String::new(),
+            tiers: Vec::new(),
+            read_records: true,
+            store,
+            shared,
+            epoch_seen: AtomicU64::new(policy::epoch()),
             on_error,
             in_outage: AtomicBool::new(false),
             metrics: Metrics::new(windows),
@@ -96,15 +234,79 @@ impl Limiter {
         self
     }
 
-    /// A limiter for other rules on the same store, with the same `on_error`.
+    /// This limiter, keeping its logs apart from other limiters' under
+    /// `scope` (say `"api"`) while sharing the keys' policy records.
+    pub fn with_scope(mut self, scope: &str) -> Result<Limiter> {
+        check_scope(scope)?;
+        self.scope = scope.to_owned();
+        Ok(self)
+    }
+
+    /// This limiter with named tiers: a check may name one, and a tier stored
+    /// for a key (see [`crate::admin::Admin::set_tier`]) selects one.
+    pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
+        for (i, (name, _)) in tiers.iter().enumerate() {
+            policy::check_tier_name(name)?;
+            if tiers[..i].iter().any(|(other, _)| other == name) {
+                return Err(Error::config(format!("tier '{name}' is given twice")));
+            }
+        }
+        self.tiers = tiers;
+        Ok(self)
+    }
+
+    /// This limiter reading the shared policies (switches, address lists)
+    /// again every `refresh` (0.1 to 60 seconds).
+    pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Limiter> {
+        if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
+            return Err(Error::config(format!(
+                "invalid policy_refresh {}: give 0.1 to 60 seconds",
+                refresh.as_secs_f64()
+            )));
+        }
+        self.shared = Arc::new(SharedView::new(refresh));
+        Ok(self)
+    }
+
+    /// This limiter reading (`true`, the default) or ignoring each key's
+    /// policy record (listings, tier, override) in its check. Ignoring it
+    /// spares Redis one hash read per check.
+    pub fn with_records(mut self, read: bool) -> Limiter {
+        self.read_records = read;
+        self
+    }
+
+    /// A limiter for other rules on the same store, with the same `on_error`,
+    /// denial cache and policy refresh (and no scope or tiers until given).
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
-        Limiter::with_store(rules, self.store.clone(), self.on_error)
-            .with_denial_cache(self.denials.cap())
+        Limiter::build(
+            rules,
+            self.store.clone(),
+            self.shared.clone(),
+            self.on_error,
+            self.denials.cap(),
+        )
+        .with_records(self.read_records)
     }
 
     /// The rule set, shortest window first.
     pub fn rules(&self) -> &RuleSet {
         &self.rules
+    }
+
+    /// The scope ("" for none).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The tiers, by name.
+    pub fn tiers(&self) -> &[(String, RuleSet)] {
+        &self.tiers
+    }
+
+    /// The store this limiter checks against.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
     }
 
     /// Whether a check may wait on the network (see [`Store::waits_on_io`]).
@@ -130,30 +332,198 @@ impl Limiter {
     /// Checks `key` for `cost` units at `now` (seconds; the store's clock when
     /// `None`), logging them when every rule admits them.
     pub fn check(&self, key: &[u8], cost: u64, now: Option<f64>) -> Result<Decision> {
-        self.decide(key, cost, now, Mode::Check)
+        self.check_with(
+            key,
+            &CheckOptions {
+                cost,
+                now,
+                ..CheckOptions::default()
+            },
+        )
+    }
+
+    /// Checks `key` as `options` say (cost, time, tier, client address).
+    pub fn check_with(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide(key, options, Mode::Check)
     }
 
     /// What a check of `cost` would decide now, without logging anything.
     pub fn peek(&self, key: &[u8], cost: u64, now: Option<f64>) -> Result<Decision> {
-        self.decide(key, cost, now, Mode::Peek)
+        self.peek_with(
+            key,
+            &CheckOptions {
+                cost,
+                now,
+                ..CheckOptions::default()
+            },
+        )
     }
 
-    /// Forgets everything logged for `key`.
+    /// What a check as `options` say would decide now, without logging anything.
+    pub fn peek_with(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide(key, options, Mode::Peek)
+    }
+
+    /// Forgets everything logged for `key` by this limiter (its scope).
     pub fn reset(&self, key: &[u8]) -> Result<()> {
         let tag = key_tag(key);
         self.denials.forget(&tag);
-        self.store.reset(&tag)
+        for (name, _) in &self.tiers {
+            self.denials.forget(&denial_key(&tag, Some(name)));
+        }
+        self.store.reset(&tag, &self.scope)
     }
 
-    fn decide(&self, key: &[u8], cost: u64, now: Option<f64>, mode: Mode) -> Result<Decision> {
-        let now_ms = check_arguments(cost, now)?;
+    /// Counts one fail2ban strike against `key` (a bad request, a failed
+    /// login); the strike that makes `rule.maxretry` within `rule.findtime`
+    /// blocks the key (an address: the address) for `rule.bantime`, with the
+    /// reason `fail2ban <name>`.
+    pub fn penalize(&self, key: &[u8], rule: &Fail2Ban, now: Option<f64>) -> Result<Strike> {
+        let now_ms = now.map(now_to_ms).transpose()?;
         let tag = key_tag(key);
-        if let Some(remembered) = self.remembered(&tag, cost, now_ms) {
-            self.metrics.record(&remembered);
-            return Ok(remembered);
+        let strike = self.store.strike(&tag, rule, now_ms)?;
+        if let Some(until_ms) = strike.until_ms {
+            let admin = crate::admin::Admin::new(self.store.clone());
+            let reason = format!("fail2ban {}", rule.name);
+            admin.put(List::Block, key, until_ms, &reason, now_ms)?;
         }
-        let outcome = self.store.apply(&tag, &self.rules, cost, now_ms, mode);
-        self.conclude(&tag, cost, now_ms, mode, outcome)
+        Ok(strike)
+    }
+
+    /// How the address lists judge the client address `ip` now: a blocked or
+    /// safelisted decision (shadow mode applied), or `None` when it is not
+    /// listed. Asks no store (the lists are held in-process): middlewares
+    /// call it for every request, limited or not.
+    pub fn screen(&self, ip: &str) -> Option<Decision> {
+        let shared = self.shared.current(&*self.store);
+        if !shared.switches.enabled || !shared.has_nets() {
+            return None;
+        }
+        let now_ms = system_now_ms();
+        let (list, listing) = shared.judge_ip(crate::net::parse_hop(ip)?, now_ms)?;
+        Some(finish(
+            Decision::listed(&self.rules, now_ms, list, listing),
+            &shared,
+        ))
+    }
+
+    fn decide(&self, key: &[u8], options: &CheckOptions<'_>, mode: Mode) -> Result<Decision> {
+        let now_ms = check_arguments(options.cost, options.now)?;
+        let (tag, rules, tiers, shared) = match self.prepare(key, options, now_ms, mode)? {
+            Prepared::Decided(decision) => return Ok(decision),
+            Prepared::Ask {
+                tag,
+                rules,
+                tiers,
+                shared,
+            } => (tag, rules, tiers, shared),
+        };
+        let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+        let outcome = self.store.apply(&request);
+        let decision = self.conclude(&request, options.tier, outcome)?;
+        Ok(finish(decision, &shared))
+    }
+
+    /// What can be decided without the store (switched off, a listed address,
+    /// a remembered denial), or the rules and tiers to send it.
+    /// (Counted, for a check decided here.)
+    fn prepare<'l>(
+        &'l self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Prepared<'l>> {
+        let decided = |decision: Decision, shared: &Shared| {
+            if mode == Mode::Check {
+                self.metrics.record(&decision);
+            }
+            Ok(Prepared::Decided(finish(decision, shared)))
+        };
+        let shared = self.shared.current(&*self.store);
+        let epoch = policy::epoch();
+        if self.epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
+            self.denials.clear();
+        }
+        let rules = self.rules_for(options.tier, &shared)?;
+        if !shared.switches.enabled {
+            let at = now_ms.unwrap_or_else(system_now_ms);
+            return decided(Decision::unlimited(&rules, at), &shared);
+        }
+        if shared.has_nets() {
+            let at = now_ms.unwrap_or_else(system_now_ms);
+            if let Some((list, listing)) =
+                client_address(key, options.ip).and_then(|ip| shared.judge_ip(ip, at))
+            {
+                return decided(Decision::listed(&rules, at, list, listing), &shared);
+            }
+        }
+        let tag = key_tag(key);
+        if let Some(remembered) =
+            self.remembered(&denial_key(&tag, options.tier), options.cost, now_ms)
+        {
+            return decided(remembered, &shared);
+        }
+        let tiers = if shared.switches.multiplier == 1.0 {
+            Cow::Borrowed(self.tiers.as_slice())
+        } else {
+            Cow::Owned(
+                self.tiers
+                    .iter()
+                    .map(|(name, rules)| (name.clone(), shared.switches.scale(rules)))
+                    .collect(),
+            )
+        };
+        Ok(Prepared::Ask {
+            tag,
+            rules,
+            tiers,
+            shared,
+        })
+    }
+
+    /// The rules a check uses unless the key's record selects others: the
+    /// named tier's or the limiter's, times the multiplier.
+    fn rules_for(&self, tier: Option<&str>, shared: &Shared) -> Result<Cow<'_, RuleSet>> {
+        let base = match tier {
+            None => &self.rules,
+            Some(name) => match self.tiers.iter().find(|(n, _)| n == name) {
+                Some((_, rules)) => rules,
+                None => {
+                    let known: Vec<&str> = self.tiers.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(Error::config(format!(
+                        "unknown tier '{name}': this limiter's tiers are [{}]",
+                        known.join(", ")
+                    )));
+                }
+            },
+        };
+        Ok(if shared.switches.multiplier == 1.0 {
+            Cow::Borrowed(base)
+        } else {
+            Cow::Owned(shared.switches.scale(base))
+        })
+    }
+
+    fn request<'r>(
+        &'r self,
+        tag: &'r [u8],
+        rules: &'r RuleSet,
+        tiers: &'r [(String, RuleSet)],
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Request<'r> {
+        Request {
+            tag,
+            scope: &self.scope,
+            rules,
+            tiers,
+            policy: self.read_records,
+            cost,
+            now_ms,
+            mode,
+        }
     }
 
     /// A denial remembered for this check; never for a check at an explicit
@@ -168,15 +538,13 @@ impl Limiter {
     /// The decision from what the store answered (counted, for a check).
     fn conclude(
         &self,
-        tag: &[u8],
-        cost: u64,
-        now_ms: Option<u64>,
-        mode: Mode,
+        request: &Request<'_>,
+        tier: Option<&str>,
         outcome: Result<Observation>,
     ) -> Result<Decision> {
         let store_failed = outcome.is_err();
-        let decided = self.decision_from(tag, cost, now_ms, mode, outcome);
-        if mode == Mode::Check {
+        let decided = self.decision_from(request, tier, outcome);
+        if request.mode == Mode::Check {
             match &decided {
                 Ok(decision) => self.metrics.record(decision),
                 Err(_) if store_failed => self.metrics.record_raised_error(),
@@ -190,28 +558,44 @@ impl Limiter {
     /// `on_error` fallback (with one warning per outage) when it failed.
     fn decision_from(
         &self,
-        tag: &[u8],
-        cost: u64,
-        now_ms: Option<u64>,
-        mode: Mode,
+        request: &Request<'_>,
+        tier: Option<&str>,
         outcome: Result<Observation>,
     ) -> Result<Decision> {
         match outcome {
             Ok(obs) => {
                 self.in_outage.store(false, Ordering::Relaxed);
-                let decision =
-                    Decision::from_observation(&self.rules, cost, &obs, mode == Mode::Check);
-                if now_ms.is_none() && !decision.allowed {
-                    self.denials.remember(tag, cost, &decision);
+                let check = request.mode == Mode::Check;
+                let decision = match &obs.verdict {
+                    Verdict::Listed(list, listing) => {
+                        Decision::listed(request.rules, obs.now_ms, *list, listing)
+                    }
+                    Verdict::Limited(applied) => {
+                        let rules = match applied {
+                            Applied::Given => request.rules,
+                            Applied::Tier(name) => request
+                                .tiers
+                                .iter()
+                                .find(|(n, _)| n == name)
+                                .map_or(request.rules, |(_, r)| r),
+                            Applied::Override(rules) => rules,
+                        };
+                        Decision::from_observation(rules, request.cost, &obs, check)
+                            .with_applied(applied, tier)
+                    }
+                };
+                if request.now_ms.is_none() && !decision.allowed {
+                    let key = denial_key(request.tag, tier);
+                    self.denials.remember(&key, request.cost, &decision);
                 }
                 Ok(decision)
             }
             Err(err @ Error::Config(_)) => Err(err),
             Err(err) if self.on_error == OnError::Raise => Err(err),
             Err(err) => {
-                let at = now_ms.unwrap_or_else(system_now_ms);
+                let at = request.now_ms.unwrap_or_else(system_now_ms);
                 let allowed = self.on_error == OnError::Allow;
-                let mut decision = Decision::fallback(&self.rules, at, allowed);
+                let mut decision = Decision::fallback(request.rules, at, allowed);
                 if !self.in_outage.swap(true, Ordering::Relaxed) {
                     let action = if allowed { "allowed" } else { "denied" };
                     let warning = format!(
@@ -229,10 +613,49 @@ impl Limiter {
     /// where the store allows it (a Redis pipeline). Each key is checked
     /// atomically on its own; the decisions come back in order.
     pub fn check_many(&self, keys: &[&[u8]], cost: u64, now: Option<f64>) -> Result<Vec<Decision>> {
-        let items: Vec<(&Limiter, &[u8], u64)> =
-            keys.iter().map(|&key| (self, key, cost)).collect();
+        let items: Vec<BatchItem<'_>> = keys
+            .iter()
+            .map(|&key| BatchItem {
+                limiter: self,
+                key,
+                cost,
+                tier: None,
+                ip: None,
+            })
+            .collect();
         check_batch(&items, now)
     }
+}
+
+/// Where a denial is remembered: per key and the tier the caller named (a
+/// denial under one tier says nothing of another).
+fn denial_key<'t>(tag: &'t [u8], tier: Option<&str>) -> Cow<'t, [u8]> {
+    match tier {
+        None => Cow::Borrowed(tag),
+        Some(tier) => {
+            let mut key = tag.to_vec();
+            key.push(0);
+            key.extend_from_slice(tier.as_bytes());
+            Cow::Owned(key)
+        }
+    }
+}
+
+/// The address a check is about: the one given, else the key when it is one.
+fn client_address(key: &[u8], ip: Option<&str>) -> Option<IpAddr> {
+    match ip {
+        Some(ip) => crate::net::parse_hop(ip),
+        None => std::str::from_utf8(key).ok()?.parse().ok(),
+    }
+}
+
+/// Shadow mode: a denial is reported (`shadowed`) but the check is allowed.
+fn finish(mut decision: Decision, shared: &Shared) -> Decision {
+    if shared.switches.shadow && !decision.allowed {
+        decision.allowed = true;
+        decision.shadowed = true;
+    }
+    decision
 }
 
 /// The time of a check in ms, after checking its cost and time.
@@ -243,63 +666,97 @@ fn check_arguments(cost: u64, now: Option<f64>) -> Result<Option<u64>> {
     now.map(now_to_ms).transpose()
 }
 
-/// Checks several `(limiter, key, cost)` at once, say the per-IP and the
-/// per-user rules of one request: limiters sharing one store (see
-/// [`Limiter::with_rules`]) are asked in one round trip. Each check is atomic
-/// on its own and logs when its own rules admit it, whatever the others
-/// decide; the decisions come back in order.
-pub fn check_batch(items: &[(&Limiter, &[u8], u64)], now: Option<f64>) -> Result<Vec<Decision>> {
-    let mut now_ms = None;
-    for &(_, _, cost) in items {
-        now_ms = check_arguments(cost, now)?;
+/// One check of a batch (see [`check_batch`]).
+#[derive(Clone, Copy)]
+pub struct BatchItem<'a> {
+    /// The limiter whose rules apply.
+    pub limiter: &'a Limiter,
+    /// The key.
+    pub key: &'a [u8],
+    /// Units the check costs.
+    pub cost: u64,
+    /// The tier the caller names, if any.
+    pub tier: Option<&'a str>,
+    /// The client address, if known.
+    pub ip: Option<&'a str>,
+}
+
+impl<'a> BatchItem<'a> {
+    /// A check of `key` for `cost` units by `limiter`, with no tier or address.
+    pub fn new(limiter: &'a Limiter, key: &'a [u8], cost: u64) -> BatchItem<'a> {
+        BatchItem {
+            limiter,
+            key,
+            cost,
+            tier: None,
+            ip: None,
+        }
     }
-    let tags: Vec<Vec<u8>> = items.iter().map(|&(_, key, _)| key_tag(key)).collect();
-    let mut decisions: Vec<Option<Decision>> = items
+}
+
+/// Checks several items at once, say the per-IP and the per-user rules of
+/// one request: limiters sharing one store (see [`Limiter::with_rules`]) are
+/// asked in one round trip. Each check is atomic on its own and logs when its
+/// own rules admit it, whatever the others decide; the decisions come back in
+/// order.
+pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
+    let mut now_ms = None;
+    for item in items {
+        now_ms = check_arguments(item.cost, now)?;
+    }
+    let mut prepared = Vec::with_capacity(items.len());
+    for item in items {
+        let options = CheckOptions {
+            cost: item.cost,
+            now,
+            tier: item.tier,
+            ip: item.ip,
+        };
+        prepared.push(
+            item.limiter
+                .prepare(item.key, &options, now_ms, Mode::Check)?,
+        );
+    }
+    let pending: Vec<usize> = (0..items.len())
+        .filter(|&i| matches!(prepared[i], Prepared::Ask { .. }))
+        .collect();
+    let requests: Vec<Request<'_>> = pending
         .iter()
-        .zip(&tags)
-        .map(|(&(limiter, _, cost), tag)| {
-            let remembered = limiter.remembered(tag, cost, now_ms);
-            if let Some(decision) = &remembered {
-                limiter.metrics.record(decision);
-            }
-            remembered
+        .map(|&i| match &prepared[i] {
+            Prepared::Ask {
+                tag, rules, tiers, ..
+            } => items[i]
+                .limiter
+                .request(tag, rules, tiers, items[i].cost, now_ms, Mode::Check),
+            Prepared::Decided(_) => unreachable!("only pending checks"),
         })
         .collect();
-    let pending: Vec<usize> = (0..items.len())
-        .filter(|&i| decisions[i].is_none())
-        .collect();
-    let shared = pending
+    let shared_store = pending
         .windows(2)
-        .all(|pair| Arc::ptr_eq(&items[pair[0]].0.store, &items[pair[1]].0.store));
+        .all(|pair| Arc::ptr_eq(&items[pair[0]].limiter.store, &items[pair[1]].limiter.store));
     let outcomes: Vec<Result<Observation>> = match pending.first() {
-        Some(&first) if shared => {
-            let requests: Vec<Request<'_>> = pending
-                .iter()
-                .map(|&i| Request {
-                    tag: &tags[i],
-                    rules: &items[i].0.rules,
-                    cost: items[i].2,
-                    now_ms,
-                    mode: Mode::Check,
-                })
-                .collect();
-            items[first].0.store.apply_many(&requests)
-        }
+        Some(&first) if shared_store => items[first].limiter.store.apply_many(&requests),
         _ => pending
             .iter()
-            .map(|&i| {
-                items[i]
-                    .0
-                    .store
-                    .apply(&tags[i], &items[i].0.rules, items[i].2, now_ms, Mode::Check)
-            })
+            .zip(&requests)
+            .map(|(&i, request)| items[i].limiter.store.apply(request))
             .collect(),
     };
-    for (&i, outcome) in pending.iter().zip(outcomes) {
-        let (limiter, _, cost) = items[i];
-        decisions[i] = Some(limiter.conclude(&tags[i], cost, now_ms, Mode::Check, outcome)?);
+    let mut concluded = Vec::with_capacity(pending.len());
+    for ((&i, request), outcome) in pending.iter().zip(&requests).zip(outcomes) {
+        concluded.push(items[i].limiter.conclude(request, items[i].tier, outcome)?);
     }
-    Ok(decisions.into_iter().flatten().collect())
+    let mut concluded = concluded.into_iter();
+    Ok(prepared
+        .into_iter()
+        .map(|p| match p {
+            Prepared::Decided(decision) => decision,
+            Prepared::Ask { shared, .. } => finish(
+                concluded.next().expect("one decision per pending check"),
+                &shared,
+            ),
+        })
+        .collect())
 }
 
 /// Seconds (float) to whole milliseconds, rounded to the nearest.

@@ -17,6 +17,10 @@ pub struct Stats {
     pub errors: u64,
     /// Checks admitted because the store failed (`on_error = "allow"`).
     pub fail_open: u64,
+    /// Checks refused because the key or address is on the blocklist (also counted as denied).
+    pub blocked: u64,
+    /// Checks admitted because the key or address is on the safelist (also counted as allowed).
+    pub safelisted: u64,
     /// Checks denied because the store failed (`on_error = "deny"`).
     pub fail_closed: u64,
     /// Per rule (shortest window first): its window in ms and the most units
@@ -26,7 +30,7 @@ pub struct Stats {
 
 impl Stats {
     /// The counts by name, as the bindings expose them.
-    pub fn counts(&self) -> [(&'static str, u64); 6] {
+    pub fn counts(&self) -> [(&'static str, u64); 8] {
         [
             ("allowed", self.allowed),
             ("denied", self.denied),
@@ -34,6 +38,8 @@ impl Stats {
             ("errors", self.errors),
             ("fail_open", self.fail_open),
             ("fail_closed", self.fail_closed),
+            ("blocked", self.blocked),
+            ("safelisted", self.safelisted),
         ]
     }
 }
@@ -47,6 +53,8 @@ pub struct Metrics {
     errors: AtomicU64,
     fail_open: AtomicU64,
     fail_closed: AtomicU64,
+    blocked: AtomicU64,
+    safelisted: AtomicU64,
     windows: Vec<u64>,
     peak_used: Vec<AtomicU64>,
 }
@@ -61,6 +69,8 @@ impl Metrics {
             errors: AtomicU64::new(0),
             fail_open: AtomicU64::new(0),
             fail_closed: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
+            safelisted: AtomicU64::new(0),
             peak_used: windows.iter().map(|_| AtomicU64::new(0)).collect(),
             windows,
         }
@@ -82,8 +92,25 @@ impl Metrics {
         if decision.cached {
             self.cached_denials.fetch_add(1, Ordering::Relaxed);
         }
-        for (peak, state) in self.peak_used.iter().zip(&decision.rules) {
-            peak.fetch_max(state.used(), Ordering::Relaxed);
+        if decision.blocked || decision.safelisted {
+            let counter = if decision.blocked {
+                &self.blocked
+            } else {
+                &self.safelisted
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // peaks of the configured windows (a tier or override may have others)
+        for ((peak, &window), state) in self
+            .peak_used
+            .iter()
+            .zip(&self.windows)
+            .zip(&decision.rules)
+        {
+            if state.window_ms == window {
+                peak.fetch_max(state.used(), Ordering::Relaxed);
+            }
         }
     }
 
@@ -102,6 +129,8 @@ impl Metrics {
             errors: get(&self.errors),
             fail_open: get(&self.fail_open),
             fail_closed: get(&self.fail_closed),
+            blocked: get(&self.blocked),
+            safelisted: get(&self.safelisted),
             peak_used: self
                 .windows
                 .iter()
@@ -123,6 +152,7 @@ mod tests {
         let rules = RuleSet::parse("2/s; 10/m").unwrap();
         let metrics = Metrics::new(vec![1000, 60_000]);
         let seen = |count: u64, allowed: bool| Observation {
+            verdict: Default::default(),
             now_ms: 1,
             allowed,
             rules: vec![

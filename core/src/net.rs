@@ -46,12 +46,47 @@ impl Cidr {
     }
 }
 
+impl Cidr {
+    /// The same range with the host bits cleared (`10.1.2.3/8` is `10.0.0.0/8`);
+    /// an IPv4-mapped IPv6 address is taken as IPv4.
+    pub fn network_range(&self) -> Cidr {
+        let (network, prefix) = match (canonical(self.network), self.network) {
+            (IpAddr::V4(v4), IpAddr::V6(_)) => (IpAddr::V4(v4), self.prefix.saturating_sub(96)),
+            (ip, _) => (ip, self.prefix),
+        };
+        let network = match network {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+                IpAddr::V4((u32::from(v4) & mask).into())
+            }
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        };
+        Cidr { network, prefix }
+    }
+
+    /// The one address this range holds, if it is a single address.
+    pub fn single_address(&self) -> Option<IpAddr> {
+        let max = if self.network.is_ipv4() { 32 } else { 128 };
+        (self.prefix == max).then_some(self.network)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
 fn masked(net: u128, ip: u128, prefix: u8, bits: u32) -> bool {
     let shift = bits - u32::from(prefix);
     shift >= bits || (net >> shift) == (ip >> shift)
 }
 
-fn canonical(ip: IpAddr) -> IpAddr {
+/// An IPv4-mapped IPv6 address as IPv4; any other address as it is.
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -151,6 +186,46 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn ranges_are_shown_canonically() {
+        assert_eq!(
+            Cidr::parse("10.1.2.3/8")
+                .unwrap()
+                .network_range()
+                .to_string(),
+            "10.0.0.0/8"
+        );
+        assert_eq!(
+            Cidr::parse("203.0.113.7")
+                .unwrap()
+                .network_range()
+                .to_string(),
+            "203.0.113.7/32"
+        );
+        assert_eq!(
+            Cidr::parse("::ffff:10.0.0.1/104")
+                .unwrap()
+                .network_range()
+                .to_string(),
+            "10.0.0.0/8"
+        );
+        assert_eq!(
+            Cidr::parse("2001:db8::1/32")
+                .unwrap()
+                .network_range()
+                .to_string(),
+            "2001:db8::/32"
+        );
+        assert_eq!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .network_range()
+                .to_string(),
+            "0.0.0.0/0"
+        );
+        assert!(Cidr::parse("1.2.3.4").unwrap().single_address().is_some());
     }
 
     #[test]

@@ -26,6 +26,14 @@ pub struct Settings<'a> {
     pub max_keys: i64,
     /// Seconds a denial is remembered in-process at most (0: off).
     pub denial_cache: f64,
+    /// Keeps this limiter's logs apart from other limiters' ("" for none).
+    pub scope: &'a str,
+    /// Named rule sets a check may name, or a key's stored tier select.
+    pub tiers: Vec<(String, RuleSet)>,
+    /// Seconds between reads of the shared policies (switches, address lists).
+    pub policy_refresh: f64,
+    /// Whether each check reads the key's policy record (listings, tier, override).
+    pub policies: bool,
 }
 
 /// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration.
@@ -64,7 +72,12 @@ impl Limiter {
             max_keys: settings.max_keys as usize,
         };
         let cache = seconds("denial_cache", settings.denial_cache, true)?;
-        let limiter = Limiter::open(rules, settings.store, &options, on_error)?;
+        let refresh = seconds("policy_refresh", settings.policy_refresh, false)?;
+        let limiter = Limiter::open(rules, settings.store, &options, on_error)?
+            .with_scope(settings.scope)?
+            .with_tiers(settings.tiers.clone())?
+            .with_policy_refresh(refresh)?
+            .with_records(settings.policies);
         // the memory store answers in-process already: nothing to spare it
         Ok(if limiter.waits_on_io() {
             limiter.with_denial_cache(cache)
@@ -88,6 +101,10 @@ mod tests {
             pool_size: 16,
             max_keys: 1_000_000,
             denial_cache: 1.0,
+            scope: "",
+            tiers: Vec::new(),
+            policy_refresh: 2.0,
+            policies: true,
         }
     }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use ratekeeper_core::{check_batch, Limiter, OnError, RuleSet, StoreOptions};
+use ratekeeper_core::{check_batch, BatchItem, Limiter, OnError, RuleSet, StoreOptions};
 use std::time::Duration;
 
 fn limiter(rules: &str) -> Limiter {
@@ -98,7 +98,10 @@ fn check_many_answers_each_key_in_order() {
 fn check_batch_mixes_rule_sets_on_one_store() {
     let per_ip = limiter("3/minute");
     let per_user = per_ip.with_rules(RuleSet::parse("1/minute; 5/hour").unwrap());
-    let items = [(&per_ip, &b"ip:1"[..], 1), (&per_user, &b"user:7"[..], 1)];
+    let items = [
+        BatchItem::new(&per_ip, b"ip:1", 1),
+        BatchItem::new(&per_user, b"user:7", 1),
+    ];
     let first = check_batch(&items, None).unwrap();
     assert!(first[0].allowed && first[1].allowed);
     assert_eq!(
@@ -112,7 +115,7 @@ fn check_batch_mixes_rule_sets_on_one_store() {
     assert!(second[0].allowed, "the IP rule still has room");
     assert!(!second[1].allowed, "the user rule is spent");
     assert!(
-        check_batch(&[(&per_ip, &b"k"[..], 0)], None).is_err(),
+        check_batch(&[BatchItem::new(&per_ip, b"k", 0)], None).is_err(),
         "bad costs are refused"
     );
 }

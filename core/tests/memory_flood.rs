@@ -2,6 +2,7 @@
 //! its `max_keys` bound and a fixed memory budget (live heap bytes, counted
 //! by this test binary's allocator).
 
+use ratekeeper_core::store::Request;
 use ratekeeper_core::{MemoryStore, Mode, RuleSet, Store};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -47,13 +48,13 @@ fn two_million_distinct_keys_stay_within_bounds() {
         // keys an attacker controls: long-ish and all different, all in one day
         let key = format!("flood:{i:016x}:{}", "x".repeat(40));
         let d = store
-            .apply(
+            .apply(&Request::plain(
                 key.as_bytes(),
                 &rules,
                 1,
                 Some(1_700_000_000_000 + i / 50),
                 Mode::Check,
-            )
+            ))
             .unwrap();
         assert!(d.allowed);
         if i % 100_000 == 0 {

@@ -11,6 +11,7 @@ package adds the WSGI middleware (``ratekeeper.wsgi``) and the Django app
 """
 
 from ratekeeper._ratekeeper import (
+    Admin,
     ConfigurationError,
     Decision,
     Limiter,
@@ -24,6 +25,7 @@ from ratekeeper._ratekeeper import (
 )
 
 __all__ = [
+    "Admin",
     "ConfigurationError",
     "Decision",
     "Limiter",

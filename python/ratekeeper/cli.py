@@ -8,9 +8,9 @@ adding a command means adding its module to ``COMMANDS``.
 import argparse
 from typing import Dict, List, Optional, Tuple
 
-from ratekeeper import __version__, analyze
+from ratekeeper import __version__, admin_cli, analyze
 
-COMMANDS = (analyze,)
+COMMANDS = (analyze, *admin_cli.COMMANDS)
 
 
 def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.ArgumentParser]]:
@@ -23,7 +23,8 @@ def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.Argument
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Runs one command and returns its exit code: 0 ok, 1 failed, 2 bad arguments."""
+    """Runs one command and returns its exit code: 0 ok, 1 failed, 2 bad
+    arguments, 3 not found (see ratekeeper.admin_cli)."""
     parser, commands = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 //! arguments, releases the GIL around store I/O, calls the core and maps its
 //! errors; every decision is made in the core.
 
+mod admin;
 mod convert;
 mod errors;
 mod limiter;
@@ -26,6 +27,7 @@ fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
 fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<limiter::Limiter>()?;
+    m.add_class::<admin::Admin>()?;
     m.add_class::<types::Rule>()?;
     m.add_class::<types::RuleState>()?;
     m.add_class::<types::Decision>()?;

@@ -27,7 +27,7 @@ pub fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
 }
 
 /// Runs core code that may wait on the store: without the GIL when it does.
-fn run_core<T: Send>(
+pub fn run_core<T: Send>(
     py: Python<'_>,
     waits: bool,
     f: impl FnOnce() -> core::Result<T> + Send,
@@ -53,10 +53,10 @@ fn deliver(py: Python<'_>, inner: core::Decision) -> PyResult<Decision> {
 /// Runs a batch of checks and delivers their decisions.
 fn run_batch(
     py: Python<'_>,
-    items: &[(&core::Limiter, &[u8], u64)],
+    items: &[core::BatchItem<'_>],
     now: Option<f64>,
 ) -> PyResult<Vec<Decision>> {
-    let waits = items.iter().any(|(limiter, _, _)| limiter.waits_on_io());
+    let waits = items.iter().any(|item| item.limiter.waits_on_io());
     let decisions = run_core(py, waits, || core::check_batch(items, now))?;
     decisions
         .into_iter()
@@ -64,24 +64,74 @@ fn run_batch(
         .collect()
 }
 
+/// Tiers from a dict of name to rules.
+fn tiers(
+    py: Python<'_>,
+    tiers: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<(String, core::RuleSet)>> {
+    let Some(tiers) = tiers else {
+        return Ok(Vec::new());
+    };
+    let dict = tiers.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(
+            "tiers must be a dict of tier name to rules, such as {'free': '100/hour'}",
+        )
+    })?;
+    dict.iter()
+        .map(|(name, rules)| {
+            let name: String = name
+                .extract()
+                .map_err(|_| PyTypeError::new_err("tier names must be str"))?;
+            Ok((name, convert::rule_set(py, &rules)?))
+        })
+        .collect()
+}
+
+/// The arguments of one check, converted.
+struct Asked {
+    key: Vec<u8>,
+    cost: u64,
+    now: Option<f64>,
+    tier: Option<String>,
+    ip: Option<String>,
+}
+
+impl Asked {
+    fn options(&self) -> core::CheckOptions<'_> {
+        core::CheckOptions {
+            cost: self.cost,
+            now: self.now,
+            tier: self.tier.as_deref(),
+            ip: self.ip.as_deref(),
+        }
+    }
+}
+
 impl Limiter {
+    #[allow(clippy::too_many_arguments)]
     fn decide(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         cost: Option<&Bound<'_, PyAny>>,
         now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
         check: bool,
     ) -> PyResult<Decision> {
-        let key = convert::key_bytes(key)?;
-        let cost = convert::cost(py, cost)?;
-        let now = convert::now(now)?;
+        let asked = Asked {
+            key: convert::key_bytes(key)?.into_owned(),
+            cost: convert::cost(py, cost)?,
+            now: convert::now(now)?,
+            tier,
+            ip,
+        };
         let limiter = &self.inner;
         let inner = run_core(py, limiter.waits_on_io(), || {
             if check {
-                limiter.check(&key, cost, now)
+                limiter.check_with(&asked.key, &asked.options())
             } else {
-                limiter.peek(&key, cost, now)
+                limiter.peek_with(&asked.key, &asked.options())
             }
         })?;
         deliver(py, inner)
@@ -92,7 +142,8 @@ impl Limiter {
 impl Limiter {
     #[new]
     #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.05,
-                        connect_timeout = 0.05, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0))]
+                        connect_timeout = 0.05, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0,
+                        scope = "", tiers = None, policy_refresh = 2.0, policies = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -105,6 +156,10 @@ impl Limiter {
         pool_size: i64,
         max_keys: i64,
         denial_cache: f64,
+        scope: &str,
+        tiers: Option<&Bound<'_, PyAny>>,
+        policy_refresh: f64,
+        policies: bool,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
         let settings = core::Settings {
@@ -116,6 +171,10 @@ impl Limiter {
             pool_size,
             max_keys,
             denial_cache,
+            scope,
+            tiers: self::tiers(py, tiers)?,
+            policy_refresh,
+            policies,
         };
         let inner = guard(py, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter {
@@ -126,27 +185,77 @@ impl Limiter {
 
     /// Checks `key` (str or bytes) for `cost` units at `now` (seconds; the
     /// store's clock when None), logging them when every rule admits them.
-    #[pyo3(signature = (key, cost = None, now = None))]
+    /// `tier` names one of the limiter's tiers (a tier stored for the key
+    /// wins); `ip` is the client address, matched against listed addresses.
+    #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         cost: Option<&Bound<'_, PyAny>>,
         now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
     ) -> PyResult<Decision> {
-        self.decide(py, key, cost, now, true)
+        self.decide(py, key, cost, now, tier, ip, true)
     }
 
     /// What a check of `cost` would decide now, without logging anything.
-    #[pyo3(signature = (key, cost = None, now = None))]
+    #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
     fn peek(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         cost: Option<&Bound<'_, PyAny>>,
         now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
     ) -> PyResult<Decision> {
-        self.decide(py, key, cost, now, false)
+        self.decide(py, key, cost, now, tier, ip, false)
+    }
+
+    /// Counts one fail2ban strike against `key` (a bad request, a failed
+    /// login): the strike that makes `maxretry` within `findtime` seconds
+    /// blocks the key (an address: the address) for `bantime` seconds.
+    /// Returns True when this strike banned it.
+    #[pyo3(signature = (key, *, maxretry = 5, findtime = 600.0, bantime = 3600.0, name = "default", now = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn penalize(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        maxretry: i64,
+        findtime: f64,
+        bantime: f64,
+        name: &str,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let now = convert::now(now)?;
+        let rule = guard(py, || {
+            core::Fail2Ban::new(name, maxretry, findtime, bantime)
+        })?;
+        let limiter = &self.inner;
+        let strike = run_core(py, limiter.waits_on_io(), || {
+            limiter.penalize(&key, &rule, now)
+        })?;
+        Ok(strike.banned)
+    }
+
+    /// How the address lists judge the client address `ip` now: a blocked or
+    /// safelisted Decision, or None when it is not listed. Asks no store.
+    fn screen(&self, py: Python<'_>, ip: &str) -> PyResult<Option<Decision>> {
+        self.inner
+            .screen(ip)
+            .map(|inner| deliver(py, inner))
+            .transpose()
+    }
+
+    /// The admin interface to this limiter's store (its Redis or its memory).
+    fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
     }
 
     /// Checks several keys against these rules in one Redis round trip (a
@@ -165,9 +274,9 @@ impl Limiter {
             .try_iter()?
             .map(|key| Ok(convert::key_bytes(&key?)?.into_owned()))
             .collect::<PyResult<_>>()?;
-        let items: Vec<(&core::Limiter, &[u8], u64)> = keys
+        let items: Vec<core::BatchItem<'_>> = keys
             .iter()
-            .map(|k| (&self.inner, k.as_slice(), cost))
+            .map(|k| core::BatchItem::new(&self.inner, k, cost))
             .collect();
         run_batch(py, &items, now)
     }
@@ -180,13 +289,40 @@ impl Limiter {
     }
 
     /// A limiter for other rules sharing this one's store (its Redis pool or
-    /// its memory), on_error and denial cache.
-    fn with_rules(&self, py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<Limiter> {
+    /// its memory), on_error, denial cache and policy refresh; with its own
+    /// `scope` (logs kept apart) and `tiers`.
+    #[pyo3(signature = (rules, *, scope = "", tiers = None))]
+    fn with_rules(
+        &self,
+        py: Python<'_>,
+        rules: &Bound<'_, PyAny>,
+        scope: &str,
+        tiers: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
+        let tiers = self::tiers(py, tiers)?;
+        let inner = guard(py, || {
+            self.inner
+                .with_rules(rules)
+                .with_scope(scope)?
+                .with_tiers(tiers)
+        })?;
         Ok(Limiter {
-            inner: self.inner.with_rules(rules),
+            inner,
             store: self.store.clone(),
         })
+    }
+
+    /// The scope ("" for none).
+    #[getter]
+    fn scope(&self) -> &str {
+        self.inner.scope()
+    }
+
+    /// The tiers' names.
+    #[getter]
+    fn tiers(&self) -> Vec<String> {
+        self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
     }
 
     /// The rules, shortest window first.
@@ -242,12 +378,14 @@ impl Limiter {
 
 /// Checks `(limiter, key)` or `(limiter, key, cost)` items at once: limiters
 /// sharing a store (see `Limiter.with_rules`) are asked in one round trip.
+/// `ip`, the client address, is matched against listed addresses for every item.
 #[pyfunction]
-#[pyo3(signature = (items, now = None))]
+#[pyo3(signature = (items, now = None, *, ip = None))]
 pub fn check_all(
     py: Python<'_>,
     items: &Bound<'_, PyAny>,
     now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
 ) -> PyResult<Vec<Decision>> {
     let shape = || PyTypeError::new_err("each item must be (limiter, key) or (limiter, key, cost)");
     let now = convert::now(now)?;
@@ -269,9 +407,12 @@ pub fn check_all(
         let key = convert::key_bytes(&parts[1])?.into_owned();
         owned.push((limiter, key, convert::cost(py, parts.get(2))?));
     }
-    let items: Vec<(&core::Limiter, &[u8], u64)> = owned
+    let items: Vec<core::BatchItem<'_>> = owned
         .iter()
-        .map(|(l, k, c)| (&l.get().inner, k.as_slice(), *c))
+        .map(|(l, k, c)| core::BatchItem {
+            ip: ip.as_deref(),
+            ..core::BatchItem::new(&l.get().inner, k, *c)
+        })
         .collect();
     run_batch(py, &items, now)
 }

@@ -191,6 +191,43 @@ impl Decision {
     }
 
     /// The response headers for this decision, as a dict of str to str.
+    /// True when the key or the client address is on the blocklist (or was
+    /// banned by fail2ban); `retry_after` is then the time until that lapses.
+    #[getter]
+    fn blocked(&self) -> bool {
+        self.inner.blocked
+    }
+
+    /// True when the key or the client address is on the safelist: admitted, not counted.
+    #[getter]
+    fn safelisted(&self) -> bool {
+        self.inner.safelisted
+    }
+
+    /// Why the key or address is listed ("" when no reason was given), else None.
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.inner.reason.as_deref()
+    }
+
+    /// True in shadow mode when the rules would have denied (`allowed` is True anyway).
+    #[getter]
+    fn shadowed(&self) -> bool {
+        self.inner.shadowed
+    }
+
+    /// The tier whose rules decided (named by the caller or stored for the key), or None.
+    #[getter]
+    fn tier(&self) -> Option<&str> {
+        self.inner.tier.as_deref()
+    }
+
+    /// True when the key's stored override decided.
+    #[getter]
+    fn overridden(&self) -> bool {
+        self.inner.overridden
+    }
+
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         for (name, value) in self.inner.headers() {

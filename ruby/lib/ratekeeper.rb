@@ -19,10 +19,12 @@ module Ratekeeper
 
     # Checks [limiter, key] or [limiter, key, cost] items at once: limiters
     # sharing a store (see Limiter#with_rules) are asked in one round trip.
-    def check_all(items, now: nil)
+    # +ip+, the client address, is matched against listed addresses for every item.
+    def check_all(items, now: nil, ip: nil)
       raise TypeError, "items must be an Array, not #{items.class}" unless items.is_a?(Array)
 
-      _check_all(items.map { |item| item.is_a?(Array) && item[1].is_a?(Symbol) ? [item[0], item[1].name, *item[2..]] : item }, now)
+      _check_all(items.map { |item| item.is_a?(Array) && item[1].is_a?(Symbol) ? [item[0], item[1].name, *item[2..]] : item },
+                 now, ip&.to_s)
     end
 
     # Called by the native layer with the first warning of an outage.
@@ -44,6 +46,7 @@ require "ratekeeper/version"
 require "ratekeeper/errors"
 require "ratekeeper/ratekeeper"
 require "ratekeeper/limiter"
+require "ratekeeper/admin"
 require "ratekeeper/decision"
 require "ratekeeper/rack/middleware"
 require "ratekeeper/railtie" if defined?(Rails::Railtie)

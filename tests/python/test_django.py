@@ -164,9 +164,17 @@ def test_tiers(settings_override):
         c = client()
         assert c.get("/", HTTP_X_PLAN="free").status_code == 200
         assert c.get("/", HTTP_X_PLAN="free").status_code == 429
-        for _ in range(3):
-            assert c.get("/", HTTP_X_PLAN="pro").status_code == 200
+        # an upgrade keeps the key's history: 1 of pro's 3 is used
+        for _ in range(2):
+            response = c.get("/", HTTP_X_PLAN="pro")
+            assert response.status_code == 200 and response["X-RateLimit-Limit"] == "3"
         assert c.get("/", HTTP_X_PLAN="pro").status_code == 429
+        # a tier stored for the key wins over the callable's, from the next request
+        other = client("203.0.113.77")
+        assert other.get("/", HTTP_X_PLAN="free").status_code == 200
+        assert other.get("/", HTTP_X_PLAN="free").status_code == 429
+        get_config().base.admin().set_tier("ip:203.0.113.77", "pro")  # the KEY is user_or_ip
+        assert other.get("/", HTTP_X_PLAN="free").status_code == 200
 
 
 def test_disabled_limits_nothing(settings_override):
@@ -185,7 +193,7 @@ def test_disabled_limits_nothing(settings_override):
         ({"PATHS": [{"path": "/x"}]}, "PATHS"),
         ({"PATHS": [{"path": "/x", "rules": "1/s", "methods": ["FETCH"]}]}, "FETCH"),
         ({"STATUS": 200}, "STATUS"),
-        ({"TIERS": {"free": "1/s"}}, "TIER"),
+        ({"TIERS": {"free": "1/fortnight"}}, "fortnight"),
         ({"RESPONDER": "no.such.module"}, "no.such.module"),
         ({"STOER": "memory://"}, "STOER"),
         ({"ON_ERROR": "explode"}, "explode"),

@@ -43,6 +43,8 @@ pub struct Breaker {
     attempts: AtomicU64,
     failures: AtomicU64,
     short_circuits: AtomicU64,
+    /// What the last failure said, for the errors of calls spared meanwhile.
+    last_failure: std::sync::Mutex<String>,
 }
 
 impl Default for Breaker {
@@ -54,6 +56,7 @@ impl Default for Breaker {
             attempts: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             short_circuits: AtomicU64::new(0),
+            last_failure: std::sync::Mutex::new(String::new()),
         }
     }
 }
@@ -86,8 +89,13 @@ impl Breaker {
                     .is_ok();
             if !probe {
                 self.short_circuits.fetch_add(1, Ordering::Relaxed);
+                let last = self
+                    .last_failure
+                    .lock()
+                    .map(|l| l.clone())
+                    .unwrap_or_default();
                 return Err(Error::storage(format!(
-                    "Redis failed {} time(s) in a row; not called again for {} ms",
+                    "Redis failed {} time(s) in a row (last: {last}); not called again for {} ms",
                     self.failures_in_row.load(Ordering::Relaxed),
                     until.saturating_sub(now)
                 )));
@@ -107,8 +115,11 @@ impl Breaker {
         }
     }
 
-    /// Records a failure to get an answer: the circuit opens for the next back-off.
-    pub fn failed(&self) {
+    /// Records a failure to get an answer (`why`): the circuit opens for the next back-off.
+    pub fn failed(&self, why: &str) {
+        if let Ok(mut last) = self.last_failure.lock() {
+            why.clone_into(&mut last);
+        }
         self.failures.fetch_add(1, Ordering::Relaxed);
         self.failures_in_row.fetch_add(1, Ordering::Relaxed);
         self.open_until
@@ -133,7 +144,7 @@ mod tests {
     fn opens_on_failure_and_closes_on_success() {
         let breaker = Breaker::default();
         assert!(breaker.allow().is_ok());
-        breaker.failed();
+        breaker.failed("refused");
         let refused = breaker.allow().unwrap_err().to_string();
         assert!(refused.contains("not called again"), "{refused}");
         assert_eq!(
@@ -156,11 +167,11 @@ mod tests {
     fn backoff_doubles_up_to_a_cap() {
         let breaker = Breaker::default();
         for _ in 0..10 {
-            breaker.failed();
+            breaker.failed("refused");
         }
         assert_eq!(breaker.backoff_ms(), MAX_BACKOFF_MS);
         breaker.succeeded();
-        breaker.failed();
+        breaker.failed("refused");
         assert_eq!(breaker.backoff_ms(), FIRST_BACKOFF_MS);
     }
 }

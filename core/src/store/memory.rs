@@ -1,12 +1,16 @@
 //! The embedded store: sharded, thread-safe, in-process logs, bounded in keys.
 
-use super::{system_now_ms, Mode, Store};
+use super::{system_now_ms, Mode, Request, Store};
 use crate::decision::{admits, units_to_expire, Observation, RuleObservation};
 use crate::error::Result;
+use crate::policy::{
+    select, Applied, Fail2Ban, Field, List, RawRecord, Record, SharedHash, Strike, Verdict,
+};
 use crate::rule::RuleSet;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const SHARDS: usize = 32;
@@ -29,14 +33,28 @@ struct Shard {
     sweep_at: usize,
 }
 
+/// The policies of the memory store: what Redis keeps in records and hashes.
+#[derive(Debug, Default)]
+struct Policies {
+    records: HashMap<Vec<u8>, RawRecord>,
+    shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
+    /// Per key and fail2ban name: strike times, newest last, and when they all lapse.
+    strikes: HashMap<Vec<u8>, (VecDeque<u64>, u64)>,
+}
+
 /// In-process store: a key expires after its longest window (by the newest
 /// time the store has been given), and at most `max_keys` keys are held; past
-/// that, the keys closest to expiry are evicted first.
+/// that, the keys closest to expiry are evicted first. Policies (listings,
+/// tiers, overrides, switches, strikes) are held in-process too.
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
     shard_max: usize,
+    policies: Mutex<Policies>,
+    /// Whether any key has a record: checks skip the policy lock until one does.
+    has_records: AtomicBool,
+    version: AtomicU64,
 }
 
 impl MemoryStore {
@@ -56,7 +74,14 @@ impl MemoryStore {
             shards,
             hasher: RandomState::new(),
             shard_max,
+            policies: Mutex::new(Policies::default()),
+            has_records: AtomicBool::new(false),
+            version: AtomicU64::new(0),
         }
+    }
+
+    fn policies(&self) -> MutexGuard<'_, Policies> {
+        self.policies.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How many keys the store holds now (expired ones not yet swept included).
@@ -72,6 +97,24 @@ impl MemoryStore {
     fn shard(&self, tag: &[u8]) -> MutexGuard<'_, Shard> {
         let index = (self.hasher.hash_one(tag) as usize) % SHARDS;
         lock(&self.shards[index])
+    }
+}
+
+/// Where a key's log is held: its tag, and its scope after a NUL.
+fn log_id(tag: &[u8], scope: &str) -> Vec<u8> {
+    let mut id = tag.to_vec();
+    if !scope.is_empty() {
+        id.push(0);
+        id.extend_from_slice(scope.as_bytes());
+    }
+    id
+}
+
+fn hash_index(hash: SharedHash) -> usize {
+    match hash {
+        SharedHash::Nets => 0,
+        SharedHash::Switches => 1,
+        SharedHash::Directory => 2,
     }
 }
 
@@ -110,15 +153,141 @@ impl Shard {
 }
 
 impl Store for MemoryStore {
-    fn apply(
+    fn apply(&self, request: &Request<'_>) -> Result<Observation> {
+        let now_given = request.now_ms.unwrap_or_else(system_now_ms);
+        let record;
+        let mut applied = Applied::Given;
+        let mut rules = request.rules;
+        if request.policy && self.has_records.load(Ordering::Acquire) {
+            let raw = self.policies().records.get(request.tag).cloned();
+            record = raw.map(|raw| Record::decode(&raw, now_given));
+            if let Some(record) = &record {
+                if let Some((list, listing)) = record.listed() {
+                    return Ok(Observation {
+                        now_ms: now_given,
+                        allowed: list == List::Safe,
+                        rules: Vec::new(),
+                        verdict: Verdict::Listed(list, listing.clone()),
+                    });
+                }
+                if let Some((chosen, chosen_rules)) = select(record, request.tiers) {
+                    applied = chosen;
+                    rules = chosen_rules;
+                }
+            }
+        }
+        let observation = self.apply_rules(request, rules, now_given)?;
+        Ok(Observation {
+            verdict: Verdict::Limited(applied),
+            ..observation
+        })
+    }
+
+    fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
+        let id = log_id(tag, scope);
+        self.shard(&id).logs.remove(&id);
+        Ok(())
+    }
+
+    fn waits_on_io(&self) -> bool {
+        false
+    }
+
+    fn record(&self, tag: &[u8]) -> Result<RawRecord> {
+        Ok(self
+            .policies()
+            .records
+            .get(tag)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
+        let mut policies = self.policies();
+        let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
+        let record = policies.records.entry(tag.to_vec()).or_default();
+        record[slot] = value.map(str::to_owned);
+        // keep records that hold a tier, an override or a standing listing
+        let lasts = |r: &RawRecord| {
+            r[2].is_some() || r[3].is_some() || Record::decode(r, now_ms).listed().is_some()
+        };
+        if !lasts(record) {
+            policies.records.remove(tag);
+        }
+        if policies.records.len() % 1024 == 1023 {
+            policies.records.retain(|_, r| lasts(r));
+        }
+        self.has_records
+            .store(!policies.records.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.policies().shared[hash_index(hash)]
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        let mut policies = self.policies();
+        let map = &mut policies.shared[hash_index(hash)];
+        let existed = match value {
+            Some(value) => map.insert(field.to_vec(), value.to_vec()).is_some(),
+            None => map.remove(field).is_some(),
+        };
+        if hash.held_in_process() {
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(existed)
+    }
+
+    fn policy_version(&self) -> Result<u64> {
+        Ok(self.version.load(Ordering::Acquire))
+    }
+
+    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
+        let now = now_ms.unwrap_or_else(system_now_ms);
+        let mut id = tag.to_vec();
+        id.push(0);
+        id.extend_from_slice(rule.name.as_bytes());
+        let mut policies = self.policies();
+        if policies.strikes.len() >= self.shard_max * SHARDS {
+            policies.strikes.retain(|_, (_, lapses)| *lapses > now);
+        }
+        let (times, lapses) = policies.strikes.entry(id.clone()).or_default();
+        times.push_back(now);
+        while times.len() as u64 > rule.maxretry {
+            times.pop_front();
+        }
+        *lapses = now + rule.findtime_ms;
+        let strikes = times
+            .iter()
+            .filter(|&&t| t + rule.findtime_ms > now)
+            .count() as u64;
+        let banned = strikes >= rule.maxretry;
+        if banned {
+            policies.strikes.remove(&id);
+        }
+        Ok(Strike {
+            strikes,
+            banned,
+            until_ms: banned.then_some(now + rule.bantime_ms),
+        })
+    }
+}
+
+impl MemoryStore {
+    /// Observes (and for a check, logs) the request's log against `rules`.
+    fn apply_rules(
         &self,
-        tag: &[u8],
+        request: &Request<'_>,
         rules: &RuleSet,
-        cost: u64,
-        now_ms: Option<u64>,
-        mode: Mode,
+        now_given: u64,
     ) -> Result<Observation> {
-        let now_given = now_ms.unwrap_or_else(system_now_ms);
+        let (cost, mode) = (request.cost, request.mode);
+        let id = log_id(request.tag, request.scope);
+        let tag = id.as_slice();
         let mut shard = self.shard(tag);
         shard.newest_ms = shard.newest_ms.max(now_given);
         let shard_newest = shard.newest_ms;
@@ -186,16 +355,8 @@ impl Store for MemoryStore {
             now_ms: now,
             allowed,
             rules: observed,
+            verdict: Verdict::default(),
         })
-    }
-
-    fn reset(&self, tag: &[u8]) -> Result<()> {
-        self.shard(tag).logs.remove(tag);
-        Ok(())
-    }
-
-    fn waits_on_io(&self) -> bool {
-        false
     }
 }
 
@@ -209,19 +370,25 @@ mod tests {
         let rules = RuleSet::parse("5/hour").unwrap();
         for i in 0..20_000u64 {
             store
-                .apply(&i.to_be_bytes(), &rules, 1, Some(1_000 + i), Mode::Check)
+                .apply(&Request::plain(
+                    &i.to_be_bytes(),
+                    &rules,
+                    1,
+                    Some(1_000 + i),
+                    Mode::Check,
+                ))
                 .unwrap();
         }
         assert!(store.len() <= 1000 + SHARDS, "{} keys held", store.len());
         // the newest keys survive eviction
         let d = store
-            .apply(
+            .apply(&Request::plain(
                 &19_999u64.to_be_bytes(),
                 &rules,
                 1,
                 Some(30_000),
                 Mode::Peek,
-            )
+            ))
             .unwrap();
         assert_eq!(d.rules[0].count, 1);
     }
@@ -232,12 +399,24 @@ mod tests {
         let rules = RuleSet::parse("5/s").unwrap();
         for i in 0..50_000u64 {
             store
-                .apply(&i.to_be_bytes(), &rules, 1, Some(1_000), Mode::Check)
+                .apply(&Request::plain(
+                    &i.to_be_bytes(),
+                    &rules,
+                    1,
+                    Some(1_000),
+                    Mode::Check,
+                ))
                 .unwrap();
         }
         for i in 50_000..100_000u64 {
             store
-                .apply(&i.to_be_bytes(), &rules, 1, Some(100_000), Mode::Check)
+                .apply(&Request::plain(
+                    &i.to_be_bytes(),
+                    &rules,
+                    1,
+                    Some(100_000),
+                    Mode::Check,
+                ))
                 .unwrap();
         }
         // the first 50,000 expired long ago and are swept while the next 50,000 arrive
@@ -250,7 +429,7 @@ mod tests {
         let rules = RuleSet::parse("1000000/s").unwrap();
         for i in 0..10_000u64 {
             store
-                .apply(b"busy", &rules, 1, Some(i), Mode::Check)
+                .apply(&Request::plain(b"busy", &rules, 1, Some(i), Mode::Check))
                 .unwrap();
         }
         let shard = store.shard(b"busy");
@@ -268,7 +447,7 @@ mod tests {
         for _ in 0..3 {
             assert!(
                 store
-                    .apply(b"k", &rules, 1, Some(5), Mode::Peek)
+                    .apply(&Request::plain(b"k", &rules, 1, Some(5), Mode::Peek))
                     .unwrap()
                     .allowed
             );

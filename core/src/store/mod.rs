@@ -11,6 +11,7 @@ pub use self::redis::{RedisStore, SCRIPT as REDIS_SCRIPT};
 
 use crate::decision::Observation;
 use crate::error::{Error, Result};
+use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::rule::RuleSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +30,14 @@ pub enum Mode {
 pub struct Request<'a> {
     /// The key's tag (see [`crate::keys::key_tag`]).
     pub tag: &'a [u8],
-    /// The rules to check it against.
+    /// Keeps this limiter's logs apart from others' for the same key ("" for none).
+    pub scope: &'a str,
+    /// The rules to check it against, unless the key's record selects others.
     pub rules: &'a RuleSet,
+    /// The tiers a tier stored in the key's record may select.
+    pub tiers: &'a [(String, RuleSet)],
+    /// Whether to read the key's policy record (listings, tier, override).
+    pub policy: bool,
     /// Units the check costs.
     pub cost: u64,
     /// Its time in ms, or `None` for the store's clock.
@@ -39,32 +46,73 @@ pub struct Request<'a> {
     pub mode: Mode,
 }
 
-/// A place that keeps one sliding log per key and applies a check to it atomically.
-pub trait Store: Send + Sync {
-    /// Observes the log of `tag` (see [`crate::keys::key_tag`]) against `rules`
-    /// at `now_ms` (the store's own clock when `None`), and in [`Mode::Check`]
-    /// logs `cost` units at that time when every rule admits them — all in one
-    /// atomic step.
-    fn apply(
-        &self,
-        tag: &[u8],
-        rules: &RuleSet,
+impl<'a> Request<'a> {
+    /// A request with no scope, no tiers and no policy record.
+    pub fn plain(
+        tag: &'a [u8],
+        rules: &'a RuleSet,
         cost: u64,
         now_ms: Option<u64>,
         mode: Mode,
-    ) -> Result<Observation>;
+    ) -> Request<'a> {
+        Request {
+            tag,
+            scope: "",
+            rules,
+            tiers: &[],
+            policy: false,
+            cost,
+            now_ms,
+            mode,
+        }
+    }
+}
+
+/// A place that keeps one sliding log per key and applies a check to it atomically.
+pub trait Store: Send + Sync {
+    /// Reads the key's policy record (when asked) and observes its log
+    /// against the rules that apply at `now_ms` (the store's own clock when
+    /// `None`); in [`Mode::Check`] logs `cost` units at that time when every
+    /// rule admits them — all in one atomic step. A listed key is not logged.
+    fn apply(&self, request: &Request<'_>) -> Result<Observation>;
 
     /// Applies several requests, each atomically on its own, in one round
     /// trip where the store allows it; the outcomes come back in order.
     fn apply_many(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
-        requests
-            .iter()
-            .map(|r| self.apply(r.tag, r.rules, r.cost, r.now_ms, r.mode))
-            .collect()
+        requests.iter().map(|r| self.apply(r)).collect()
     }
 
-    /// Forgets everything logged for `tag`.
-    fn reset(&self, tag: &[u8]) -> Result<()>;
+    /// Forgets everything logged for `tag` in `scope`.
+    fn reset(&self, tag: &[u8], scope: &str) -> Result<()>;
+
+    /// The store's clock, in ms since the epoch.
+    fn clock_ms(&self) -> Result<u64> {
+        Ok(system_now_ms())
+    }
+
+    /// The policy record of `tag`, fields in [`Field::ALL`] order.
+    fn record(&self, tag: &[u8]) -> Result<RawRecord>;
+
+    /// Sets (`Some`) or removes (`None`) one field of the record of `tag`. The
+    /// record lasts while it holds a tier or override, else until its last
+    /// listing lapses (judged at `now_ms`).
+    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()>;
+
+    /// Every field of one of the shared hashes.
+    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    /// Sets or removes one field of a shared hash; for a hash processes hold,
+    /// moves the version so that they read it again. Returns whether the
+    /// field existed before.
+    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool>;
+
+    /// The version of the shared policies (moves on every change).
+    fn policy_version(&self) -> Result<u64>;
+
+    /// Counts one fail2ban strike against `tag` at `now_ms` (the store's clock
+    /// when `None`); the strike that makes `maxretry` within `findtime` clears
+    /// the count and reports that the key is to be banned.
+    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike>;
 
     /// How often the store was called, failed, and was spared by its circuit breaker.
     fn stats(&self) -> StoreStats {

@@ -9,15 +9,48 @@ use super::breaker::{Breaker, StoreStats};
 use super::{Mode, Request, Store, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
-use crate::keys::log_key;
+use crate::keys::{log_key, record_key, strikes_key};
+use crate::policy::{
+    decode_rules, version_key, Applied, Fail2Ban, Field, Listing, RawRecord, SharedHash, Strike,
+    Verdict,
+};
 use crate::rule::RuleSet;
-use redis::{ConnectionLike, RedisError};
+use redis::{ConnectionLike, RedisError, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The Lua script that checks and logs one key against a rule set.
 pub const SCRIPT: &str = include_str!("../../lua/check.lua");
+/// The Lua script that changes a key's policy record and counts fail2ban strikes.
+pub const POLICY_SCRIPT: &str = include_str!("../../lua/policy.lua");
+
+/// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT.
+struct Lua {
+    source: &'static str,
+    sha: String,
+}
+
+impl Lua {
+    fn new(source: &'static str) -> Lua {
+        Lua {
+            source,
+            sha: sha1_smol::Sha1::from(source).digest().to_string(),
+        }
+    }
+
+    /// The EVALSHA (or, `by_source`, EVAL) command with these keys; the
+    /// arguments follow.
+    fn command(&self, by_source: bool, keys: &[&[u8]]) -> redis::Cmd {
+        let mut cmd = redis::cmd(if by_source { "EVAL" } else { "EVALSHA" });
+        cmd.arg(if by_source { self.source } else { &self.sha })
+            .arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        cmd
+    }
+}
 
 /// A Redis connection of either kind, as the pool hands it out.
 struct Conn {
@@ -104,7 +137,8 @@ impl r2d2::ManageConnection for Manager {
 pub struct RedisStore {
     pool: r2d2::Pool<Manager>,
     prefix: String,
-    sha: String,
+    check: Lua,
+    policy: Lua,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
     /// A Cluster spreads keys over nodes: batches go one by one.
@@ -135,7 +169,8 @@ impl RedisStore {
         Ok(RedisStore {
             pool,
             prefix: options.prefix.clone(),
-            sha: sha1_smol::Sha1::from(SCRIPT).digest().to_string(),
+            check: Lua::new(SCRIPT),
+            policy: Lua::new(POLICY_SCRIPT),
             breaker: Breaker::default(),
             generation,
             cluster,
@@ -149,8 +184,9 @@ impl RedisStore {
             let mut con = match self.pool.get() {
                 Ok(con) => con,
                 Err(e) => {
-                    self.breaker.failed();
-                    return Err(Error::storage(format!("no Redis connection: {e}")));
+                    let why = format!("no Redis connection: {e}");
+                    self.breaker.failed(&why);
+                    return Err(Error::storage(why));
                 }
             };
             if con.generation >= self.generation.load(Ordering::Acquire) {
@@ -197,7 +233,7 @@ impl RedisStore {
                 // it, nor any other made before this failure.
                 con.broken = true;
                 self.generation.fetch_add(1, Ordering::AcqRel);
-                self.breaker.failed();
+                self.breaker.failed(&e.to_string());
                 Err(storage_error(e))
             }
             answered => {
@@ -210,13 +246,29 @@ impl RedisStore {
         }
     }
 
-    /// The Redis key and the EVALSHA command of one request.
-    fn evalsha(&self, r: &Request<'_>) -> redis::Cmd {
-        let key = log_key(&self.prefix, r.tag);
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.sha);
-        script_args(&mut cmd, &key, r.rules, r.cost, r.now_ms, r.mode);
+    /// The EVALSHA (or, `by_source`, EVAL) command of one check.
+    fn check_command(&self, r: &Request<'_>, by_source: bool) -> redis::Cmd {
+        let log = log_key(&self.prefix, r.tag, r.scope);
+        let record = record_key(&self.prefix, r.tag);
+        let keys: &[&[u8]] = if r.policy { &[&log, &record] } else { &[&log] };
+        let mut cmd = self.check.command(by_source, keys);
+        script_args(&mut cmd, r);
         cmd
+    }
+
+    /// Runs a script's command built by `command(by_source)`: by its SHA-1,
+    /// and once more by its source on NOSCRIPT (after a restart or `SCRIPT
+    /// FLUSH`: the script did not run).
+    fn script<T: redis::FromRedisValue>(&self, command: impl Fn(bool) -> redis::Cmd) -> Result<T> {
+        match self.run(&command(false))? {
+            Err(e) if is_noscript(&e) => self.run(&command(true))?.map_err(storage_error),
+            other => other.map_err(storage_error),
+        }
+    }
+
+    /// A command answered by Redis (or a storage error).
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.run(cmd)?.map_err(storage_error)
     }
 }
 
@@ -337,43 +389,33 @@ fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
     ))
 }
 
-impl RedisStore {
-    /// Runs a request by EVAL: after a restart or `SCRIPT FLUSH` (NOSCRIPT, so
-    /// the script did not run), this sends the script and caches it again.
-    fn eval(&self, r: &Request<'_>) -> Result<Vec<i64>> {
-        let key = log_key(&self.prefix, r.tag);
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(SCRIPT);
-        script_args(&mut eval, &key, r.rules, r.cost, r.now_ms, r.mode);
-        self.run(&eval)?.map_err(storage_error)
-    }
-}
-
-/// Appends the script's keys and arguments (see [`SCRIPT`]) to `cmd`.
-fn script_args(
-    cmd: &mut redis::Cmd,
-    key: &[u8],
-    rules: &RuleSet,
-    cost: u64,
-    now_ms: Option<u64>,
-    mode: Mode,
-) {
-    cmd.arg(1)
-        .arg(key)
-        .arg(if mode == Mode::Check { "c" } else { "p" })
-        .arg(cost);
-    match now_ms {
+/// Appends a check's arguments (see [`SCRIPT`]) to `cmd`.
+fn script_args(cmd: &mut redis::Cmd, r: &Request<'_>) {
+    cmd.arg(if r.mode == Mode::Check { "c" } else { "p" })
+        .arg(r.cost);
+    match r.now_ms {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
     };
-    // the windows as the log's header stores them (5 bytes each, big-endian),
-    // so the script tells whether a log fits these rules with one comparison
+    rule_args(cmd, r.rules);
+    if r.policy {
+        for (name, rules) in r.tiers {
+            cmd.arg(name.as_str());
+            rule_args(cmd, rules);
+        }
+    }
+}
+
+/// A rule set as the check script takes it: the count, the windows as the
+/// log's header stores them (5 bytes each, big-endian, so the script tells
+/// whether a log fits these rules with one comparison), the limits, the windows.
+fn rule_args(cmd: &mut redis::Cmd, rules: &RuleSet) {
     let windows: Vec<u8> = rules
         .rules()
         .iter()
         .flat_map(|r| r.window_ms.to_be_bytes()[3..].to_vec())
         .collect();
-    cmd.arg(windows);
+    cmd.arg(rules.rules().len()).arg(windows);
     for rule in rules.rules() {
         cmd.arg(rule.limit);
     }
@@ -383,70 +425,51 @@ fn script_args(
 }
 
 impl Store for RedisStore {
-    fn apply(
-        &self,
-        tag: &[u8],
-        rules: &RuleSet,
-        cost: u64,
-        now_ms: Option<u64>,
-        mode: Mode,
-    ) -> Result<Observation> {
-        let request = Request {
-            tag,
-            rules,
-            cost,
-            now_ms,
-            mode,
-        };
-        let reply: Vec<i64> = match self.run(&self.evalsha(&request))? {
-            Err(e) if is_noscript(&e) => self.eval(&request)?,
-            other => other.map_err(storage_error)?,
-        };
-        parse_reply(&reply, rules.rules().len())
+    fn apply(&self, request: &Request<'_>) -> Result<Observation> {
+        let reply: Vec<Value> = self.script(|by_source| self.check_command(request, by_source))?;
+        parse_reply(&reply, request)
     }
 
     /// One pipeline of EVALSHAs on a single Redis; the Cluster, whose keys
     /// live on several nodes, takes them one by one.
     fn apply_many(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
         if requests.len() < 2 || self.cluster {
-            return requests
-                .iter()
-                .map(|r| self.apply(r.tag, r.rules, r.cost, r.now_ms, r.mode))
-                .collect();
+            return requests.iter().map(|r| self.apply(r)).collect();
         }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for request in requests {
-            pipe.add_command(self.evalsha(request));
+            pipe.add_command(self.check_command(request, false));
         }
-        let replies =
-            match self.on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<i64>>>>(con)) {
-                Ok(Ok(replies)) if replies.len() == requests.len() => replies,
-                Ok(Ok(replies)) => {
-                    let e = Error::storage(format!(
-                        "a pipeline of {} checks got {} replies",
-                        requests.len(),
-                        replies.len()
-                    ));
-                    return requests.iter().map(|_| Err(e.clone())).collect();
-                }
-                Ok(Err(e)) => {
-                    return requests
-                        .iter()
-                        .map(|_| Err(storage_error(e.clone())))
-                        .collect()
-                }
-                Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
-            };
+        let replies = match self
+            .on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con))
+        {
+            Ok(Ok(replies)) if replies.len() == requests.len() => replies,
+            Ok(Ok(replies)) => {
+                let e = Error::storage(format!(
+                    "a pipeline of {} checks got {} replies",
+                    requests.len(),
+                    replies.len()
+                ));
+                return requests.iter().map(|_| Err(e.clone())).collect();
+            }
+            Ok(Err(e)) => {
+                return requests
+                    .iter()
+                    .map(|_| Err(storage_error(e.clone())))
+                    .collect()
+            }
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
         requests
             .iter()
             .zip(replies)
             .map(|(request, reply)| {
                 let reply = match reply {
-                    Err(e) if is_noscript(&e) => self.eval(request)?,
+                    Err(e) if is_noscript(&e) => self.query(&self.check_command(request, true))?,
                     other => other.map_err(storage_error)?,
                 };
-                parse_reply(&reply, request.rules.rules().len())
+                parse_reply(&reply, request)
             })
             .collect()
     }
@@ -455,24 +478,152 @@ impl Store for RedisStore {
         self.breaker.stats()
     }
 
-    fn reset(&self, tag: &[u8]) -> Result<()> {
-        let key = log_key(&self.prefix, tag);
-        self.run::<()>(redis::cmd("DEL").arg(&key))?
-            .map_err(storage_error)
+    fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
+        self.query(redis::cmd("DEL").arg(log_key(&self.prefix, tag, scope)))
+    }
+
+    fn clock_ms(&self) -> Result<u64> {
+        let (secs, micros): (u64, u64) = self.query(&redis::cmd("TIME"))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+
+    fn record(&self, tag: &[u8]) -> Result<RawRecord> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(record_key(&self.prefix, tag));
+        for field in Field::ALL {
+            cmd.arg(field.code());
+        }
+        let values: Vec<Option<String>> = self.query(&cmd)?;
+        let mut raw = RawRecord::default();
+        for (slot, value) in raw.iter_mut().zip(values) {
+            *slot = value;
+        }
+        Ok(raw)
+    }
+
+    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
+        let key = record_key(&self.prefix, tag);
+        self.script::<i64>(|by_source| {
+            let mut cmd = self.policy.command(by_source, &[&key]);
+            cmd.arg("set").arg(now_ms).arg(field.code());
+            if let Some(value) = value {
+                cmd.arg(value);
+            }
+            cmd
+        })?;
+        Ok(())
+    }
+
+    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.query(redis::cmd("HGETALL").arg(hash.key(&self.prefix)))
+    }
+
+    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        let key = hash.key(&self.prefix);
+        let existed = match value {
+            Some(value) => {
+                let added: i64 = self.query(redis::cmd("HSET").arg(&key).arg(field).arg(value))?;
+                added == 0
+            }
+            None => self.query::<i64>(redis::cmd("HDEL").arg(&key).arg(field))? == 1,
+        };
+        if hash.held_in_process() {
+            self.query::<i64>(redis::cmd("INCR").arg(version_key(&self.prefix)))?;
+        }
+        Ok(existed)
+    }
+
+    fn policy_version(&self) -> Result<u64> {
+        let version: Option<u64> = self.query(redis::cmd("GET").arg(version_key(&self.prefix)))?;
+        Ok(version.unwrap_or(0))
+    }
+
+    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
+        let key = strikes_key(&self.prefix, tag, &rule.name);
+        let (now, strikes, banned): (u64, u64, i64) = self.script(|by_source| {
+            let mut cmd = self.policy.command(by_source, &[&key]);
+            cmd.arg("strike");
+            match now_ms {
+                Some(now) => cmd.arg(now),
+                None => cmd.arg(""),
+            };
+            cmd.arg(rule.maxretry).arg(rule.findtime_ms);
+            cmd
+        })?;
+        let banned = banned == 1;
+        Ok(Strike {
+            strikes,
+            banned,
+            until_ms: banned.then_some(now + rule.bantime_ms),
+        })
     }
 }
 
-fn parse_reply(reply: &[i64], rules: usize) -> Result<Observation> {
-    if reply.len() != 2 + 3 * rules || reply.iter().any(|&v| v < -1) {
-        return Err(Error::storage(format!(
+/// The observation in the check script's reply (see [`SCRIPT`]).
+fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
+    let bad = || {
+        Error::storage(format!(
             "unexpected reply from the ratekeeper script: {reply:?}"
-        )));
+        ))
+    };
+    let int = |v: &Value| match v {
+        Value::Int(i) if *i >= -1 => Ok(*i),
+        _ => Err(bad()),
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Ok(s.clone()),
+        _ => Err(bad()),
+    };
+    if reply.len() < 5 {
+        return Err(bad());
+    }
+    let now_ms = int(&reply[0])? as u64;
+    let allowed = int(&reply[1])? == 1;
+    let detail = text(&reply[3])?;
+    let verdict = match int(&reply[2])? {
+        0 if detail.is_empty() => Verdict::Limited(Applied::Given),
+        0 if detail.starts_with('t') => Verdict::Limited(Applied::Tier(detail[1..].to_owned())),
+        0 if detail.starts_with('o') => {
+            Verdict::Limited(Applied::Override(decode_rules(&detail[1..])?))
+        }
+        kind @ (1 | 2) => {
+            let listing = Listing {
+                until_ms: int(&reply[4])? as u64,
+                reason: detail,
+            };
+            let list = if kind == 1 {
+                crate::policy::List::Safe
+            } else {
+                crate::policy::List::Block
+            };
+            return Ok(Observation {
+                now_ms,
+                allowed,
+                rules: Vec::new(),
+                verdict: Verdict::Listed(list, listing),
+            });
+        }
+        _ => return Err(bad()),
+    };
+    let expected = match &verdict {
+        Verdict::Limited(Applied::Override(rules)) => rules.rules().len(),
+        Verdict::Limited(Applied::Tier(name)) => request
+            .tiers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, r)| r.rules().len()),
+        _ => request.rules.rules().len(),
+    };
+    let numbers = reply[5..].iter().map(int).collect::<Result<Vec<i64>>>()?;
+    if numbers.len() != 3 * expected {
+        return Err(bad());
     }
     let at = |v: i64| (v >= 0).then_some(v as u64);
     Ok(Observation {
-        now_ms: reply[0] as u64,
-        allowed: reply[1] == 1,
-        rules: reply[2..]
+        now_ms,
+        allowed,
+        rules: numbers
             .chunks_exact(3)
             .map(|c| RuleObservation {
                 count: c[0] as u64,
@@ -480,5 +631,6 @@ fn parse_reply(reply: &[i64], rules: usize) -> Result<Observation> {
                 free_at_ms: at(c[2]),
             })
             .collect(),
+        verdict,
     })
 }

@@ -39,7 +39,7 @@ pub fn redis() -> Arc<dyn Store> {
     };
     let url = redis_url();
     let store = store::open(&url, &options).unwrap();
-    store.reset(b"ping").unwrap_or_else(|e| {
+    store.reset(b"ping", "").unwrap_or_else(|e| {
         panic!("no Redis at {url} ({e}): run `bash scripts/test`, which starts one")
     });
     store
@@ -57,7 +57,7 @@ pub fn cluster() -> Option<Arc<dyn Store>> {
     };
     let store = store::open(&url, &options).unwrap();
     store
-        .reset(b"ping")
+        .reset(b"ping", "")
         .unwrap_or_else(|e| panic!("no Redis Cluster at {url} ({e})"));
     Some(store)
 }

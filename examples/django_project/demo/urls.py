@@ -1,4 +1,5 @@
-from django.urls import path
+from django.contrib import admin
+from django.urls import include, path
 
 from demo import views
 
@@ -8,4 +9,7 @@ urlpatterns = [
     path("api/items", views.api_items, name="api-items"),
     path("login", views.login, name="login"),
     path("report", views.async_report, name="report"),
+    # staff: the admin site's login, and the safelist/blocklist page
+    path("admin/", admin.site.urls),
+    path("ratekeeper/", include("ratekeeper.django.urls")),
 ]

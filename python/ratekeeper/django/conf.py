@@ -6,8 +6,13 @@
         "KEY": "ip",                           # see ratekeeper.django.keys
         "PATHS": [{"path": "/api/", "rules": "5/second", "key": "header:X-Api-Key", "methods": ["POST"]}],
         "VIEWS": {"shop.views.checkout": "3/minute"},   # dotted view path or URL name
-        "TIERS": {"free": "100/hour", "pro": "10000/hour"},
+        "TIERS": {"free": "100/hour", "pro": "10000/hour"},   # for RULES; a tier stored per key wins
         "TIER": "myapp.limits.tier_of",        # callable(request) -> tier name or None
+        "FAIL2BAN": [{"name": "scanners", "paths": [r"\.php$", r"^/\.env", r"^/\.git"],
+                      "maxretry": 3, "findtime": 600, "bantime": 86400}],    # the bad request gets 403
+        "ALLOW2BAN": [{"name": "logins", "paths": ["^/login"], "methods": ["POST"],
+                       "maxretry": 20, "findtime": 60, "bantime": 3600}],  # let through until the ban
+        "BLOCKED_STATUS": 403, "POLICY_REFRESH": 2.0,
         "EXEMPT_PATHS": ["/health", "/static/"],
         "TRUSTED_PROXIES": ["10.0.0.0/8"],
         "ON_ERROR": "allow", "TIMEOUT": 0.05, "CONNECT_TIMEOUT": 0.05, "PREFIX": "rk",
@@ -17,10 +22,14 @@
     }
 
 A request is limited by the first that applies: a PATHS entry (longest
-matching prefix wins), a VIEWS entry, its tier, RULES.
+matching prefix wins), a VIEWS entry, RULES (with the request's tier).
+Blocklisted and safelisted keys, addresses and ranges (``ratekeeper``
+command, ``manage.py ratekeeper``, ``ratekeeper.Admin``) apply to every
+request; FAIL2BAN and ALLOW2BAN ban the client IP.
 """
 
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -37,8 +46,10 @@ from ratekeeper.http import DEFAULT_STATUS
 KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
-    "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS",
+    "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
+    "POLICY_REFRESH",
 }
+BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 
 
@@ -57,6 +68,25 @@ class Policy:
 
 
 @dataclass
+class Ban:
+    """A FAIL2BAN or ALLOW2BAN entry: requests it matches count strikes against the client IP."""
+
+    name: str
+    paths: List["re.Pattern[str]"]
+    methods: Optional[frozenset]
+    maxretry: int
+    findtime: float
+    bantime: float
+    allow: bool
+
+    def matches(self, request: HttpRequest) -> bool:
+        """Whether the request is one this entry counts."""
+        if self.methods is not None and (request.method or "").upper() not in self.methods:
+            return False
+        return any(p.search(request.path_info) for p in self.paths)
+
+
+@dataclass
 class Config:
     """The validated settings."""
 
@@ -66,7 +96,7 @@ class Config:
     default: Optional[Policy] = None
     paths: List[Tuple[str, Policy]] = field(default_factory=list)
     views: Dict[str, Policy] = field(default_factory=dict)
-    tiers: Dict[str, Policy] = field(default_factory=dict)
+    tiers: Dict[str, Any] = field(default_factory=dict)
     tier: Optional[Callable[[HttpRequest], Optional[str]]] = None
     exempt: Tuple[str, ...] = ()
     status: int = DEFAULT_STATUS
@@ -75,23 +105,26 @@ class Config:
     default_key: Any = "ip"
     log_level: Any = "INFO"
     log_keys: bool = False
+    blocked_status: int = 403
+    bans: List[Ban] = field(default_factory=list)
     _limiters: Dict[str, Limiter] = field(default_factory=dict)
 
-    def limiter(self, rules: Any) -> Limiter:
-        """A limiter for these rules on the configured store (cached per rule text)."""
+    def limiter(self, rules: Any, scope: str, tiers: Optional[Dict[str, Any]] = None) -> Limiter:
+        """A limiter for these rules on the configured store, its logs kept
+        under `scope` (one per scope)."""
         assert self.base is not None
-        probe = self.base.with_rules(rules)
-        text = "; ".join(str(rule) for rule in probe.rules)
-        return self._limiters.setdefault(text, probe)
+        if scope not in self._limiters:
+            self._limiters[scope] = self.base.with_rules(rules, scope=scope_name(scope), tiers=tiers)
+        return self._limiters[scope]
 
     def limiters(self) -> Dict[str, Limiter]:
-        """Every limiter made for these settings and the decorators, by rule text."""
+        """Every limiter made for these settings and the decorators, by scope."""
         return dict(self._limiters)
 
-    def policy(self, scope: str, rules: Any, key: Any, methods: Any = None) -> Policy:
+    def policy(self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None) -> Policy:
         """A policy from raw setting values; raises ConfigurationError naming the scope."""
         try:
-            limiter = self.limiter(rules)
+            limiter = self.limiter(rules, scope, tiers)
         except (ConfigurationError, TypeError) as exc:
             raise ConfigurationError(f"{scope}: {exc}") from None
         key_func = key_function(self.default_key if key is None else key, self.proxies)
@@ -119,15 +152,14 @@ class Config:
                     policy = self.views.get(name)
                     if policy is not None and policy.applies_to(request):
                         return policy
-        if self.tier is not None:
-            tier = self.tier(request)
-            if tier is not None:
-                policy = self.tiers.get(str(tier))
-                if policy is not None:
-                    return policy
         if self.default is not None and self.default.applies_to(request):
             return self.default
         return None
+
+
+def scope_name(scope: str) -> str:
+    """A scope as a limiter takes it: printable ASCII without spaces."""
+    return "".join(c if "!" <= c <= "~" else "_" for c in scope)[:128]
 
 
 def _methods(scope: str, methods: Any) -> Optional[frozenset]:
@@ -175,10 +207,8 @@ def build(raw: Any) -> Config:
     cfg.enabled = bool(raw.get("ENABLED", True))
     cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
     cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
-    status = raw.get("STATUS", DEFAULT_STATUS)
-    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
-        raise ConfigurationError(f"RATEKEEPER['STATUS'] must be an HTTP error status (400-599), not {status!r}")
-    cfg.status = status
+    cfg.status = _status("STATUS", raw.get("STATUS", DEFAULT_STATUS))
+    cfg.blocked_status = _status("BLOCKED_STATUS", raw.get("BLOCKED_STATUS", 403))
     cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
     cfg.tier = _callable("TIER", raw.get("TIER"))
     cfg.raise_exception = bool(raw.get("RAISE", False))
@@ -195,6 +225,7 @@ def build(raw: Any) -> Config:
         "connect_timeout": raw.get("CONNECT_TIMEOUT", 0.05),
         "pool_size": raw.get("POOL_SIZE", 16),
         "max_keys": raw.get("MAX_KEYS", 1_000_000),
+        "policy_refresh": raw.get("POLICY_REFRESH", 2.0),
     }
     store = raw.get("STORE", "memory://")
     if not isinstance(store, str):
@@ -203,8 +234,20 @@ def build(raw: Any) -> Config:
         cfg.base = Limiter("1/second", store, **options)
     except TypeError as exc:
         raise ConfigurationError(f"RATEKEEPER: {exc}") from None
+    tiers = raw.get("TIERS", {})
+    if not isinstance(tiers, dict):
+        raise ConfigurationError("RATEKEEPER['TIERS'] must be a dict of tier name to rules")
+    cfg.tiers = {str(name): rules for name, rules in tiers.items()}
     if raw.get("RULES") is not None:
-        cfg.default = cfg.policy("RATEKEEPER['RULES']", raw["RULES"], None)
+        cfg.default = cfg.policy("default", raw["RULES"], None, tiers=cfg.tiers)
+    elif tiers:
+        raise ConfigurationError("RATEKEEPER['TIERS'] is set but RATEKEEPER['RULES'] (the rules of requests with no tier) is not")
+    for setting, allow in (("FAIL2BAN", False), ("ALLOW2BAN", True)):
+        entries = raw.get(setting, [])
+        if not isinstance(entries, (list, tuple)):
+            raise ConfigurationError(f"RATEKEEPER['{setting}'] must be a list of dicts")
+        for i, entry in enumerate(entries):
+            cfg.bans.append(_ban(f"RATEKEEPER['{setting}'][{i}]", entry, allow))
     paths = raw.get("PATHS", [])
     if not isinstance(paths, (list, tuple)):
         raise ConfigurationError("RATEKEEPER['PATHS'] must be a list of dicts with 'path' and 'rules'")
@@ -215,33 +258,50 @@ def build(raw: Any) -> Config:
         extra = set(entry) - {"path", "rules", "key", "methods"}
         if extra:
             raise ConfigurationError(f"{scope} has unknown field(s) {sorted(extra)}")
-        policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"))
-        policy.scope = f"path:{entry['path']}"
+        policy = cfg.policy(f"path:{entry['path']}", entry["rules"], entry.get("key"), entry.get("methods"))
         cfg.paths.append((entry["path"], policy))
     cfg.paths.sort(key=lambda item: -len(item[0]))
     views = raw.get("VIEWS", {})
     if not isinstance(views, dict):
         raise ConfigurationError("RATEKEEPER['VIEWS'] must be a dict of view name to rules")
     for name, spec in views.items():
-        scope = f"RATEKEEPER['VIEWS'][{name!r}]"
+        scope = f"view:{name}"
         if isinstance(spec, dict):
             policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"))
         else:
             policy = cfg.policy(scope, spec, None)
-        policy.scope = f"view:{name}"
         cfg.views[name] = policy
-    tiers = raw.get("TIERS", {})
-    if not isinstance(tiers, dict):
-        raise ConfigurationError("RATEKEEPER['TIERS'] must be a dict of tier name to rules")
-    for name, rules in tiers.items():
-        policy = cfg.policy(f"RATEKEEPER['TIERS'][{name!r}]", rules, None)
-        policy.scope = f"tier:{name}"
-        cfg.tiers[str(name)] = policy
-    if tiers and cfg.tier is None:
-        raise ConfigurationError("RATEKEEPER['TIERS'] is set but RATEKEEPER['TIER'] (a callable naming a request's tier) is not")
-    if cfg.default is not None:
-        cfg.default.scope = "default"
     return cfg
+
+
+def _status(name: str, status: Any) -> int:
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ConfigurationError(f"RATEKEEPER['{name}'] must be an HTTP error status (400-599), not {status!r}")
+    return status
+
+
+def _ban(scope: str, entry: Any, allow: bool) -> Ban:
+    """A FAIL2BAN/ALLOW2BAN entry, validated (the core checks the numbers)."""
+    if not isinstance(entry, dict) or not {"name", "paths", "maxretry", "findtime", "bantime"} <= set(entry):
+        raise ConfigurationError(f"{scope} must be a dict with 'name', 'paths', 'maxretry', 'findtime' and 'bantime'")
+    extra = set(entry) - BAN_FIELDS
+    if extra:
+        raise ConfigurationError(f"{scope} has unknown field(s) {sorted(extra)}")
+    raw_paths = entry["paths"]
+    if isinstance(raw_paths, str) or not isinstance(raw_paths, (list, tuple)) or not all(isinstance(p, str) for p in raw_paths):
+        raise ConfigurationError(f"{scope}['paths'] must be a list of regular expressions, not {raw_paths!r}")
+    try:
+        paths = [re.compile(p) for p in raw_paths]
+    except re.error as exc:
+        raise ConfigurationError(f"{scope}: bad path pattern ({exc})") from None
+    ban = Ban(str(entry["name"]), paths, _methods(scope, entry.get("methods")), entry["maxretry"],
+              entry["findtime"], entry["bantime"], allow)
+    try:  # the core checks the numbers and the name: fail at start-up, not per request
+        Limiter("1/s").penalize("probe", maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
+                                name=scope_name(ban.name), now=0.0)
+    except (ConfigurationError, TypeError) as exc:
+        raise ConfigurationError(f"{scope}: {exc}") from None
+    return ban
 
 
 _lock = threading.Lock()

@@ -50,7 +50,7 @@ def ratelimit(
         def policy(config: Config) -> Policy:
             if built[0] is not config:
                 try:
-                    limiter = config.limiter(rules)
+                    limiter = config.limiter(rules, scope)
                 except TypeError as exc:
                     raise ConfigurationError(f"@ratelimit on {scope}: {exc}") from None
                 built[:] = [config, Policy(scope, limiter, key_function(key, config.proxies), methods)]

@@ -1,15 +1,53 @@
 """Applying a policy to a request and shaping the response: shared by the
 middleware and the decorator."""
 
+import json
 from typing import Optional
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from ratekeeper._ratekeeper import Decision
-from ratekeeper.django.conf import Config, Policy, get_config
+from ratekeeper._ratekeeper import ConfigurationError, Decision
+from ratekeeper.django.conf import Config, Policy, get_config, scope_name
 from ratekeeper.django.exceptions import Ratelimited
+from ratekeeper.django.keys import client_ip
 from ratekeeper.django.signals import rate_limited
 from ratekeeper.http import denial_body, denial_headers, log_denial
+
+
+def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
+    """Policies that apply to every request: a listed client address (403
+    when blocked, nothing more when safelisted) and FAIL2BAN/ALLOW2BAN
+    strikes. Returns the response that ends the request, or None."""
+    assert config.base is not None
+    ip = client_ip(request, config.proxies)
+    listed = config.base.screen(ip)
+    if listed is not None:
+        request.ratelimit = listed  # type: ignore[attr-defined]
+        return None if listed.allowed else blocked(config)
+    for ban in config.bans:
+        if ban.matches(request):
+            banned = config.base.penalize(ip, maxretry=ban.maxretry, findtime=ban.findtime,
+                                          bantime=ban.bantime, name=scope_name(ban.name))
+            if banned or not ban.allow:  # a fail2ban request, or the strike that bans
+                return blocked(config)
+    return None
+
+
+def penalize(request: HttpRequest, name: str) -> bool:
+    """Counts a strike for the FAIL2BAN or ALLOW2BAN entry `name` against the
+    request's client IP (say after a failed login); True when it banned the IP."""
+    config = get_config()
+    assert config.base is not None
+    for ban in config.bans:
+        if ban.name == name:
+            return config.base.penalize(client_ip(request, config.proxies), maxretry=ban.maxretry,
+                                        findtime=ban.findtime, bantime=ban.bantime, name=scope_name(ban.name))
+    raise ConfigurationError(f"no FAIL2BAN or ALLOW2BAN entry is named {name!r}: known {[b.name for b in config.bans]}")
+
+
+def blocked(config: Config) -> HttpResponse:
+    """The answer to a blocked request: BLOCKED_STATUS (403) with a JSON body."""
+    return HttpResponse(json.dumps({"error": "blocked"}), status=config.blocked_status, content_type="application/json")
 
 
 def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
@@ -18,22 +56,25 @@ def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
     key = policy.key(request)
     if key is None:
         return None
-    if isinstance(key, bytes):
-        scoped: object = policy.scope.encode() + b":" + key
-    else:
-        scoped = f"{policy.scope}:{key}"
-    decision = policy.limiter.check(scoped)
+    config = get_config()
+    tier = None
+    if policy is config.default and config.tier is not None:
+        named = config.tier(request)
+        tier = str(named) if named is not None and str(named) in config.tiers else None
+    decision = policy.limiter.check(key, tier=tier, ip=client_ip(request, config.proxies))
     request.ratelimit = decision  # type: ignore[attr-defined]
     request.limited = getattr(request, "limited", False) or not decision.allowed  # type: ignore[attr-defined]
-    if not decision.allowed:
-        config = get_config()
+    if not decision.allowed and not decision.blocked:
         log_denial(config.log_level, policy.scope, key, decision, request.method or "", request.path, config.log_keys)
         rate_limited.send(sender=Policy, request=request, decision=decision, scope=policy.scope)
     return decision
 
 
 def deny(request: HttpRequest, decision: Decision, config: Config) -> HttpResponseBase:
-    """The denial: Ratelimited raised (RAISE), the RESPONDER's answer, or a JSON 429."""
+    """The denial: 403 for a blocked key, else Ratelimited raised (RAISE),
+    the RESPONDER's answer, or a JSON 429."""
+    if decision.blocked:
+        return blocked(config)
     if config.raise_exception:
         raise Ratelimited(decision)
     if config.responder is not None:
@@ -47,8 +88,9 @@ def deny(request: HttpRequest, decision: Decision, config: Config) -> HttpRespon
 
 
 def add_headers(response: HttpResponseBase, decision: Optional[Decision]) -> HttpResponseBase:
-    """Adds the rate-limit headers of the decision, keeping any the view set."""
-    if decision is not None:
+    """Adds the rate-limit headers of the decision (none for a listed key),
+    keeping any the view set."""
+    if decision is not None and not (decision.safelisted or decision.blocked):
         for name, value in decision.headers().items():
             if name not in response:
                 response[name] = value

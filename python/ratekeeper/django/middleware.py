@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponseBase
 
 from ratekeeper._ratekeeper import Decision
 from ratekeeper.django.conf import get_config
-from ratekeeper.django.limiting import add_headers, check, deny
+from ratekeeper.django.limiting import add_headers, check, deny, screen
 
 GetResponse = Callable[[HttpRequest], Union[HttpResponseBase, Awaitable[HttpResponseBase]]]
 
@@ -30,6 +30,9 @@ class RateLimitMiddleware:
         config = get_config()
         if not config.enabled or config.is_exempt(request.path_info):
             return None, None
+        ended = screen(request, config)
+        if ended is not None:
+            return None, ended
         policy = config.policy_for(request)
         if policy is None:
             return None, None

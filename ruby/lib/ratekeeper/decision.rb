@@ -28,7 +28,8 @@ module Ratekeeper
 
     def to_h
       { allowed: allowed?, retry_after: retry_after, limit: limit, remaining: remaining,
-        reset_after: reset_after, degraded: degraded? }
+        reset_after: reset_after, degraded: degraded?, blocked: blocked?, safelisted: safelisted?,
+        shadowed: shadowed?, tier: tier, overridden: overridden?, reason: reason }
     end
   end
 end

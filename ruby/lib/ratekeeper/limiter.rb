@@ -9,13 +9,19 @@ module Ratekeeper
 
     # Limiter.new(rules, store: "memory://", prefix: "rk", on_error: :allow,
     #             timeout: 0.05, connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000,
-    #             denial_cache: 1.0)
+    #             denial_cache: 1.0, scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
     #
     # rules: "1/second; 20/minute", or an Array of rule Strings and
     # [limit, window_seconds] pairs. denial_cache: seconds a denial is
     # remembered in-process at most (0 turns it off; Redis stores only).
+    # scope: keeps this limiter's logs apart from others' for the same keys.
+    # tiers: { "free" => "100/hour", "pro" => "10000/hour" }, named by a
+    # check's tier: or stored per key (Admin#set_tier). policy_refresh: seconds
+    # between reads of the switches and address lists. policies: false skips
+    # reading each key's listings, tier and override.
     def self.new(rules, store: "memory://", prefix: "rk", on_error: :allow, timeout: 0.05,
-                 connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0)
+                 connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0,
+                 scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
       _new(
         Limiter.normalize_rules(rules),
         Limiter.string_option(:store, store),
@@ -25,20 +31,36 @@ module Ratekeeper
         Limiter.number_option(:connect_timeout, connect_timeout),
         Limiter.integer_option(:pool_size, pool_size),
         Limiter.integer_option(:max_keys, max_keys),
-        Limiter.number_option(:denial_cache, denial_cache)
+        Limiter.number_option(:denial_cache, denial_cache),
+        Limiter.string_option(:scope, scope),
+        Limiter.tier_pairs(tiers),
+        Limiter.number_option(:policy_refresh, policy_refresh),
+        policies ? true : false
       )
     end
 
     # Checks +key+ (a String, binary or not; a Symbol is taken by name) for
     # +cost+ units at +now+ (seconds; the store's clock when nil), logging them
-    # when every rule admits them. Returns a Decision.
-    def check(key, cost: 1, now: nil)
-      _check(key.is_a?(Symbol) ? key.name : key, cost, now)
+    # when every rule admits them. +tier+ names one of the limiter's tiers (a
+    # tier stored for the key wins); +ip+ is the client address, matched
+    # against listed addresses. Returns a Decision.
+    def check(key, cost: 1, now: nil, tier: nil, ip: nil)
+      _check(key.is_a?(Symbol) ? key.name : key, cost, now, tier&.to_s, ip&.to_s)
     end
 
     # What a check of +cost+ would decide now, without logging anything.
-    def peek(key, cost: 1, now: nil)
-      _peek(key.is_a?(Symbol) ? key.name : key, cost, now)
+    def peek(key, cost: 1, now: nil, tier: nil, ip: nil)
+      _peek(key.is_a?(Symbol) ? key.name : key, cost, now, tier&.to_s, ip&.to_s)
+    end
+
+    # Counts one fail2ban strike against +key+ (a bad request, a failed
+    # login): the strike that makes +maxretry+ within +findtime+ seconds
+    # blocks the key (an address: the address) for +bantime+ seconds.
+    # Returns true when this strike banned it.
+    def penalize(key, maxretry: 5, findtime: 600, bantime: 3600, name: "default", now: nil)
+      _penalize(key.is_a?(Symbol) ? key.name : key, Limiter.integer_option(:maxretry, maxretry),
+                Limiter.number_option(:findtime, findtime), Limiter.number_option(:bantime, bantime),
+                Limiter.string_option(:name, name), now)
     end
 
     # Checks several keys against these rules in one Redis round trip (a
@@ -54,9 +76,10 @@ module Ratekeeper
       _reset(key.is_a?(Symbol) ? key.name : key)
     end
 
-    # A limiter for other rules on the same store (its Redis pool or memory).
-    def with_rules(rules)
-      _with_rules(Limiter.normalize_rules(rules))
+    # A limiter for other rules on the same store (its Redis pool or memory),
+    # with its own +scope+ (logs kept apart) and +tiers+.
+    def with_rules(rules, scope: "", tiers: nil)
+      _with_rules(Limiter.normalize_rules(rules), Limiter.string_option(:scope, scope), Limiter.tier_pairs(tiers))
     end
 
     class << self
@@ -69,6 +92,14 @@ module Ratekeeper
         else
           raise TypeError, "rules must be a String such as \"10/minute\" or an Array of them, not #{rules.class}"
         end
+      end
+
+      # Tiers as the native layer takes them: [[name, rules], ...].
+      def tier_pairs(tiers)
+        return [] if tiers.nil?
+        raise TypeError, "tiers must be a Hash of tier name to rules, not #{tiers.class}" unless tiers.is_a?(Hash)
+
+        tiers.map { |name, rules| [name.to_s, normalize_rules(rules)] }
       end
 
       def string_option(name, value)

@@ -17,7 +17,11 @@ pub struct Limiter {
 }
 
 /// Runs core code that may wait on the store: without the GVL when it does.
-fn run_core<T>(ruby: &Ruby, waits: bool, f: impl FnOnce() -> core::Result<T>) -> Result<T, Error> {
+pub fn run_core<T>(
+    ruby: &Ruby,
+    waits: bool,
+    f: impl FnOnce() -> core::Result<T>,
+) -> Result<T, Error> {
     let outcome = if waits {
         without_gvl(f)
     } else {
@@ -38,10 +42,10 @@ fn deliver(ruby: &Ruby, inner: core::Decision) -> Result<Decision, Error> {
 /// Runs a batch of checks and delivers their decisions as an Array.
 fn run_batch(
     ruby: &Ruby,
-    items: &[(&core::Limiter, &[u8], u64)],
+    items: &[core::BatchItem<'_>],
     now: Option<f64>,
 ) -> Result<RArray, Error> {
-    let waits = items.iter().any(|(limiter, _, _)| limiter.waits_on_io());
+    let waits = items.iter().any(|item| item.limiter.waits_on_io());
     let decisions = run_core(ruby, waits, || core::check_batch(items, now))?;
     let out = ruby.ary_new_capa(decisions.len());
     for inner in decisions {
@@ -50,8 +54,33 @@ fn run_batch(
     Ok(out)
 }
 
+/// Tiers from an Array of [name, rules] pairs (lib/ratekeeper/limiter.rb
+/// turns a Hash into one).
+fn tiers(ruby: &Ruby, tiers: RArray) -> Result<Vec<(String, core::RuleSet)>, Error> {
+    tiers
+        .into_iter()
+        .map(|pair| {
+            let pair = RArray::from_value(pair)
+                .filter(|p| p.len() == 2)
+                .ok_or_else(|| type_error(ruby, "tiers must be a Hash of tier name to rules"))?;
+            let name: String = pair.entry(0)?;
+            Ok((name, convert::rule_set(ruby, pair.entry(1)?)?))
+        })
+        .collect()
+}
+
+/// An optional String argument (nil: none).
+fn optional_text(value: Value) -> Result<Option<String>, Error> {
+    if value.is_nil() {
+        Ok(None)
+    } else {
+        Ok(Some(String::try_convert(value)?))
+    }
+}
+
 impl Limiter {
-    /// `Limiter._new(rules, store, prefix, on_error, timeout, connect_timeout, pool_size, max_keys, denial_cache)`.
+    /// `Limiter._new(rules, store, prefix, on_error, timeout, connect_timeout,
+    /// pool_size, max_keys, denial_cache, scope, tiers, policy_refresh, policies)`.
     #[allow(clippy::too_many_arguments)]
     pub fn native_new(
         ruby: &Ruby,
@@ -64,6 +93,10 @@ impl Limiter {
         pool_size: i64,
         max_keys: i64,
         denial_cache: f64,
+        scope: String,
+        tier_pairs: RArray,
+        policy_refresh: f64,
+        policies: bool,
     ) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
         let settings = core::Settings {
@@ -75,53 +108,94 @@ impl Limiter {
             pool_size,
             max_keys,
             denial_cache,
+            scope: &scope,
+            tiers: tiers(ruby, tier_pairs)?,
+            policy_refresh,
+            policies,
         };
         let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter { inner, store })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn decide(
         ruby: &Ruby,
         rb_self: &Self,
         key: Value,
         cost: Value,
         now: Value,
+        tier: Value,
+        ip: Value,
         check: bool,
     ) -> Result<Decision, Error> {
         let key = convert::key_bytes(ruby, key)?;
-        let cost = convert::cost(ruby, cost)?;
-        let now = convert::now(ruby, now)?;
+        let tier = optional_text(tier)?;
+        let ip = optional_text(ip)?;
+        let options = core::CheckOptions {
+            cost: convert::cost(ruby, cost)?,
+            now: convert::now(ruby, now)?,
+            tier: tier.as_deref(),
+            ip: ip.as_deref(),
+        };
         let limiter = &rb_self.inner;
         let inner = run_core(ruby, limiter.waits_on_io(), || {
             if check {
-                limiter.check(&key, cost, now)
+                limiter.check_with(&key, &options)
             } else {
-                limiter.peek(&key, cost, now)
+                limiter.peek_with(&key, &options)
             }
         })?;
         deliver(ruby, inner)
     }
 
-    /// `_check(key, cost, now)`.
-    pub fn check(
-        ruby: &Ruby,
-        rb_self: &Self,
-        key: Value,
-        cost: Value,
-        now: Value,
-    ) -> Result<Decision, Error> {
-        Limiter::decide(ruby, rb_self, key, cost, now, true)
+    /// `_check(key, cost, now, tier, ip)`.
+    pub fn check(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
+        let [key, cost, now, tier, ip] = five(ruby, args)?;
+        Limiter::decide(ruby, rb_self, key, cost, now, tier, ip, true)
     }
 
-    /// `_peek(key, cost, now)`.
-    pub fn peek(
-        ruby: &Ruby,
-        rb_self: &Self,
-        key: Value,
-        cost: Value,
-        now: Value,
-    ) -> Result<Decision, Error> {
-        Limiter::decide(ruby, rb_self, key, cost, now, false)
+    /// `_peek(key, cost, now, tier, ip)`.
+    pub fn peek(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
+        let [key, cost, now, tier, ip] = five(ruby, args)?;
+        Limiter::decide(ruby, rb_self, key, cost, now, tier, ip, false)
+    }
+
+    /// `_penalize(key, maxretry, findtime, bantime, name, now)`: one fail2ban
+    /// strike; true when it banned the key.
+    pub fn penalize(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<bool, Error> {
+        let [key, maxretry, findtime, bantime, name, now] = <[Value; 6]>::try_from(args)
+            .map_err(|_| type_error(ruby, "_penalize takes 6 arguments"))?;
+        let key = convert::key_bytes(ruby, key)?;
+        let now = convert::now(ruby, now)?;
+        let name: String = String::try_convert(name)?;
+        let (maxretry, findtime, bantime) = (
+            i64::try_convert(maxretry)?,
+            f64::try_convert(findtime)?,
+            f64::try_convert(bantime)?,
+        );
+        let rule = guard(ruby, || {
+            core::Fail2Ban::new(&name, maxretry, findtime, bantime)
+        })?;
+        let limiter = &rb_self.inner;
+        let strike = run_core(ruby, limiter.waits_on_io(), || {
+            limiter.penalize(&key, &rule, now)
+        })?;
+        Ok(strike.banned)
+    }
+
+    /// `screen(ip)`: how the address lists judge the client address now (a
+    /// blocked or safelisted Decision), or nil. Asks no store.
+    pub fn screen(ruby: &Ruby, rb_self: &Self, ip: String) -> Result<Option<Decision>, Error> {
+        rb_self
+            .inner
+            .screen(&ip)
+            .map(|inner| deliver(ruby, inner))
+            .transpose()
+    }
+
+    /// `admin`: the admin interface to this limiter's store.
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
     }
 
     /// `_check_many(keys, cost, now)`: one Redis round trip (a pipeline).
@@ -138,9 +212,9 @@ impl Limiter {
             .into_iter()
             .map(|key| convert::key_bytes(ruby, key))
             .collect::<Result<_, _>>()?;
-        let items: Vec<(&core::Limiter, &[u8], u64)> = keys
+        let items: Vec<core::BatchItem<'_>> = keys
             .iter()
-            .map(|k| (&rb_self.inner, k.as_slice(), cost))
+            .map(|k| core::BatchItem::new(&rb_self.inner, k, cost))
             .collect();
         run_batch(ruby, &items, now)
     }
@@ -152,13 +226,32 @@ impl Limiter {
         run_core(ruby, limiter.waits_on_io(), || limiter.reset(&key))
     }
 
-    /// `_with_rules(rules)`: another limiter on the same store.
-    pub fn with_rules(ruby: &Ruby, rb_self: &Self, rules: Value) -> Result<Limiter, Error> {
+    /// `_with_rules(rules, scope, tiers)`: another limiter on the same store.
+    pub fn with_rules(
+        ruby: &Ruby,
+        rb_self: &Self,
+        rules: Value,
+        scope: String,
+        tier_pairs: RArray,
+    ) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
+        let tiers = tiers(ruby, tier_pairs)?;
+        let inner = guard(ruby, || {
+            rb_self
+                .inner
+                .with_rules(rules)
+                .with_scope(&scope)?
+                .with_tiers(tiers)
+        })?;
         Ok(Limiter {
-            inner: rb_self.inner.with_rules(rules),
+            inner,
             store: rb_self.store.clone(),
         })
+    }
+
+    /// `scope`: the scope ("" for none).
+    pub fn scope(&self) -> String {
+        self.inner.scope().to_owned()
     }
 
     /// `rules`: the rules, shortest window first.
@@ -209,20 +302,30 @@ impl Limiter {
     }
 }
 
-/// `Ratekeeper._check_all(items, now)`: items are [limiter, key, cost] Arrays;
-/// limiters sharing a store are asked in one round trip.
-pub fn check_all(ruby: &Ruby, items: RArray, now: Value) -> Result<RArray, Error> {
+/// One converted `check_all` item: limiter, key, cost, tier.
+type Item = (Obj<Limiter>, Vec<u8>, u64, Option<String>);
+
+/// Five positional arguments.
+fn five(ruby: &Ruby, args: &[Value]) -> Result<[Value; 5], Error> {
+    <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))
+}
+
+/// `Ratekeeper._check_all(items, now, ip)`: items are [limiter, key, cost]
+/// Arrays; limiters sharing a store are asked in one round trip; `ip` (the
+/// client address, or nil) is matched against listed addresses.
+pub fn check_all(ruby: &Ruby, items: RArray, now: Value, ip: Value) -> Result<RArray, Error> {
     let now = convert::now(ruby, now)?;
-    let mut owned: Vec<(Obj<Limiter>, Vec<u8>, u64)> = Vec::with_capacity(items.len());
+    let ip = optional_text(ip)?;
+    let mut owned: Vec<Item> = Vec::with_capacity(items.len());
     for item in items.into_iter() {
         let shape = || {
             type_error(
                 ruby,
-                "each item must be [limiter, key] or [limiter, key, cost]",
+                "each item must be [limiter, key], [limiter, key, cost] or [limiter, key, cost, tier]",
             )
         };
         let parts = RArray::from_value(item).ok_or_else(shape)?;
-        if !(2..=3).contains(&parts.len()) {
+        if !(2..=4).contains(&parts.len()) {
             return Err(shape());
         }
         let limiter = Obj::<Limiter>::try_convert(parts.entry(0)?).map_err(|_| {
@@ -232,16 +335,25 @@ pub fn check_all(ruby: &Ruby, items: RArray, now: Value) -> Result<RArray, Error
             )
         })?;
         let key = convert::key_bytes(ruby, parts.entry(1)?)?;
-        let cost = if parts.len() == 3 {
+        let cost = if parts.len() >= 3 {
             convert::cost(ruby, parts.entry(2)?)?
         } else {
             1
         };
-        owned.push((limiter, key, cost));
+        let tier = if parts.len() == 4 {
+            optional_text(parts.entry(3)?)?
+        } else {
+            None
+        };
+        owned.push((limiter, key, cost, tier));
     }
-    let items: Vec<(&core::Limiter, &[u8], u64)> = owned
+    let items: Vec<core::BatchItem<'_>> = owned
         .iter()
-        .map(|(l, k, c)| (&l.inner, k.as_slice(), *c))
+        .map(|(l, k, c, tier)| core::BatchItem {
+            ip: ip.as_deref(),
+            tier: tier.as_deref(),
+            ..core::BatchItem::new(&l.inner, k, *c)
+        })
         .collect();
     run_batch(ruby, &items, now)
 }

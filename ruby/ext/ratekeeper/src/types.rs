@@ -116,6 +116,30 @@ impl Decision {
         self.inner.cached
     }
 
+    pub fn blocked(&self) -> bool {
+        self.inner.blocked
+    }
+
+    pub fn safelisted(&self) -> bool {
+        self.inner.safelisted
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.inner.reason.clone()
+    }
+
+    pub fn shadowed(&self) -> bool {
+        self.inner.shadowed
+    }
+
+    pub fn tier(&self) -> Option<String> {
+        self.inner.tier.clone()
+    }
+
+    pub fn overridden(&self) -> bool {
+        self.inner.overridden
+    }
+
     pub fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new_capa(rb_self.inner.rules.len());
         for &inner in &rb_self.inner.rules {

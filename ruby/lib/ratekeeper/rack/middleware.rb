@@ -33,11 +33,15 @@ module Ratekeeper
         @config = config || Config.new(**options)
         yield @config if block_given?
         @proxies = TrustedProxies.new(@config.trusted_proxies)
-        base = Limiter.new("1/second", store: @config.store, prefix: @config.prefix, on_error: @config.on_error,
-                                       timeout: @config.timeout, connect_timeout: @config.connect_timeout,
-                                       pool_size: @config.pool_size)
+        @base = Limiter.new("1/second", store: @config.store, prefix: @config.prefix, on_error: @config.on_error,
+                                        timeout: @config.timeout, connect_timeout: @config.connect_timeout,
+                                        pool_size: @config.pool_size, policy_refresh: @config.policy_refresh)
         @throttles = @config.throttles.map do |t|
-          t.dup.tap { |copy| copy.limiter = base.with_rules(t.rules) }
+          t.dup.tap { |copy| copy.limiter = @base.with_rules(t.rules, scope: Middleware.scope(t.name), tiers: t.tiers) }
+        end
+        @bans = @config.bans.map do |b|
+          # checked here, at boot: a bad parameter is a ConfigurationError now, not per request
+          b.dup.tap { |copy| copy.name = Middleware.scope(b.name) }
         end
         @counts = Hash.new(0)
         @counts_lock = Mutex.new
@@ -52,6 +56,11 @@ module Ratekeeper
         { throttles: @throttles.to_h { |t| [t.name, t.limiter.stats] },
           blocked: counts[:blocked], safelisted: counts[:safelisted],
           store: @throttles.first&.limiter&.store_stats || {} }
+      end
+
+      # A throttle or ban name as a limiter scope (printable ASCII, no spaces).
+      def self.scope(name)
+        name.to_s.encode("ASCII", invalid: :replace, undef: :replace, replace: "_").gsub(/[^!-~]/, "_")[0, 128]
       end
 
       def call(env)
@@ -71,14 +80,27 @@ module Ratekeeper
           instrument("blocklist", request, rule.name)
           return blocked(env)
         end
+        # addresses and ranges listed in the store (held in-process: no round trip)
+        if (listed = @base.screen(request.client_ip))
+          env["ratekeeper.decision"] = listed
+          return listed_answer(env, request, listed) || @app.call(env)
+        end
+        if (banned = strike(request))
+          return banned
+        end
 
         matched = @throttles.filter_map do |throttle|
           key = key_for(throttle, request, path)
           [throttle, key] unless key.nil?
         end
         shown = nil
-        decisions = matched.empty? ? [] : Ratekeeper.check_all(matched.map { |t, key| [t.limiter, "#{t.name}:#{key}".b] })
+        items = matched.map { |t, key| [t.limiter, key.b, 1, t.tier&.call(request)&.to_s] }
+        decisions = matched.empty? ? [] : Ratekeeper.check_all(items)
         matched.zip(decisions).each do |(throttle, key), decision|
+          if decision.blocked? || decision.safelisted?
+            env["ratekeeper.decision"] = decision
+            return listed_answer(env, request, decision) || @app.call(env)
+          end
           unless decision.allowed?
             log_denial(throttle.name, key, decision, request)
             env["ratekeeper.decision"] = decision
@@ -94,6 +116,39 @@ module Ratekeeper
       end
 
       private
+
+      # The answer to a listed request: 403 when blocked (not in shadow
+      # mode), nil to let it through (safelisted, or a shadowed block).
+      def listed_answer(env, request, decision)
+        if decision.safelisted?
+          count(:safelisted)
+          instrument("safelist", request, "store", decision)
+          return nil
+        end
+        count(:blocked)
+        instrument("blocklist", request, "store", decision)
+        decision.allowed? ? nil : blocked(env)
+      end
+
+      # Fail2ban and allow2ban: a request a ban's block is true for counts a
+      # strike against the client IP. Returns a 403 for a fail2ban request
+      # (the bad request itself is refused) and for the strike that bans,
+      # else nil.
+      def strike(request)
+        @bans.each do |ban|
+          next unless ban.block.call(request)
+
+          banned = @base.penalize(request.client_ip, maxretry: ban.maxretry, findtime: ban.findtime,
+                                                     bantime: ban.bantime, name: ban.name)
+          instrument("ban", request, ban.name) if banned
+          next if ban.allow && !banned
+
+          count(:blocked)
+          instrument("fail2ban", request, ban.name)
+          return blocked(request.env)
+        end
+        nil
+      end
 
       # The throttle's key for this request, or nil when it does not apply.
       def key_for(throttle, request, path)

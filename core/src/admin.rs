@@ -1,0 +1,339 @@
+//! [`Admin`]: what operators change while the application runs — safelist
+//! and blocklist entries, a key's tier or override, the global switches —
+//! and what they read back (`list`, `inspect`). The command-line tool, the
+//! Django commands and admin page, and `Ratekeeper::Admin` all call this.
+
+use crate::error::{Error, Result};
+use crate::keys::key_tag;
+use crate::limiter::{load_shared, now_to_ms};
+use crate::policy::{
+    self, check_listing, encode_rules, Field, List, Listing, Record, SharedHash, Switches, Target,
+};
+use crate::rule::RuleSet;
+use crate::store::{self, Store, StoreOptions};
+use std::sync::Arc;
+
+/// One line of `list`: a listing, a tier or an override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// What it is: [`Field::Safe`], [`Field::Block`], [`Field::Tier`] or [`Field::Override`].
+    pub field: Field,
+    /// The key, address or range (as text; addresses and ranges canonical).
+    pub target: Vec<u8>,
+    /// Whether the target is an address or range.
+    pub network: bool,
+    /// When a listing lapses (ms since the epoch); `None` for a tier or override.
+    pub until_ms: Option<u64>,
+    /// A listing's reason, the tier's name, or the override's rules.
+    pub detail: String,
+}
+
+/// What is stored for one key or address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// The key's record (standing listings, tier, override).
+    pub record: Record,
+    /// When the key is an address: the listing of it or a range holding it.
+    pub address: Option<(List, Listing)>,
+    /// The store's time of the inspection (ms).
+    pub now_ms: u64,
+}
+
+/// Changes and reads the policies of one store (and prefix).
+#[derive(Clone)]
+pub struct Admin {
+    store: Arc<dyn Store>,
+}
+
+impl Admin {
+    /// Policies kept in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Admin {
+        Admin { store }
+    }
+
+    /// Opens the store a URL names, with `prefix` as the limiters use it.
+    pub fn open(url: &str, prefix: &str) -> Result<Admin> {
+        let options = StoreOptions {
+            prefix: prefix.to_owned(),
+            timeout: std::time::Duration::from_secs(2),
+            connect_timeout: std::time::Duration::from_secs(2),
+            pool_size: 2,
+            ..StoreOptions::default()
+        };
+        Ok(Admin::new(store::open(url, &options)?))
+    }
+
+    /// The store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    fn now_ms(&self, now: Option<f64>) -> Result<u64> {
+        match now {
+            Some(now) => now_to_ms(now),
+            None => self.store.clock_ms(),
+        }
+    }
+
+    /// Puts `target` (a key, an address or a CIDR range) on `list` for
+    /// `ttl_seconds` (a week when `None`), with a reason. Replaces an entry
+    /// already there; returns the entry made.
+    pub fn add(
+        &self,
+        list: List,
+        target: &[u8],
+        ttl_seconds: Option<f64>,
+        reason: &str,
+        now: Option<f64>,
+    ) -> Result<Entry> {
+        let ttl_ms = check_listing(ttl_seconds, reason)?;
+        let now_ms = self.now_ms(now)?;
+        self.put(list, target, now_ms + ttl_ms, reason, Some(now_ms))
+    }
+
+    /// Puts `target` on `list` until `until_ms` (judged at `now_ms`, the
+    /// store's clock when `None`).
+    pub(crate) fn put(
+        &self,
+        list: List,
+        target: &[u8],
+        until_ms: u64,
+        reason: &str,
+        now_ms: Option<u64>,
+    ) -> Result<Entry> {
+        let listing = Listing {
+            until_ms,
+            reason: reason.to_owned(),
+        };
+        let stored = listing.encode();
+        let entry = match Target::parse(target)? {
+            Target::Net(net) => {
+                let text = net.to_string();
+                self.prune_nets(now_ms.map_or_else(|| self.store.clock_ms(), Ok)?)?;
+                self.store.set_shared(
+                    SharedHash::Nets,
+                    &mark(list.field(), text.as_bytes()),
+                    Some(stored.as_bytes()),
+                )?;
+                Entry {
+                    field: list.field(),
+                    target: text.into_bytes(),
+                    network: true,
+                    until_ms: Some(until_ms),
+                    detail: listing.reason,
+                }
+            }
+            Target::Key(key) => {
+                let now_ms = now_ms.map_or_else(|| self.store.clock_ms(), Ok)?;
+                self.store
+                    .set_record(&key_tag(&key), list.field(), Some(&stored), now_ms)?;
+                self.store.set_shared(
+                    SharedHash::Directory,
+                    &mark(list.field(), &key),
+                    Some(stored.as_bytes()),
+                )?;
+                Entry {
+                    field: list.field(),
+                    target: key,
+                    network: false,
+                    until_ms: Some(until_ms),
+                    detail: listing.reason,
+                }
+            }
+        };
+        policy::bump_epoch();
+        Ok(entry)
+    }
+
+    /// Takes `target` off `list`; returns whether it was on it (lapsed or not).
+    pub fn remove(&self, list: List, target: &[u8]) -> Result<bool> {
+        let existed = match Target::parse(target)? {
+            Target::Net(net) => self.store.set_shared(
+                SharedHash::Nets,
+                &mark(list.field(), net.to_string().as_bytes()),
+                None,
+            )?,
+            Target::Key(key) => {
+                let tag = key_tag(&key);
+                let now_ms = self.store.clock_ms()?;
+                let slot = if list == List::Safe { 0 } else { 1 };
+                let was = self.store.record(&tag)?[slot].is_some();
+                self.store.set_record(&tag, list.field(), None, now_ms)?;
+                self.store
+                    .set_shared(SharedHash::Directory, &mark(list.field(), &key), None)?;
+                was
+            }
+        };
+        policy::bump_epoch();
+        Ok(existed)
+    }
+
+    /// Stores `tier` for `key` (`None` removes it): checks of the key by a
+    /// limiter that has this tier use its rules from the next check on.
+    pub fn set_tier(&self, key: &[u8], tier: Option<&str>) -> Result<()> {
+        if let Some(tier) = tier {
+            policy::check_tier_name(tier)?;
+        }
+        self.set_assignment(key, Field::Tier, tier)
+    }
+
+    /// Stores `rules` as `key`'s own (`None` restores the configured rules),
+    /// from the next check on, in every process.
+    pub fn set_override(&self, key: &[u8], rules: Option<&RuleSet>) -> Result<()> {
+        let encoded = rules.map(encode_rules);
+        self.set_assignment(key, Field::Override, encoded.as_deref())
+    }
+
+    fn set_assignment(&self, key: &[u8], field: Field, value: Option<&str>) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::config("the key is empty"));
+        }
+        let now_ms = self.store.clock_ms()?;
+        self.store.set_record(&key_tag(key), field, value, now_ms)?;
+        self.store.set_shared(
+            SharedHash::Directory,
+            &mark(field, key),
+            value.map(str::as_bytes),
+        )?;
+        policy::bump_epoch();
+        Ok(())
+    }
+
+    /// Every standing listing, tier and override, keys first, each group by target.
+    pub fn entries(&self, now: Option<f64>) -> Result<Vec<Entry>> {
+        let now_ms = self.now_ms(now)?;
+        let mut out = Vec::new();
+        for (hash, network) in [(SharedHash::Directory, false), (SharedHash::Nets, true)] {
+            for (field, value) in self.store.shared(hash)? {
+                let Some((&code, target)) = field.split_first() else {
+                    continue;
+                };
+                let (Some(kind), Ok(value)) = (Field::from_code(code), String::from_utf8(value))
+                else {
+                    continue;
+                };
+                let entry = match kind {
+                    Field::Safe | Field::Block => match Listing::decode(&value) {
+                        Some(l) if l.stands_at(now_ms) => Entry {
+                            field: kind,
+                            target: target.to_vec(),
+                            network,
+                            until_ms: Some(l.until_ms),
+                            detail: l.reason,
+                        },
+                        _ => {
+                            // lapsed: forget it (a lapsed address entry changes nothing held)
+                            if hash == SharedHash::Directory {
+                                self.store.set_shared(hash, &field, None)?;
+                            }
+                            continue;
+                        }
+                    },
+                    Field::Tier => Entry {
+                        field: kind,
+                        target: target.to_vec(),
+                        network,
+                        until_ms: None,
+                        detail: value,
+                    },
+                    Field::Override => Entry {
+                        field: kind,
+                        target: target.to_vec(),
+                        network,
+                        until_ms: None,
+                        detail: policy::decode_rules(&value)
+                            .map_or(value, |rules| rules.to_string()),
+                    },
+                };
+                out.push(entry);
+            }
+        }
+        out.sort_by(|a, b| {
+            (a.network, &a.target, a.field.code()).cmp(&(b.network, &b.target, b.field.code()))
+        });
+        Ok(out)
+    }
+
+    /// What is stored for `key`: its record, and for an address, how the
+    /// address lists judge it.
+    pub fn inspect(&self, key: &[u8], now: Option<f64>) -> Result<Inspection> {
+        let now_ms = self.now_ms(now)?;
+        let record = Record::decode(&self.store.record(&key_tag(key))?, now_ms);
+        let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
+            Some(ip) => {
+                let version = self.store.policy_version()?;
+                let shared = load_shared(&*self.store, version)?;
+                shared
+                    .judge_ip(ip, now_ms)
+                    .map(|(list, listing)| (list, listing.clone()))
+            }
+            None => None,
+        };
+        Ok(Inspection {
+            record,
+            address,
+            now_ms,
+        })
+    }
+
+    /// The global switches as stored.
+    pub fn switches(&self) -> Result<Switches> {
+        Ok(Switches::from_fields(
+            &self.store.shared(SharedHash::Switches)?,
+        ))
+    }
+
+    /// Turns limiting on or off everywhere (processes see it within their
+    /// policy refresh; this one at once).
+    pub fn set_enabled(&self, enabled: bool) -> Result<Switches> {
+        self.set_switch("enabled", if enabled { "1" } else { "0" })
+    }
+
+    /// Turns shadow mode (decide and report, never deny) on or off.
+    pub fn set_shadow(&self, shadow: bool) -> Result<Switches> {
+        self.set_switch("shadow", if shadow { "1" } else { "0" })
+    }
+
+    /// Multiplies every configured and tier limit (not overrides) by `m`
+    /// (above 0, at most 1000; 1 restores them).
+    pub fn set_multiplier(&self, m: f64) -> Result<Switches> {
+        if !policy::valid_multiplier(m) {
+            return Err(Error::config(format!(
+                "invalid multiplier {m}: give a number above 0 and at most {}",
+                policy::MAX_MULTIPLIER
+            )));
+        }
+        self.set_switch("multiplier", &m.to_string())
+    }
+
+    fn set_switch(&self, name: &str, value: &str) -> Result<Switches> {
+        self.store.set_shared(
+            SharedHash::Switches,
+            name.as_bytes(),
+            Some(value.as_bytes()),
+        )?;
+        policy::bump_epoch();
+        self.switches()
+    }
+
+    /// Drops lapsed address entries (so fail2ban bans do not pile up).
+    fn prune_nets(&self, now_ms: u64) -> Result<()> {
+        for (field, value) in self.store.shared(SharedHash::Nets)? {
+            let lapsed = std::str::from_utf8(&value)
+                .ok()
+                .and_then(Listing::decode)
+                .is_none_or(|l| !l.stands_at(now_ms));
+            if lapsed {
+                self.store.set_shared(SharedHash::Nets, &field, None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A shared-hash field: the field's one-letter code, then the target.
+fn mark(field: Field, target: &[u8]) -> Vec<u8> {
+    let mut out = field.code().as_bytes().to_vec();
+    out.extend_from_slice(target);
+    out
+}

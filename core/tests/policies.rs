@@ -1,0 +1,383 @@
+//! Policies on every store: listings (keys, addresses, ranges) with TTLs,
+//! tiers and overrides stored per key, the global switches, and fail2ban.
+//! On Redis and the Cluster, "another process" is a second store (its own
+//! pool and its own view of the shared policies) with the same prefix.
+
+mod common;
+
+use ratekeeper_core::policy::Field;
+use ratekeeper_core::store::{self, Store, StoreOptions};
+use ratekeeper_core::{Admin, CheckOptions, Fail2Ban, Limiter, List, OnError, RuleSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+const T0: f64 = 1_700_000_000.0;
+
+/// A store's name, this process's handle on it, another process's.
+type Pair = (&'static str, Arc<dyn Store>, Arc<dyn Store>);
+
+/// Each store as two processes see it.
+fn pairs() -> Vec<Pair> {
+    let mut out = Vec::new();
+    let memory = common::memory();
+    out.push(("memory", memory.clone(), memory));
+    let mut urls = vec![("redis", common::redis_url())];
+    if let Ok(cluster) = std::env::var("RATEKEEPER_TEST_CLUSTER") {
+        urls.push(("cluster", cluster));
+    }
+    for (name, url) in urls {
+        let options = StoreOptions {
+            prefix: common::unique_prefix(),
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            ..StoreOptions::default()
+        };
+        out.push((
+            name,
+            store::open(&url, &options).unwrap(),
+            store::open(&url, &options).unwrap(),
+        ));
+    }
+    out
+}
+
+fn limiter(store: &Arc<dyn Store>, rules: &str) -> Limiter {
+    Limiter::with_store(
+        RuleSet::parse(rules).unwrap(),
+        store.clone(),
+        OnError::Raise,
+    )
+    .with_denial_cache(Duration::ZERO)
+    .with_policy_refresh(Duration::from_millis(100))
+    .unwrap()
+}
+
+fn at(limiter: &Limiter, key: &str, now: f64) -> ratekeeper_core::Decision {
+    limiter.check(key.as_bytes(), 1, Some(now)).unwrap()
+}
+
+#[test]
+fn a_blocked_key_is_refused_by_every_process_at_once_until_its_ttl() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "100/minute");
+        assert!(at(&app, "user:1", T0).allowed, "{name}");
+        let admin = Admin::new(here.clone());
+        let entry = admin
+            .add(List::Block, b"user:1", Some(60.0), "chargeback", Some(T0))
+            .unwrap();
+        assert_eq!(entry.until_ms, Some(1_700_000_060_000));
+        let d = at(&app, "user:1", T0 + 1.0);
+        assert!(!d.allowed && d.blocked, "{name}: blocked on the next check");
+        assert_eq!(d.reason.as_deref(), Some("chargeback"));
+        assert_eq!(
+            d.retry_after_ms,
+            Some(59_000),
+            "{name}: until the entry lapses"
+        );
+        assert!(
+            at(&app, "user:2", T0 + 1.0).allowed,
+            "{name}: other keys pass"
+        );
+        let d = at(&app, "user:1", T0 + 61.0);
+        assert!(
+            d.allowed && !d.blocked,
+            "{name}: the block lapsed after its TTL"
+        );
+        // unblock before the TTL
+        admin
+            .add(List::Block, b"user:1", None, "", Some(T0 + 100.0))
+            .unwrap();
+        assert!(!at(&app, "user:1", T0 + 101.0).allowed, "{name}");
+        assert!(admin.remove(List::Block, b"user:1").unwrap(), "{name}");
+        assert!(at(&app, "user:1", T0 + 102.0).allowed, "{name}: unblocked");
+        assert!(!admin.remove(List::Block, b"user:1").unwrap(), "{name}");
+    }
+}
+
+#[test]
+fn a_safelisted_key_skips_limiting_and_is_not_counted() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "1/minute");
+        let admin = Admin::new(here);
+        admin
+            .add(List::Safe, b"office", Some(3600.0), "our NAT", Some(T0))
+            .unwrap();
+        for i in 0..5 {
+            let d = at(&app, "office", T0 + f64::from(i));
+            assert!(d.allowed && d.safelisted, "{name}");
+        }
+        admin.remove(List::Safe, b"office").unwrap();
+        assert!(
+            at(&app, "office", T0 + 10.0).allowed,
+            "{name}: nothing was counted"
+        );
+        assert!(!at(&app, "office", T0 + 11.0).allowed, "{name}");
+        assert_eq!(app.stats().safelisted, 5, "{name}");
+    }
+}
+
+#[test]
+fn addresses_and_ranges_are_matched_against_the_client_address() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "100/minute");
+        let admin = Admin::new(here);
+        admin
+            .add(
+                List::Block,
+                b"203.0.113.0/24",
+                Some(60.0),
+                "botnet",
+                Some(T0),
+            )
+            .unwrap();
+        admin
+            .add(List::Safe, b"203.0.113.9", Some(60.0), "", Some(T0))
+            .unwrap();
+        // other processes see address lists within their refresh (100 ms here)
+        std::thread::sleep(Duration::from_millis(150));
+        let opts = |ip| CheckOptions {
+            now: Some(T0 + 1.0),
+            ip: Some(ip),
+            ..CheckOptions::default()
+        };
+        let d = app.check_with(b"user:5", &opts("203.0.113.77")).unwrap();
+        assert!(!d.allowed && d.blocked, "{name}: in the range");
+        assert_eq!(d.reason.as_deref(), Some("botnet"));
+        assert!(
+            app.check_with(b"user:5", &opts("203.0.114.1"))
+                .unwrap()
+                .allowed,
+            "{name}"
+        );
+        let d = app.check_with(b"user:5", &opts("203.0.113.9")).unwrap();
+        assert!(
+            d.allowed && d.safelisted,
+            "{name}: the safelist comes first"
+        );
+        // a key that is itself an address is matched without `ip`
+        assert!(at(&app, "203.0.113.200", T0 + 1.0).blocked, "{name}");
+        assert!(
+            !at(&app, "203.0.113.200", T0 + 61.0).blocked,
+            "{name}: lapsed"
+        );
+        let entries = Admin::new(there.clone()).entries(Some(T0 + 1.0)).unwrap();
+        let shown: Vec<String> = entries
+            .iter()
+            .map(|e| format!("{}{}", e.field.code(), String::from_utf8_lossy(&e.target)))
+            .collect();
+        assert_eq!(shown, ["b203.0.113.0/24", "s203.0.113.9/32"], "{name}");
+    }
+}
+
+#[test]
+fn a_stored_override_is_obeyed_on_the_next_check_and_removing_it_restores_the_rules() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "2/minute");
+        let admin = Admin::new(here);
+        assert!(at(&app, "acme", T0).allowed);
+        assert!(at(&app, "acme", T0 + 1.0).allowed);
+        assert!(!at(&app, "acme", T0 + 2.0).allowed, "{name}");
+        admin
+            .set_override(b"acme", Some(&RuleSet::parse("5/minute; 50/hour").unwrap()))
+            .unwrap();
+        let d = at(&app, "acme", T0 + 3.0);
+        assert!(
+            d.allowed && d.overridden,
+            "{name}: the override admits more"
+        );
+        assert_eq!(d.rules.len(), 2);
+        assert_eq!(
+            (d.rules[0].limit, d.rules[0].remaining),
+            (5, 2),
+            "{name}: units kept"
+        );
+        admin.set_override(b"acme", None).unwrap();
+        let d = at(&app, "acme", T0 + 4.0);
+        assert!(!d.allowed && !d.overridden, "{name}: back to 2/minute");
+        assert_eq!(d.rules.len(), 1);
+    }
+}
+
+#[test]
+fn tiers_come_from_the_caller_or_from_the_store() {
+    for (name, here, there) in pairs() {
+        let tiers = vec![
+            ("free".to_owned(), RuleSet::parse("1/minute").unwrap()),
+            ("pro".to_owned(), RuleSet::parse("3/minute").unwrap()),
+        ];
+        let app = limiter(&there, "2/minute").with_tiers(tiers).unwrap();
+        let free = |now| CheckOptions {
+            now: Some(now),
+            tier: Some("free"),
+            ..CheckOptions::default()
+        };
+        let d = app.check_with(b"u", &free(T0)).unwrap();
+        assert!(d.allowed && d.tier.as_deref() == Some("free"), "{name}");
+        assert!(
+            !app.check_with(b"u", &free(T0 + 1.0)).unwrap().allowed,
+            "{name}"
+        );
+        Admin::new(here.clone())
+            .set_tier(b"u", Some("pro"))
+            .unwrap();
+        let d = app.check_with(b"u", &free(T0 + 2.0)).unwrap();
+        assert!(
+            d.allowed && d.tier.as_deref() == Some("pro"),
+            "{name}: the stored tier wins"
+        );
+        assert_eq!(d.rules[0].limit, 3);
+        let err = app
+            .check_with(
+                b"u",
+                &CheckOptions {
+                    tier: Some("gold"),
+                    ..CheckOptions::default()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'gold'") && err.contains("free, pro"), "{err}");
+        let inspected = Admin::new(there.clone()).inspect(b"u", None).unwrap();
+        assert_eq!(inspected.record.tier.as_deref(), Some("pro"), "{name}");
+        Admin::new(here).set_tier(b"u", None).unwrap();
+        assert!(
+            !app.check_with(b"u", &free(T0 + 3.0)).unwrap().allowed,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn switches_turn_limiting_off_shadow_it_or_scale_it() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "2/minute");
+        let admin = Admin::new(here);
+        let wait = || std::thread::sleep(Duration::from_millis(150));
+        admin.set_shadow(true).unwrap();
+        wait();
+        for i in 0..4 {
+            let d = at(&app, "s", T0 + f64::from(i));
+            assert!(d.allowed, "{name}: shadow mode never denies");
+            assert_eq!(d.shadowed, i >= 2, "{name}: but reports what it would deny");
+        }
+        assert_eq!(app.stats().denied, 2, "{name}: shadow denials are counted");
+        admin.set_shadow(false).unwrap();
+        admin.set_multiplier(2.0).unwrap();
+        wait();
+        let d = at(&app, "s", T0 + 5.0);
+        assert!(d.allowed && d.rules[0].limit == 4, "{name}: limits doubled");
+        assert!(admin.set_multiplier(0.0).is_err());
+        admin.set_multiplier(1.0).unwrap();
+        admin.set_enabled(false).unwrap();
+        wait();
+        for _ in 0..5 {
+            assert!(at(&app, "s", T0 + 6.0).allowed, "{name}: switched off");
+        }
+        admin.set_enabled(true).unwrap();
+        wait();
+        assert!(!at(&app, "s", T0 + 7.0).allowed, "{name}: on again");
+        assert_eq!(
+            Admin::new(there).switches().unwrap(),
+            ratekeeper_core::Switches::default()
+        );
+    }
+}
+
+#[test]
+fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "100/minute");
+        let rule = Fail2Ban::new("logins", 3, 60.0, 600.0).unwrap();
+        let strikes = limiter(&here, "100/minute");
+        // strikes spread wider than findtime never ban
+        for i in 0..5 {
+            let s = strikes
+                .penalize(b"mallory", &rule, Some(T0 + 61.0 * f64::from(i)))
+                .unwrap();
+            assert!(!s.banned, "{name}");
+        }
+        let t = T0 + 1000.0;
+        assert!(!strikes.penalize(b"eve", &rule, Some(t)).unwrap().banned);
+        assert!(
+            !strikes
+                .penalize(b"eve", &rule, Some(t + 1.0))
+                .unwrap()
+                .banned
+        );
+        let third = strikes.penalize(b"eve", &rule, Some(t + 2.0)).unwrap();
+        assert!(third.banned && third.strikes == 3, "{name}");
+        let d = at(&app, "eve", t + 3.0);
+        assert!(
+            d.blocked && d.reason.as_deref() == Some("fail2ban logins"),
+            "{name}"
+        );
+        assert!(at(&app, "eve", t + 603.0).allowed, "{name}: the ban lapsed");
+        // an address is banned as an address: any key checked from it is refused
+        for i in 0..3 {
+            strikes
+                .penalize(b"198.51.100.4", &rule, Some(t + f64::from(i)))
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        let from = CheckOptions {
+            now: Some(t + 4.0),
+            ip: Some("198.51.100.4"),
+            ..CheckOptions::default()
+        };
+        assert!(app.check_with(b"user:9", &from).unwrap().blocked, "{name}");
+        let listed = Admin::new(here).entries(Some(t + 4.0)).unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|e| e.field == Field::Block && e.target == b"198.51.100.4/32"),
+            "{name}: {listed:?}"
+        );
+    }
+}
+
+#[test]
+fn scopes_keep_logs_apart_but_share_the_key_policies() {
+    for (name, here, _) in pairs() {
+        let api = limiter(&here, "1/minute").with_scope("api").unwrap();
+        let web = limiter(&here, "1/minute").with_scope("web").unwrap();
+        assert!(
+            at(&api, "k", T0).allowed && at(&web, "k", T0).allowed,
+            "{name}"
+        );
+        assert!(!at(&api, "k", T0 + 1.0).allowed, "{name}");
+        web.reset(b"k").unwrap();
+        assert!(
+            !at(&api, "k", T0 + 2.0).allowed,
+            "{name}: reset is per scope"
+        );
+        Admin::new(here.clone())
+            .add(List::Block, b"k", None, "", Some(T0))
+            .unwrap();
+        assert!(
+            at(&web, "k", T0 + 3.0).blocked && at(&api, "k", T0 + 3.0).blocked,
+            "{name}"
+        );
+        assert!(limiter(&here, "1/s").with_scope("has space").is_err());
+    }
+}
+
+#[test]
+fn bad_admin_input_is_a_configuration_error() {
+    let admin = Admin::new(common::memory());
+    for (ttl, reason, word) in [
+        (Some(0.0), "", "ttl"),
+        (Some(f64::NAN), "", "ttl"),
+        (None, &"x".repeat(600)[..], "reason"),
+    ] {
+        let e = admin
+            .add(List::Block, b"k", ttl, reason, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(word), "{e}");
+    }
+    assert!(admin.add(List::Block, b"", None, "", None).is_err());
+    assert!(admin
+        .add(List::Block, b"10.0.0.0/99", None, "", None)
+        .is_err());
+    assert!(admin.set_tier(b"k", Some("no spaces")).is_err());
+}

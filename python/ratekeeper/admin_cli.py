@@ -1,0 +1,202 @@
+"""The admin commands of the ``ratekeeper`` tool: block, unblock, safelist,
+unsafelist, list, inspect, set-tier, set-override, clear-override, switch.
+
+Every command takes ``--store URL`` (default ``$RATEKEEPER_STORE`` or
+``redis://127.0.0.1:6379/0``), ``--prefix`` (default ``$RATEKEEPER_PREFIX``
+or ``rk``: the limiters' prefix) and ``--json``. Exit codes: 0 done, 1 the
+store failed, 2 bad arguments, 3 not found (unblock or unsafelist of a
+target that is not listed).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ratekeeper._ratekeeper import Admin, ConfigurationError, Limiter, StorageError
+
+OK, FAILED, USAGE, NOT_FOUND = 0, 1, 2, 3
+
+Action = Callable[[Admin, argparse.Namespace], Any]
+
+
+def _left(expires_at: Optional[float]) -> str:
+    if expires_at is None:
+        return "-"
+    seconds = max(0, int(expires_at - time.time()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{days}d{hours:02}h" if days else f"{hours}h{minutes:02}m" if hours else f"{minutes}m{seconds:02}s"
+
+
+def _show(value: Any) -> str:
+    """A result as plain text."""
+    if isinstance(value, list):
+        if not value:
+            return "nothing listed"
+        rows = [(e["kind"], e["target"], _left(e["expires_at"]), e["detail"]) for e in value]
+        width = [max(len(r[i]) for r in rows + [("KIND", "TARGET", "LEFT", "")]) for i in range(3)]
+        lines = [f"{'KIND':<{width[0]}}  {'TARGET':<{width[1]}}  {'LEFT':<{width[2]}}  DETAIL"]
+        lines += [f"{k:<{width[0]}}  {t:<{width[1]}}  {left:<{width[2]}}  {d}" for k, t, left, d in rows]
+        return "\n".join(lines)
+    if isinstance(value, dict):
+        out = []
+        for name, item in value.items():
+            if isinstance(item, dict):
+                item = ", ".join(f"{k}={_left(v) + ' left' if k == 'expires_at' else v}" for k, v in item.items())
+            elif isinstance(item, list):
+                item = "; ".join(str(x) for x in item)
+            out.append(f"{name}: {'-' if item is None else item}")
+        return "\n".join(out)
+    return str(value)
+
+
+def _listing(which: str) -> Action:
+    def act(admin: Admin, args: argparse.Namespace) -> Any:
+        add = admin.block if which == "block" else admin.safelist
+        return add(args.target, args.ttl, args.reason or "")
+
+    return act
+
+
+def _unlisting(which: str) -> Action:
+    def act(admin: Admin, args: argparse.Namespace) -> Any:
+        remove = admin.unblock if which == "block" else admin.unsafelist
+        if not remove(args.target):
+            raise LookupError(f"{args.target} is not on the {which}list")
+        return {"removed": args.target}
+
+    return act
+
+
+def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
+    seen = admin.inspect(args.key)
+    rules = args.rules or seen["override"]
+    if rules:
+        tiers = dict(t.split("=", 1) for t in args.tier_rules or [])
+        limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
+                          timeout=2.0, connect_timeout=2.0, denial_cache=0.0)
+        decision = limiter.peek(args.key)
+        seen["usage"] = [f"{r.limit}/{r.window:g}s: {r.used} used, {r.remaining} left" for r in decision.rules]
+    return seen
+
+
+def _set_tier(admin: Admin, args: argparse.Namespace) -> Any:
+    admin.set_tier(args.key, args.tier)
+    return {"key": args.key, "tier": args.tier}
+
+
+def _set_override(admin: Admin, args: argparse.Namespace) -> Any:
+    admin.set_override(args.key, args.rules)
+    return {"key": args.key, "override": args.rules}
+
+
+def _clear_override(admin: Admin, args: argparse.Namespace) -> Any:
+    admin.set_override(args.key, None)
+    return {"key": args.key, "override": None}
+
+
+def _switch(admin: Admin, args: argparse.Namespace) -> Any:
+    change: Dict[str, Any] = {
+        "enable": {"enabled": True},
+        "disable": {"enabled": False},
+        "shadow": {"shadow": True},
+        "unshadow": {"shadow": False},
+        "status": {},
+    }[args.state]
+    if args.multiplier is not None:
+        change["multiplier"] = args.multiplier
+    return admin.set_switches(**change) if change else admin.switches()
+
+
+class Command:
+    """One admin command: its name, help, arguments and action."""
+
+    def __init__(self, name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None], action: Action):
+        self.NAME = name
+        self.help = help
+        self.arguments = arguments
+        self.action = action
+
+    def add_parser(self, subparsers: Any) -> argparse.ArgumentParser:
+        """Adds this command's parser, with the options every admin command takes."""
+        parser: argparse.ArgumentParser = subparsers.add_parser(self.NAME, help=self.help, description=self.help)
+        self.arguments(parser)
+        parser.add_argument("--store", default=os.environ.get("RATEKEEPER_STORE", "redis://127.0.0.1:6379/0"),
+                            help="the store URL (default: $RATEKEEPER_STORE or redis://127.0.0.1:6379/0)")
+        parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
+                            help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(run=self.run)
+        return parser
+
+    def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        """Runs the command; prints the result or the error; returns the exit code."""
+        try:
+            admin = Admin(args.store, prefix=args.prefix)
+            result = self.action(admin, args)
+        except (ConfigurationError, TypeError) as exc:
+            parser.print_usage(sys.stderr)
+            print(f"ratekeeper {self.NAME}: error: {exc}", file=sys.stderr)
+            return USAGE
+        except StorageError as exc:
+            print(f"ratekeeper {self.NAME}: the store failed: {exc}", file=sys.stderr)
+            return FAILED
+        except LookupError as exc:
+            print(f"ratekeeper {self.NAME}: {exc.args[0]}", file=sys.stderr)
+            return NOT_FOUND
+        print(json.dumps(result, indent=2, sort_keys=True) if args.json else _show(result))
+        return OK
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="a key, an IP address or a CIDR range")
+
+
+def _listing_args(parser: argparse.ArgumentParser) -> None:
+    _target(parser)
+    parser.add_argument("--ttl", type=float, default=None, help="seconds the entry lasts (default: one week)")
+    parser.add_argument("--reason", default="", help="why (shown by list and inspect)")
+
+
+def _key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="the key, as the application checks it")
+
+
+def _inspect_args(parser: argparse.ArgumentParser) -> None:
+    _key(parser)
+    parser.add_argument("--rules", help="the key's configured rules, to show its usage per rule")
+    parser.add_argument("--scope", help="the limiter's scope (Django: default, path:/api/...; Rack: the throttle name)")
+    parser.add_argument("--tier-rules", nargs="*", metavar="NAME=RULES", help="the limiter's tiers")
+
+
+def _tier_args(parser: argparse.ArgumentParser) -> None:
+    _key(parser)
+    parser.add_argument("tier", help="the tier's name, as the limiters configure it")
+
+
+def _override_args(parser: argparse.ArgumentParser) -> None:
+    _key(parser)
+    parser.add_argument("rules", help="the key's own rules, such as '100/second; 100000/day'")
+
+
+def _switch_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("state", choices=["enable", "disable", "shadow", "unshadow", "status"])
+    parser.add_argument("--multiplier", type=float, help="multiply configured and tier limits (1 restores them)")
+
+
+COMMANDS: List[Command] = [
+    Command("block", "Block a key, address or range (403) for a TTL.", _listing_args, _listing("block")),
+    Command("unblock", "Remove a key, address or range from the blocklist.", _target, _unlisting("block")),
+    Command("safelist", "Safelist a key, address or range (never limited) for a TTL.", _listing_args, _listing("safe")),
+    Command("unsafelist", "Remove a key, address or range from the safelist.", _target, _unlisting("safe")),
+    Command("list", "List blocks, safelists, tiers and overrides.", lambda p: None, lambda a, args: a.entries()),
+    Command("inspect", "Show a key's listings, tier, override and usage.", _inspect_args, _inspect),
+    Command("set-tier", "Store a key's tier (used from its next check).", _tier_args, _set_tier),
+    Command("set-override", "Store a key's own rules (used from its next check).", _override_args, _set_override),
+    Command("clear-override", "Remove a key's override: its configured rules apply again.", _key, _clear_override),
+    Command("switch", "Enable, disable or shadow limiting everywhere; scale limits.", _switch_args, _switch),
+]

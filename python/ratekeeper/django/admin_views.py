@@ -1,0 +1,153 @@
+"""A staff-only page listing the safelist and blocklist, with their time left
+and reason, where staff add and remove entries.
+
+    # urls.py
+    path("ratekeeper/", include("ratekeeper.django.urls"))
+
+It works on the store and prefix of ``settings.RATEKEEPER`` through
+``ratekeeper.Admin``. Staff log in through the admin site (``admin:login``),
+and messages go through ``django.contrib.messages``, so the project needs
+``django.contrib.admin`` (its URLs), ``django.contrib.messages`` and a
+DjangoTemplates engine with ``APP_DIRS``. The views protect themselves
+against CSRF, with or without ``CsrfViewMiddleware``.
+"""
+
+import time
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+
+from ratekeeper._ratekeeper import Admin, ConfigurationError, StorageError
+from ratekeeper.django.conf import get_config
+
+TEMPLATE = "ratekeeper/policies.html"
+LISTS = {"block": "blocklist", "safelist": "safelist"}
+LISTINGS = ("safelist", "blocklist")
+
+
+def _admin() -> Admin:
+    """A ratekeeper.Admin on the store and prefix of settings.RATEKEEPER."""
+    config = get_config()
+    assert config.base is not None
+    return config.base.admin()
+
+
+def time_left(seconds: float) -> str:
+    """``seconds`` as its two largest units, e.g. "59m 59s", "6d 23h"."""
+    whole = max(0, int(seconds))
+    parts: List[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count or parts:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts[:2]) or "0s"
+
+
+def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:
+    """The entries with what the page shows of their expiry: seconds and time left, expiry as a datetime."""
+    rows = []
+    for entry in entries:
+        row = dict(entry)
+        expires_at = entry.get("expires_at")
+        if expires_at is not None:
+            left = max(0.0, expires_at - now)
+            row["seconds_left"] = int(left)
+            row["left"] = time_left(left)
+            row["expires"] = datetime.fromtimestamp(expires_at, tz=timezone.utc)
+        rows.append(row)
+    return rows
+
+
+def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: Optional[List[str]] = None, status: int = 200) -> HttpResponse:
+    """The page: entries from the store, the add form (as posted when it had errors), errors and messages."""
+    errors = list(errors or [])
+    listings: List[Dict[str, Any]] = []
+    others: List[Dict[str, Any]] = []
+    try:
+        entries = _admin().entries()
+    except StorageError as exc:
+        errors.append(f"The store could not be read: {exc}")
+        status = 503
+    else:
+        rows = _rows(entries, time.time())
+        listings = sorted((r for r in rows if r["kind"] in LISTINGS), key=lambda r: (r["kind"], r["target"]))
+        others = sorted((r for r in rows if r["kind"] not in LISTINGS), key=lambda r: (r["kind"], r["target"]))
+    context = {
+        "listings": listings,
+        "others": others,
+        "errors": errors,
+        "form": form or {"list": "block", "target": "", "ttl": "", "reason": ""},
+        "flash": list(messages.get_messages(request)),
+    }
+    return render(request, TEMPLATE, context, status=status)
+
+
+@staff_member_required
+@csrf_protect
+@require_GET
+def policies(request: HttpRequest) -> HttpResponse:
+    """The list of safelist and blocklist entries (tiers and overrides read-only), with the add form."""
+    return _page(request)
+
+
+@staff_member_required
+@csrf_protect
+@require_POST
+def add_entry(request: HttpRequest) -> HttpResponse:
+    """Blocks or safelists the posted target for the posted ttl (seconds; blank: one week)
+    with the posted reason, then redirects to the list. Bad input is shown on the page."""
+    form = {name: request.POST.get(name, "").strip() for name in ("list", "target", "ttl", "reason")}
+    errors = []
+    ttl: Optional[float] = None
+    if form["list"] not in LISTS:
+        errors.append("Choose block or safelist.")
+    if not form["target"]:
+        errors.append("Give a target: a key (user:42), an IP address or a CIDR range (10.0.0.0/8).")
+    if form["ttl"]:
+        try:
+            ttl = float(form["ttl"])
+        except ValueError:
+            errors.append(f"invalid ttl {form['ttl']!r}: give seconds, or leave it blank for one week")
+    if not errors:
+        admin = _admin()
+        action = admin.block if form["list"] == "block" else admin.safelist
+        try:
+            entry = action(form["target"], ttl=ttl, reason=form["reason"])
+        except ConfigurationError as exc:
+            errors.append(str(exc))
+        except StorageError as exc:
+            return _page(request, form, [f"The store could not be written: {exc}"], status=503)
+        else:
+            messages.success(request, f"Added {entry['target']} to the {entry['kind']} for {time_left(ttl or 7 * 86400)}.")
+            return HttpResponseRedirect(reverse("ratekeeper:policies"))
+    return _page(request, form, errors, status=400)
+
+
+@staff_member_required
+@csrf_protect
+@require_POST
+def remove_entry(request: HttpRequest) -> HttpResponse:
+    """Removes the posted target from the posted list (kind safelist or blocklist), then redirects to the list."""
+    kind = request.POST.get("kind", "")
+    target = request.POST.get("target", "")
+    if kind not in LISTINGS or not target:
+        return _page(request, errors=["Nothing to remove: give kind (safelist or blocklist) and target."], status=400)
+    admin = _admin()
+    try:
+        removed = admin.unsafelist(target) if kind == "safelist" else admin.unblock(target)
+    except ConfigurationError as exc:
+        return _page(request, errors=[str(exc)], status=400)
+    except StorageError as exc:
+        return _page(request, errors=[f"The store could not be written: {exc}"], status=503)
+    if removed:
+        messages.success(request, f"Removed {target} from the {kind}.")
+    else:
+        messages.warning(request, f"{target} was not on the {kind} (it may have expired).")
+    return HttpResponseRedirect(reverse("ratekeeper:policies"))

@@ -1,0 +1,244 @@
+//! The `Admin` class: safelist and blocklist entries, a key's tier or
+//! override, and the global switches, changed and read through the core's
+//! `Admin`. Entries and inspections come back as plain dicts.
+
+use crate::convert;
+use crate::errors::guard;
+use crate::limiter::run_core;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ratekeeper_core as core;
+use ratekeeper_core::policy::Listing;
+
+/// Changes and reads the policies in a store (see `ratekeeper.Admin`).
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct Admin {
+    inner: core::Admin,
+}
+
+impl Admin {
+    /// Wraps a core admin (for `Limiter.admin()`).
+    pub fn wrap(inner: core::Admin) -> Admin {
+        Admin { inner }
+    }
+
+    fn add(
+        &self,
+        py: Python<'_>,
+        list: core::List,
+        target: &Bound<'_, PyAny>,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
+        let target = convert::key_bytes(target)?.into_owned();
+        let now = convert::now(now)?;
+        let admin = &self.inner;
+        let entry = run_core(py, true, || admin.add(list, &target, ttl, reason, now))?;
+        entry_dict(py, &entry)
+    }
+
+    fn remove(
+        &self,
+        py: Python<'_>,
+        list: core::List,
+        target: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let target = convert::key_bytes(target)?.into_owned();
+        let admin = &self.inner;
+        run_core(py, true, || admin.remove(list, &target))
+    }
+}
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn entry_dict(py: Python<'_>, entry: &core::Entry) -> PyResult<Py<PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("kind", entry.field.name())?;
+    dict.set_item("target", String::from_utf8_lossy(&entry.target))?;
+    dict.set_item("network", entry.network)?;
+    dict.set_item("expires_at", entry.until_ms.map(seconds))?;
+    dict.set_item("detail", &entry.detail)?;
+    Ok(dict.unbind())
+}
+
+fn listing_dict<'py>(
+    py: Python<'py>,
+    listing: Option<&Listing>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    listing
+        .map(|l| {
+            let dict = PyDict::new(py);
+            dict.set_item("expires_at", seconds(l.until_ms))?;
+            dict.set_item("reason", &l.reason)?;
+            Ok(dict)
+        })
+        .transpose()
+}
+
+fn switches_dict(py: Python<'_>, switches: core::Switches) -> PyResult<Py<PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("enabled", switches.enabled)?;
+    dict.set_item("shadow", switches.shadow)?;
+    dict.set_item("multiplier", switches.multiplier)?;
+    Ok(dict.unbind())
+}
+
+#[pymethods]
+impl Admin {
+    #[new]
+    #[pyo3(signature = (store = "memory://", *, prefix = "rk"))]
+    fn new(py: Python<'_>, store: &str, prefix: &str) -> PyResult<Admin> {
+        Ok(Admin {
+            inner: guard(py, || core::Admin::open(store, prefix))?,
+        })
+    }
+
+    /// Blocks `target` (a key, an IP address or a CIDR range) for `ttl`
+    /// seconds (default one week), with a reason. Returns the entry as a dict.
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None))]
+    fn block(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
+        self.add(py, core::List::Block, target, ttl, reason, now)
+    }
+
+    /// Safelists `target` (checks skip limiting) for `ttl` seconds (default one week).
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None))]
+    fn safelist(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
+        self.add(py, core::List::Safe, target, ttl, reason, now)
+    }
+
+    /// Removes `target` from the blocklist; True when it was on it.
+    fn unblock(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.remove(py, core::List::Block, target)
+    }
+
+    /// Removes `target` from the safelist; True when it was on it.
+    fn unsafelist(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.remove(py, core::List::Safe, target)
+    }
+
+    /// Every standing listing, tier and override: dicts with `kind`
+    /// (safelist, blocklist, tier, override), `target`, `network`,
+    /// `expires_at` (epoch seconds; None for a tier or override) and `detail`
+    /// (the reason, the tier, or the rules).
+    #[pyo3(signature = (*, now = None))]
+    fn entries(&self, py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Py<PyDict>>> {
+        let now = convert::now(now)?;
+        let admin = &self.inner;
+        let entries = run_core(py, true, || admin.entries(now))?;
+        entries.iter().map(|e| entry_dict(py, e)).collect()
+    }
+
+    /// What is stored for `key`: a dict with `safelist` and `blocklist`
+    /// (each None or {expires_at, reason}), `tier`, `override` (rules text),
+    /// `address` (for a key that is an IP: how the address lists judge it) and `now`.
+    #[pyo3(signature = (key, *, now = None))]
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let now = convert::now(now)?;
+        let admin = &self.inner;
+        let seen = run_core(py, true, || admin.inspect(&key, now))?;
+        let dict = PyDict::new(py);
+        dict.set_item("safelist", listing_dict(py, seen.record.safe.as_ref())?)?;
+        dict.set_item("blocklist", listing_dict(py, seen.record.block.as_ref())?)?;
+        dict.set_item("tier", seen.record.tier.as_deref())?;
+        dict.set_item(
+            "override",
+            seen.record.rules.as_ref().map(|r| r.to_string()),
+        )?;
+        let address = match &seen.address {
+            Some((list, listing)) => {
+                let d = listing_dict(py, Some(listing))?.expect("a listing");
+                d.set_item("kind", list.name())?;
+                Some(d)
+            }
+            None => None,
+        };
+        dict.set_item("address", address)?;
+        dict.set_item("now", seconds(seen.now_ms))?;
+        Ok(dict)
+    }
+
+    /// Stores `tier` for `key` (None removes it): limiters that have the tier
+    /// use its rules for the key from the next check, in every process.
+    #[pyo3(signature = (key, tier))]
+    fn set_tier(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        tier: Option<String>,
+    ) -> PyResult<()> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let admin = &self.inner;
+        run_core(py, true, || admin.set_tier(&key, tier.as_deref()))
+    }
+
+    /// Stores `rules` as `key`'s own (None restores the configured rules),
+    /// from the next check, in every process.
+    #[pyo3(signature = (key, rules))]
+    fn set_override(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        rules: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let rules = rules.map(|r| convert::rule_set(py, r)).transpose()?;
+        let admin = &self.inner;
+        run_core(py, true, || admin.set_override(&key, rules.as_ref()))
+    }
+
+    /// The global switches: a dict with `enabled`, `shadow` and `multiplier`.
+    fn switches(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let admin = &self.inner;
+        let switches = run_core(py, true, || admin.switches())?;
+        switches_dict(py, switches)
+    }
+
+    /// Changes the switches given (processes see them within their
+    /// policy_refresh; this one at once); returns them all.
+    #[pyo3(signature = (*, enabled = None, shadow = None, multiplier = None))]
+    fn set_switches(
+        &self,
+        py: Python<'_>,
+        enabled: Option<bool>,
+        shadow: Option<bool>,
+        multiplier: Option<f64>,
+    ) -> PyResult<Py<PyDict>> {
+        let admin = &self.inner;
+        let switches = run_core(py, true, || {
+            if let Some(m) = multiplier {
+                admin.set_multiplier(m)?;
+            }
+            if let Some(enabled) = enabled {
+                admin.set_enabled(enabled)?;
+            }
+            if let Some(shadow) = shadow {
+                admin.set_shadow(shadow)?;
+            }
+            admin.switches()
+        })?;
+        switches_dict(py, switches)
+    }
+}

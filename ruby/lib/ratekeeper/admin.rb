@@ -1,0 +1,70 @@
+# frozen_string_literal: true
+
+module Ratekeeper
+  # What operators change while the application runs, and read back: safelist
+  # and blocklist entries (keys, IP addresses, CIDR ranges) with a TTL and a
+  # reason, a key's tier or override, and the global switches. The native
+  # half is in ext/ratekeeper (admin.rs); every rule of it lives in the core.
+  #
+  #   admin = Ratekeeper::Admin.new(store: "redis://127.0.0.1:6379/0")
+  #   admin.block("203.0.113.7", ttl: 3600, reason: "scanner")
+  #   admin.set_override("customer:acme", "100/second; 100000/day")
+  #   admin.set_switches(shadow: true)
+  #
+  # Limiter#admin gives one on a limiter's own store (the memory store too).
+  class Admin
+    # An admin for the store a URL names, with the limiters' +prefix+.
+    def self.new(store: "memory://", prefix: "rk")
+      _open(Limiter.string_option(:store, store), Limiter.string_option(:prefix, prefix))
+    end
+
+    # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds
+    # (default one week), with a reason. Returns the entry as a Hash.
+    def block(target, ttl: nil, reason: "", now: nil)
+      _add("block", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now)
+    end
+
+    # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default one week).
+    def safelist(target, ttl: nil, reason: "", now: nil)
+      _add("safe", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now)
+    end
+
+    # Removes +target+ from the blocklist; true when it was on it.
+    def unblock(target)
+      _remove("block", target)
+    end
+
+    # Removes +target+ from the safelist; true when it was on it.
+    def unsafelist(target)
+      _remove("safe", target)
+    end
+
+    # Every standing listing, tier and override: Hashes with :kind
+    # ("safelist", "blocklist", "tier", "override"), :target, :network,
+    # :expires_at (epoch seconds; nil for a tier or override) and :detail.
+    def entries(now: nil)
+      _entries(now)
+    end
+
+    # What is stored for +key+: {safelist:, blocklist:, tier:, override:, address:, now:}.
+    def inspect_key(key, now: nil)
+      _inspect(key, now)
+    end
+
+    # Stores +tier+ for +key+ (nil removes it).
+    def set_tier(key, tier)
+      _set_tier(key, tier&.to_s)
+    end
+
+    # Stores +rules+ as +key+'s own (nil restores the configured rules).
+    def set_override(key, rules)
+      _set_override(key, rules.nil? ? nil : Limiter.normalize_rules(rules))
+    end
+
+    # Changes the switches given (nil leaves one as it is); returns them all.
+    def set_switches(enabled: nil, shadow: nil, multiplier: nil)
+      _set_switches(enabled.nil? ? nil : enabled == true, shadow.nil? ? nil : shadow == true,
+                    multiplier && Limiter.number_option(:multiplier, multiplier))
+    end
+  end
+end

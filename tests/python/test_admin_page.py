@@ -1,0 +1,342 @@
+"""The staff page of the safelist and blocklist (ratekeeper.django.urls) in
+the example project, driven in headless Chromium over a live server on the
+test Redis: login required, add, list with reason and time left, remove,
+bad input shown on the page. A few checks through Django's test client
+cover CSRF and an unreachable store.
+
+Needs Debian's chromium and chromium-driver and selenium from PyPI: without
+them the browser test is skipped, except under CI (CI set), where it fails."""
+
+import os
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db import connections
+from django.test import Client, override_settings
+from django.test.testcases import LiveServerThread, _StaticFilesHandler
+
+from ratekeeper import Admin, Limiter
+from conftest import unique_prefix
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+WAIT = 15  # seconds an explicit wait may take before the test fails
+FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def database():
+    call_command("migrate", verbosity=0, run_syncdb=True)
+
+
+@pytest.fixture
+def config(redis_url):
+    """The example's settings on a fresh prefix. The staff pages (and the admin's
+    static files, which this project does not serve) are exempt, so that a quick
+    browser does not run into the example's 5/second."""
+    raw = dict(
+        settings.RATEKEEPER,
+        STORE=redis_url,
+        PREFIX=unique_prefix(),
+        EXEMPT_PATHS=list(settings.RATEKEEPER.get("EXEMPT_PATHS", [])) + ["/ratekeeper/", "/admin/", "/static/"],
+    )
+    with override_settings(RATEKEEPER=raw, PASSWORD_HASHERS=FAST_HASHER):
+        yield raw
+
+
+@pytest.fixture
+def admin(config):
+    """A ratekeeper.Admin on the same store and prefix as the page."""
+    return Admin(config["STORE"], prefix=config["PREFIX"])
+
+
+def make_user(staff: bool, password: str = "pw") -> User:
+    name = ("staff-" if staff else "user-") + unique_prefix()
+    return User.objects.create_user(name, password=password, is_staff=staff)
+
+
+@pytest.fixture
+def live_server(config):
+    """The example project on a free loopback port, sharing the in-memory
+    database with this thread (as Django's LiveServerTestCase does)."""
+    shared = {c.alias: c for c in connections.all() if c.vendor == "sqlite" and c.is_in_memory_db()}
+    for conn in shared.values():
+        conn.inc_thread_sharing()
+    server = LiveServerThread("127.0.0.1", _StaticFilesHandler, connections_override=shared, port=0)
+    server.daemon = True
+    server.start()
+    server.is_ready.wait()
+    try:
+        if server.error:
+            raise server.error
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+        # a connection the browser kept alive ends in its own thread, which then
+        # closes the shared database: let those threads finish first
+        for thread in threading.enumerate():
+            if "process_request_thread" in thread.name:
+                thread.join(timeout=10)
+        for conn in shared.values():
+            conn.dec_thread_sharing()
+
+
+def _missing():
+    missing = []
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install selenium)")
+    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not os.access(path, os.X_OK):
+            missing.append(f"{path} (apt-get install {package})")
+    return missing
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium through chromedriver. Skipped when they or selenium are
+    missing, but failed under CI, where they must be there."""
+    missing = _missing()
+    if missing:
+        message = "the browser test needs " + ", ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI is set: not skipping)")
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1024"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# -- helpers driving the page ------------------------------------------------
+
+
+def wait(driver):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT)
+
+
+def find(driver, css):
+    """Waits for the element the CSS selector finds, and returns it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    return wait(driver).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def submit(driver, button):
+    """Clicks a submit button and waits until the next page has replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    button.click()
+    wait(driver).until(ec.staleness_of(old))
+    find(driver, "body")
+
+
+def rows(driver):
+    """The entries the page lists: {(kind, target): {reason, seconds, left, expires}}."""
+    from selenium.webdriver.common.by import By
+
+    table = find(driver, "#entries")
+    found = {}
+    for row in table.find_elements(By.CSS_SELECTOR, "tr.entry"):
+        left = row.find_element(By.CSS_SELECTOR, "td.left")
+        found[(row.get_attribute("data-kind"), row.get_attribute("data-target"))] = {
+            "reason": row.find_element(By.CSS_SELECTOR, "td.reason").text,
+            "seconds": int(left.get_attribute("data-seconds")),
+            "left": left.text,
+            "expires": row.find_element(By.CSS_SELECTOR, "td.expires").text,
+        }
+    return found
+
+
+def add(driver, live, kind, target, ttl="", reason=""):
+    """Fills in and submits the add form."""
+    from selenium.webdriver.support.ui import Select
+
+    if not driver.current_url.startswith(live + "/ratekeeper/"):
+        driver.get(live + "/ratekeeper/")
+    Select(find(driver, "select[name=list]")).select_by_value(kind)
+    for name, value in (("target", target), ("ttl", ttl), ("reason", reason)):
+        field = find(driver, f"input[name={name}]")
+        field.clear()
+        field.send_keys(value)
+    submit(driver, find(driver, "#add-button"))
+
+
+def flash(driver):
+    return find(driver, "#messages").text
+
+
+def status_of(url, **headers):
+    """The HTTP status of a GET of the live server, sent with these headers."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def listed(admin):
+    return {(e["kind"], e["target"]): e for e in admin.entries() if e["kind"] in ("safelist", "blocklist")}
+
+
+# -- the browser test --------------------------------------------------------
+
+
+def test_staff_page_in_a_browser(live_server, browser, admin, config):
+    # (the browser, set up after the server, quits before it stops)
+    live = live_server
+    page = live + "/ratekeeper/"
+
+    # anonymous: sent to the admin login, the page's entries never shown
+    browser.get(page)
+    wait(browser).until(lambda d: "/admin/login/" in d.current_url)
+    assert "next=/ratekeeper/" in browser.current_url
+    assert not browser.find_elements("id", "entries")
+
+    # logged in but not staff (the session cookie of a non-staff user): refused too
+    outsider = Client()
+    outsider.force_login(make_user(staff=False))
+    browser.add_cookie({"name": settings.SESSION_COOKIE_NAME, "value": outsider.cookies[settings.SESSION_COOKIE_NAME].value, "path": "/"})
+    browser.get(page)
+    wait(browser).until(lambda d: "/admin/login/" in d.current_url)
+    assert not browser.find_elements("id", "entries")
+    browser.delete_all_cookies()
+
+    # staff log in through the admin login form and land on the page
+    staff = make_user(staff=True, password="s3cret")
+    browser.get(live + "/admin/login/?next=/ratekeeper/")
+    find(browser, "input[name=username]").send_keys(staff.username)
+    find(browser, "input[name=password]").send_keys("s3cret")
+    submit(browser, find(browser, "[type=submit]"))
+    wait(browser).until(lambda d: d.current_url == page)
+    assert find(browser, "#no-entries")
+
+    # block an address for an hour, with a reason: listed with reason and time left
+    add(browser, live, "block", "203.0.113.7", ttl="3600", reason="scanner")
+    assert browser.current_url == page  # redirected after the POST
+    assert "203.0.113.7/32" in flash(browser) and "blocklist" in flash(browser)
+    entry = rows(browser)[("blocklist", "203.0.113.7/32")]
+    assert entry["reason"] == "scanner"
+    assert 3500 < entry["seconds"] <= 3600
+    assert re.fullmatch(r"(59m \d+s|1h 0m)", entry["left"]), entry
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", entry["expires"]), entry
+
+    # block a key with the default ttl (one week), and safelist a range
+    add(browser, live, "block", "user:9")
+    add(browser, live, "safelist", "198.51.100.0/24", ttl="600", reason="office")
+    shown = rows(browser)
+    assert shown[("blocklist", "user:9")]["left"] == "6d 23h"
+    assert shown[("blocklist", "user:9")]["reason"] == ""
+    assert shown[("safelist", "198.51.100.0/24")]["reason"] == "office"
+    assert set(shown) == {("blocklist", "203.0.113.7/32"), ("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
+
+    # the store has them, and a limiter on it honours them
+    stored = listed(admin)
+    assert set(stored) == set(shown)
+    assert stored[("blocklist", "203.0.113.7/32")]["detail"] == "scanner"
+    assert abs(stored[("blocklist", "203.0.113.7/32")]["expires_at"] - (time.time() + 3600)) < 60
+    limiter = Limiter("100/second", config["STORE"], prefix=config["PREFIX"])
+    assert not limiter.check("anyone", ip="203.0.113.7").allowed
+    assert not limiter.check("user:9").allowed
+    assert limiter.check("anyone", ip="203.0.113.8").allowed
+    if hasattr(Limiter, "screen"):
+        # the middleware screens client addresses (a core that has Limiter.screen):
+        # the demo site refuses 203.0.113.7 (X-Forwarded-For through the trusted 127.0.0.1)
+        wait(browser).until(lambda _: status_of(live + "/", **{"X-Forwarded-For": "203.0.113.7"}) == 403)
+        assert status_of(live + "/", **{"X-Forwarded-For": "203.0.113.8"}) == 200
+
+    # remove the address with its button: gone from the page and the store
+    button = find(browser, 'tr.entry[data-kind="blocklist"][data-target="203.0.113.7/32"] button.remove-button')
+    submit(browser, button)
+    assert browser.current_url == page
+    assert "Removed 203.0.113.7/32 from the blocklist" in flash(browser)
+    assert set(rows(browser)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
+    assert set(listed(admin)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
+
+    # a bad target: the store's message on the page, the form kept, nothing added
+    add(browser, live, "block", "10.0.0.0/99", reason="typo")
+    errors = find(browser, "#errors").text
+    assert "10.0.0.0/99" in errors and "prefix length" in errors, errors
+    assert "Server Error" not in browser.page_source
+    assert find(browser, "input[name=target]").get_attribute("value") == "10.0.0.0/99"
+    assert set(rows(browser)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
+
+    # a bad ttl too
+    add(browser, live, "safelist", "user:10", ttl="-5")
+    assert "ttl" in find(browser, "#errors").text
+    assert set(listed(admin)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
+
+
+# -- without a browser -------------------------------------------------------
+
+
+@pytest.fixture
+def staff_client(config):
+    client = Client()
+    client.force_login(make_user(staff=True))
+    return client
+
+
+def test_posts_need_the_csrf_token(config, admin):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(staff=True))
+    assert client.post("/ratekeeper/add", {"list": "block", "target": "user:1"}).status_code == 403
+    page = client.get("/ratekeeper/")
+    assert page.status_code == 200
+    token = client.cookies[settings.CSRF_COOKIE_NAME].value
+    done = client.post("/ratekeeper/add", {"list": "block", "target": "user:1", "csrfmiddlewaretoken": token})
+    assert done.status_code == 302 and done["Location"] == "/ratekeeper/"
+    assert ("blocklist", "user:1") in listed(admin)
+
+
+def test_non_staff_are_sent_to_login(config, admin):
+    client = Client()
+    client.force_login(make_user(staff=False))
+    for response in (client.get("/ratekeeper/"), client.post("/ratekeeper/add", {"list": "block", "target": "user:2"})):
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+    assert listed(admin) == {}
+
+
+def test_remove_of_a_missing_entry_and_wrong_methods(staff_client):
+    response = staff_client.post("/ratekeeper/remove", {"kind": "blocklist", "target": "user:404"}, follow=True)
+    assert response.status_code == 200
+    assert b"user:404 was not on the blocklist" in response.content
+    assert staff_client.post("/ratekeeper/remove", {"kind": "tier", "target": "user:404"}).status_code == 400
+    assert staff_client.get("/ratekeeper/add").status_code == 405
+    assert staff_client.post("/ratekeeper/").status_code == 405
+
+
+def test_an_unreachable_store_is_a_message_not_a_500(config):
+    # port 1 on the loopback: nothing listens there, the connection is refused
+    with override_settings(RATEKEEPER=dict(config, STORE="redis://127.0.0.1:1/0")):
+        client = Client()
+        client.force_login(make_user(staff=True))
+        page = client.get("/ratekeeper/")
+        assert page.status_code == 503 and b"The store could not be read" in page.content
+        added = client.post("/ratekeeper/add", {"list": "block", "target": "user:3"})
+        assert added.status_code == 503 and b"The store could not be written" in added.content

@@ -1,0 +1,178 @@
+"""Policies end to end through the Django middleware against the test Redis:
+blocks (keys, addresses, CIDR ranges) and their expiry, safelists, an
+override changed by another process, fail2ban and allow2ban, shadow mode,
+and the ``ratekeeper`` command line driven as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+import ratekeeper
+from ratekeeper.django.conf import get_config
+from conftest import unique_prefix
+
+
+@pytest.fixture
+def site(redis_url):
+    """The example project's settings on a fresh prefix, policies refreshed every 0.1 s."""
+    from django.conf import settings
+
+    config = dict(settings.RATEKEEPER, STORE=redis_url, PREFIX=unique_prefix(), POLICY_REFRESH=0.1,
+                  FAIL2BAN=[{"name": "scanners", "paths": [r"\.php$", r"^/\.env"], "maxretry": 2,
+                             "findtime": 60, "bantime": 1}],
+                  ALLOW2BAN=[{"name": "logins", "paths": ["^/login"], "methods": ["POST"], "maxretry": 3,
+                              "findtime": 60, "bantime": 60}])
+    with override_settings(RATEKEEPER=config):
+        yield config
+
+
+def admin(site):
+    """An Admin as another process (the operator's shell) would open it."""
+    return ratekeeper.Admin(site["STORE"], prefix=site["PREFIX"])
+
+
+def cli(site, *words):
+    """The ratekeeper tool as a subprocess: (exit code, stdout, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "ratekeeper", *words, "--store", site["STORE"],
+                           "--prefix", site["PREFIX"]], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+def settle():
+    time.sleep(0.25)  # past POLICY_REFRESH: other processes hold address lists for that long
+
+
+def test_a_blocked_address_gets_403_then_its_block_lapses(site):
+    c = Client(REMOTE_ADDR="203.0.113.40")
+    assert c.get("/").status_code == 200
+    admin(site).block("203.0.113.40", ttl=1, reason="scanner")
+    settle()
+    response = c.get("/")
+    assert response.status_code == 403
+    assert json.loads(response.content) == {"error": "blocked"}
+    assert Client(REMOTE_ADDR="203.0.113.41").get("/").status_code == 200
+    time.sleep(1.0)
+    assert c.get("/").status_code == 200, "the block lapsed after its TTL"
+
+
+def test_a_cidr_block_and_a_safelisted_key(site):
+    admin(site).block("198.51.100.0/24", reason="hosting range")
+    settle()
+    assert Client(REMOTE_ADDR="198.51.100.200").get("/").status_code == 403
+    assert Client(REMOTE_ADDR="198.51.101.1").get("/").status_code == 200
+    # a safelisted key (the user_or_ip key of an anonymous client) is never limited
+    admin(site).safelist("ip:192.0.2.50")
+    c = Client(REMOTE_ADDR="192.0.2.50")
+    assert all(c.get("/").status_code == 200 for _ in range(30))
+    # the exact key is read in the check's own round trip: no wait
+    admin(site).block("ip:192.0.2.51")
+    assert Client(REMOTE_ADDR="192.0.2.51").get("/").status_code == 403
+
+
+def test_an_override_set_by_another_process_is_obeyed_on_the_next_request(site):
+    c = Client(REMOTE_ADDR="203.0.113.60")
+    assert [c.get("/").status_code for _ in range(3)] == [200] * 3, "5/second; 20/minute"
+    code, _, err = cli(site, "set-override", "ip:203.0.113.60", "3/minute")
+    assert code == 0, err
+    response = c.get("/")
+    assert response.status_code == 429 and response["X-RateLimit-Limit"] == "3", "the override, at once"
+    assert response.wsgi_request.ratelimit.overridden
+    assert cli(site, "clear-override", "ip:203.0.113.60")[0] == 0
+    # this process remembers its denial for at most the denial cache's cap (1 s)
+    time.sleep(1.1)
+    decision = c.get("/").wsgi_request.ratelimit
+    assert decision.allowed and not decision.overridden and decision.limit in (5, 20), "the configured rules again"
+
+
+def test_fail2ban_bans_the_address_and_the_ban_lapses(site):
+    c = Client(REMOTE_ADDR="203.0.113.70")
+    assert c.get("/wp-login.php").status_code == 403, "the bad request itself is refused"
+    assert c.get("/").status_code == 200, "one strike does not ban"
+    assert c.get("/.env").status_code == 403
+    assert c.get("/").status_code == 403, "two strikes within findtime ban the address"
+    entries = admin(site).entries()
+    assert any(e["target"] == "203.0.113.70/32" and e["detail"] == "fail2ban scanners" for e in entries)
+    time.sleep(1.1)
+    settle()
+    assert c.get("/").status_code == 200, "the ban lapsed after bantime"
+
+
+def test_allow2ban_lets_requests_through_until_the_ban(site):
+    c = Client(REMOTE_ADDR="203.0.113.80")
+    statuses = [c.post("/login").status_code for _ in range(3)]
+    assert [s != 403 for s in statuses] == [True, True, False], "let through until the strike that bans"
+    assert c.get("/").status_code == 403, "and banned for what follows"
+
+
+def test_the_app_reports_strikes_with_penalize(site, rf=None):
+    from django.test import RequestFactory
+
+    from ratekeeper.django import penalize
+
+    request = RequestFactory().post("/login", REMOTE_ADDR="203.0.113.90")
+    assert [penalize(request, "logins") for _ in range(3)] == [False, False, True]
+    assert Client(REMOTE_ADDR="203.0.113.90").get("/").status_code == 403
+    with pytest.raises(ratekeeper.ConfigurationError, match="nope"):
+        penalize(request, "nope")
+
+
+def test_shadow_mode_reports_but_never_denies(site):
+    admin(site).set_switches(shadow=True)
+    settle()
+    c = Client(REMOTE_ADDR="203.0.113.100")
+    assert all(c.get("/").status_code == 200 for _ in range(8))
+    assert c.get("/").wsgi_request.ratelimit.shadowed
+    admin(site).set_switches(shadow=False)
+    settle()
+    assert c.get("/").status_code == 429
+
+
+def test_the_command_line(site):
+    code, out, _ = cli(site, "block", "203.0.113.111", "--ttl", "3600", "--reason", "abuse", "--json")
+    assert code == 0 and json.loads(out)["target"] == "203.0.113.111/32"
+    assert cli(site, "safelist", "user:7")[0] == 0
+    assert cli(site, "set-tier", "user:8", "pro")[0] == 0
+    code, out, _ = cli(site, "list", "--json")
+    listed = {(e["kind"], e["target"]) for e in json.loads(out)}
+    assert listed == {("blocklist", "203.0.113.111/32"), ("safelist", "user:7"), ("tier", "user:8")}
+    code, out, _ = cli(site, "list")
+    assert "203.0.113.111/32" in out and "abuse" in out
+    code, out, _ = cli(site, "inspect", "203.0.113.111", "--json")
+    assert json.loads(out)["address"]["kind"] == "blocklist"
+    code, out, _ = cli(site, "inspect", "user:8", "--rules", "5/second", "--json")
+    assert json.loads(out)["tier"] == "pro" and json.loads(out)["usage"] == ["5/1s: 0 used, 5 left"]
+    assert cli(site, "unblock", "203.0.113.111")[0] == 0
+    assert cli(site, "unblock", "203.0.113.111")[0] == 3, "not listed: exit 3"
+    code, out, _ = cli(site, "switch", "shadow", "--multiplier", "2", "--json")
+    assert code == 0 and json.loads(out) == {"enabled": True, "shadow": True, "multiplier": 2.0}
+    assert cli(site, "switch", "unshadow", "--multiplier", "1")[0] == 0
+    # bad input: exit 2 with a message naming the problem; a dead store: exit 1
+    code, _, err = cli(site, "block", "10.0.0.0/99")
+    assert code == 2 and "10.0.0.0/99" in err
+    code, _, err = cli(site, "block", "k", "--ttl", "-5")
+    assert code == 2 and "ttl" in err
+    code, _, err = cli(site, "set-override", "k", "5/fortnight")
+    assert code == 2 and "fortnight" in err
+    done = subprocess.run([sys.executable, "-m", "ratekeeper", "list", "--store", "redis://127.0.0.1:1/0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "store failed" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "ratekeeper", "list", "--store", "mysql://x"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "mysql://x" in done.stderr
+
+
+def test_the_management_command(site, capsys):
+    call_command("ratekeeper", "block", "user:99", "--reason", "spam")
+    assert "user:99" in capsys.readouterr().out
+    assert any(e["target"] == "user:99" for e in get_config().base.admin().entries())
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as failure:
+        call_command("ratekeeper", "unblock", "user:100")
+    assert failure.value.returncode == 3

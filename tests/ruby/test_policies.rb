@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+# Policies end to end through the Rack middleware against the test Redis:
+# address, range and key blocks and their expiry, safelists, an override
+# set by a Python process, fail2ban and allow2ban, shadow mode, tiers, and
+# the Ratekeeper::Admin API.
+
+require "test_helper"
+require "json"
+require "open3"
+require "rack/mock"
+
+class TestRackPolicies < Minitest::Test
+  include TestSupport
+
+  def setup
+    @prefix = unique_prefix
+    @admin = Ratekeeper::Admin.new(store: redis_url, prefix: @prefix)
+    @app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] },
+                                            store: redis_url, prefix: @prefix, policy_refresh: 0.1) do |rk|
+      rk.throttle "req/ip", rules: "3/minute", tiers: { "pro" => "10/minute" },
+                            tier: ->(req) { req.get_header("HTTP_X_PLAN") }
+      rk.throttle("req/user", rules: "100/minute") { |req| req.get_header("HTTP_X_USER") }
+      rk.fail2ban("scanners", maxretry: 2, findtime: 60, bantime: 1) { |req| req.path.end_with?(".php") }
+      rk.allow2ban("logins", maxretry: 3, findtime: 60, bantime: 60) { |req| req.post? && req.path == "/login" }
+    end
+  end
+
+  def get(ip, path = "/", **headers)
+    env = Rack::MockRequest.env_for(path, "REMOTE_ADDR" => ip, **headers.transform_keys { |k| "HTTP_#{k.to_s.upcase}" })
+    @app.call(env)[0]
+  end
+
+  def settle
+    sleep 0.25 # past policy_refresh: address lists are held in-process that long
+  end
+
+  def test_an_address_block_gives_403_and_lapses_after_its_ttl
+    assert_equal 200, get("203.0.113.40")
+    @admin.block("203.0.113.40", ttl: 1, reason: "scanner")
+    settle
+    assert_equal 403, get("203.0.113.40")
+    assert_equal 200, get("203.0.113.41")
+    sleep 1.0
+    assert_equal 200, get("203.0.113.40"), "the block lapsed"
+    assert_equal 1, @app.stats[:blocked]
+  end
+
+  def test_a_cidr_block_a_safelist_and_a_key_block
+    @admin.block("198.51.100.0/24", reason: "hosting range")
+    @admin.safelist("198.51.100.7")
+    settle
+    assert_equal 403, get("198.51.100.200")
+    assert_equal [200] * 6, Array.new(6) { get("198.51.100.7") }, "safelisted: never limited"
+    # an exact key is read in the check's own round trip: no wait
+    @admin.block("mallory")
+    assert_equal 403, get("192.0.2.9", x_user: "mallory")
+    assert_equal 200, get("192.0.2.9", x_user: "alice")
+    assert @admin.unblock("mallory")
+    assert_equal 200, get("192.0.2.10", x_user: "mallory")
+    refute @admin.unblock("mallory")
+  end
+
+  def test_an_override_set_by_a_python_process_is_obeyed_on_the_next_request
+    assert_equal [200, 200, 200, 429], Array.new(4) { get("203.0.113.60") }
+    python = <<~PY
+      import sys, ratekeeper
+      ratekeeper.Admin(sys.argv[1], prefix=sys.argv[2]).set_override("203.0.113.60", "50/minute")
+    PY
+    _out, err, status = Open3.capture3("python3", "-c", python, redis_url, @prefix)
+    assert status.success?, err
+    sleep 1.1 # this process remembers its last denial for at most the denial cache's cap (1 s)
+    assert_equal 200, get("203.0.113.60")
+    @admin.set_override("203.0.113.60", nil)
+    assert_equal 429, get("203.0.113.60"), "removing it restores 3/minute"
+  end
+
+  def test_fail2ban_bans_the_address_and_the_ban_lapses
+    assert_equal 403, get("203.0.113.70", "/x.php"), "the bad request itself is refused"
+    assert_equal 200, get("203.0.113.70")
+    assert_equal 403, get("203.0.113.70", "/y.php")
+    assert_equal 403, get("203.0.113.70"), "banned after maxretry strikes"
+    assert(@admin.entries.any? { |e| e[:target] == "203.0.113.70/32" && e[:detail] == "fail2ban scanners" })
+    sleep 1.1
+    settle
+    assert_equal 200, get("203.0.113.70"), "the ban lapsed after bantime"
+  end
+
+  def test_allow2ban_lets_requests_through_until_the_ban
+    env = -> { Rack::MockRequest.env_for("/login", method: "POST", "REMOTE_ADDR" => "203.0.113.80") }
+    assert_equal [200, 200, 403], Array.new(3) { @app.call(env.call)[0] }, "let through until the strike that bans"
+    assert_equal 403, get("203.0.113.80"), "and banned for what follows"
+  end
+
+  def test_shadow_mode_reports_but_never_denies
+    @admin.set_switches(shadow: true)
+    settle
+    assert_equal [200] * 6, Array.new(6) { get("203.0.113.90") }
+    @admin.set_switches(shadow: false)
+    settle
+    assert_equal 429, get("203.0.113.90")
+    assert_equal({ enabled: true, shadow: false, multiplier: 1.0 }, @admin.switches)
+  end
+
+  def test_tiers_from_the_request_and_from_the_store
+    assert_equal [200] * 5, Array.new(5) { get("203.0.113.100", x_plan: "pro") }, "the pro tier: 10/minute"
+    assert_equal [200, 200, 200, 429], Array.new(4) { get("203.0.113.101") }
+    @admin.set_tier("203.0.113.101", "pro")
+    sleep 1.1 # past the denial cache's cap
+    assert_equal 200, get("203.0.113.101"), "the stored tier wins"
+    assert_equal "pro", @admin.inspect_key("203.0.113.101")[:tier]
+  end
+
+  def test_admin_errors_name_the_problem
+    error = assert_raises(Ratekeeper::ConfigurationError) { @admin.block("10.0.0.0/99") }
+    assert_includes error.message, "10.0.0.0/99"
+    assert_raises(Ratekeeper::ConfigurationError) { @admin.block("k", ttl: -1) }
+    assert_raises(Ratekeeper::ConfigurationError) { @admin.set_switches(multiplier: 0) }
+    assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s").penalize("k", maxretry: 0) }
+    assert_raises(Ratekeeper::StorageError) { Ratekeeper::Admin.new(store: "redis://127.0.0.1:1/0").entries }
+  end
+end
