@@ -149,9 +149,20 @@ def submit(driver, button):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
 
+    from selenium.common.exceptions import WebDriverException
+
     old = driver.find_element(By.TAG_NAME, "html")
     button.click()
-    wait(driver).until(ec.staleness_of(old))
+
+    def replaced(_):
+        # Chromium reports a replaced page's node as stale or as "not in the document"
+        try:
+            old.is_enabled()
+            return False
+        except WebDriverException:
+            return True
+
+    wait(driver).until(replaced)
     find(driver, "body")
 
 
