@@ -306,6 +306,26 @@ impl Admin {
         self.set_switch("multiplier", &m.to_string())
     }
 
+    /// Changes the switches given (`None` leaves one as it is; the multiplier
+    /// is checked first, so a bad one changes nothing) and returns them all.
+    pub fn set_switches(
+        &self,
+        enabled: Option<bool>,
+        shadow: Option<bool>,
+        multiplier: Option<f64>,
+    ) -> Result<Switches> {
+        if let Some(m) = multiplier {
+            self.set_multiplier(m)?;
+        }
+        if let Some(enabled) = enabled {
+            self.set_enabled(enabled)?;
+        }
+        if let Some(shadow) = shadow {
+            self.set_shadow(shadow)?;
+        }
+        self.switches()
+    }
+
     fn set_switch(&self, name: &str, value: &str) -> Result<Switches> {
         self.store.set_shared(
             SharedHash::Switches,

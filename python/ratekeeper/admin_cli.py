@@ -22,14 +22,19 @@ OK, FAILED, USAGE, NOT_FOUND = 0, 1, 2, 3
 Action = Callable[[Admin, argparse.Namespace], Any]
 
 
+def time_left(seconds: float) -> str:
+    """``seconds`` as its two largest units, e.g. "59m 59s", "6d 23h"."""
+    whole = max(0, int(seconds))
+    parts: List[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count or parts:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts[:2]) or "0s"
+
+
 def _left(expires_at: Optional[float]) -> str:
-    if expires_at is None:
-        return "-"
-    seconds = max(0, int(expires_at - time.time()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{days}d{hours:02}h" if days else f"{hours}h{minutes:02}m" if hours else f"{minutes}m{seconds:02}s"
+    return "-" if expires_at is None else time_left(expires_at - time.time())
 
 
 def _show(value: Any) -> str:

@@ -227,18 +227,7 @@ impl Admin {
         multiplier: Option<f64>,
     ) -> PyResult<Py<PyDict>> {
         let admin = &self.inner;
-        let switches = run_core(py, true, || {
-            if let Some(m) = multiplier {
-                admin.set_multiplier(m)?;
-            }
-            if let Some(enabled) = enabled {
-                admin.set_enabled(enabled)?;
-            }
-            if let Some(shadow) = shadow {
-                admin.set_shadow(shadow)?;
-            }
-            admin.switches()
-        })?;
+        let switches = run_core(py, true, || admin.set_switches(enabled, shadow, multiplier))?;
         switches_dict(py, switches)
     }
 }

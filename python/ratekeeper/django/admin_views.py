@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from ratekeeper._ratekeeper import Admin, ConfigurationError, StorageError
+from ratekeeper.admin_cli import time_left
 from ratekeeper.django.conf import get_config
 
 TEMPLATE = "ratekeeper/policies.html"
@@ -37,17 +38,6 @@ def _admin() -> Admin:
     config = get_config()
     assert config.base is not None
     return config.base.admin()
-
-
-def time_left(seconds: float) -> str:
-    """``seconds`` as its two largest units, e.g. "59m 59s", "6d 23h"."""
-    whole = max(0, int(seconds))
-    parts: List[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, whole = divmod(whole, size)
-        if count or parts:
-            parts.append(f"{count}{unit}")
-    return " ".join(parts[:2]) or "0s"
 
 
 def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:
@@ -125,7 +115,8 @@ def add_entry(request: HttpRequest) -> HttpResponse:
         except StorageError as exc:
             return _page(request, form, [f"The store could not be written: {exc}"], status=503)
         else:
-            messages.success(request, f"Added {entry['target']} to the {entry['kind']} for {time_left(ttl or 7 * 86400)}.")
+            left = time_left(entry["expires_at"] - time.time())
+            messages.success(request, f"Added {entry['target']} to the {entry['kind']} for {left}.")
             return HttpResponseRedirect(reverse("ratekeeper:policies"))
     return _page(request, form, errors, status=400)
 

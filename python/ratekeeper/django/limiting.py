@@ -7,7 +7,7 @@ from typing import Optional
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision
-from ratekeeper.django.conf import Config, Policy, get_config, scope_name
+from ratekeeper.django.conf import Ban, Config, Policy, get_config, scope_name
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import client_ip
 from ratekeeper.django.signals import rate_limited
@@ -26,22 +26,26 @@ def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
         return None if listed.allowed else blocked(config)
     for ban in config.bans:
         if ban.matches(request):
-            banned = config.base.penalize(ip, maxretry=ban.maxretry, findtime=ban.findtime,
-                                          bantime=ban.bantime, name=scope_name(ban.name))
+            banned = _strike(config, ban, ip)
             if banned or not ban.allow:  # a fail2ban request, or the strike that bans
                 return blocked(config)
     return None
+
+
+def _strike(config: Config, ban: Ban, ip: str) -> bool:
+    """Counts one strike of `ban` against `ip`; True when it banned the address."""
+    assert config.base is not None
+    return config.base.penalize(ip, maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
+                                name=scope_name(ban.name))
 
 
 def penalize(request: HttpRequest, name: str) -> bool:
     """Counts a strike for the FAIL2BAN or ALLOW2BAN entry `name` against the
     request's client IP (say after a failed login); True when it banned the IP."""
     config = get_config()
-    assert config.base is not None
     for ban in config.bans:
         if ban.name == name:
-            return config.base.penalize(client_ip(request, config.proxies), maxretry=ban.maxretry,
-                                        findtime=ban.findtime, bantime=ban.bantime, name=scope_name(ban.name))
+            return _strike(config, ban, client_ip(request, config.proxies))
     raise ConfigurationError(f"no FAIL2BAN or ALLOW2BAN entry is named {name!r}: known {[b.name for b in config.bans]}")
 
 

@@ -194,16 +194,7 @@ impl Admin {
     ) -> Result<RHash, Error> {
         let admin = &rb_self.inner;
         let switches = run_core(ruby, true, || {
-            if let Some(m) = multiplier {
-                admin.set_multiplier(m)?;
-            }
-            if let Some(enabled) = enabled {
-                admin.set_enabled(enabled)?;
-            }
-            if let Some(shadow) = shadow {
-                admin.set_shadow(shadow)?;
-            }
-            admin.switches()
+            admin.set_switches(enabled, shadow, multiplier)
         })?;
         switches_hash(ruby, switches)
     }
