@@ -83,6 +83,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod net;
 pub mod policy;
+pub mod process;
 pub mod rule;
 pub mod settings;
 pub mod store;

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
 use crate::policy::{self, Applied, Fail2Ban, List, Shared, SharedHash, Strike, Verdict};
+use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use crate::store::{self, system_now_ms, Mode, Request, Store, StoreOptions};
 use std::borrow::Cow;
@@ -49,51 +50,44 @@ impl FromStr for OnError {
 /// How often a process reads the shared policies (switches, address lists) again by default.
 pub const DEFAULT_POLICY_REFRESH: Duration = Duration::from_secs(2);
 
-/// The shared policies (switches, address lists) as this process holds them,
-/// read again every `refresh` and at once after a change made in this process.
+/// The shared policies (switches, address lists) as this process holds them.
+///
+/// On a remote store a request never waits on their periodic read: when one
+/// is due, a background thread reads them while every caller goes on with the
+/// view held. Only the first read in a process, and the first after a change
+/// made in this process, are made by the caller (without the GIL or GVL).
 pub(crate) struct SharedView {
     refresh: Duration,
     held: RwLock<Arc<Shared>>,
-    /// When to read next, and the policy epoch last seen.
+    /// When to read next, and the policy epoch last seen (`u64::MAX`: never read).
     next: Mutex<(Instant, u64)>,
+    /// Whether a background read is under way.
+    reading: AtomicBool,
+}
+
+/// The policy view of each process, shared by the limiters of one store.
+type Policies = Arc<ProcessLocal<SharedView>>;
+
+fn policies(refresh: Duration) -> Policies {
+    Arc::new(ProcessLocal::new(move || SharedView {
+        refresh,
+        held: RwLock::new(Arc::new(Shared {
+            version: u64::MAX,
+            ..Shared::default()
+        })),
+        next: Mutex::new((Instant::now(), u64::MAX)),
+        reading: AtomicBool::new(false),
+    }))
 }
 
 impl SharedView {
-    fn new(refresh: Duration) -> SharedView {
-        SharedView {
-            refresh,
-            held: RwLock::new(Arc::new(Shared {
-                version: u64::MAX,
-                ..Shared::default()
-            })),
-            next: Mutex::new((Instant::now(), u64::MAX)),
-        }
-    }
-
     fn held(&self) -> Arc<Shared> {
         self.held.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The policies now: read again when due (on a remote store, by one
-    /// caller while the others go on with what is held; a failure keeps it).
-    fn current(&self, store: &dyn Store) -> Arc<Shared> {
+    /// Reads the policies now when their version moved (a failure keeps what is held).
+    fn read(&self, store: &dyn Store) -> Arc<Shared> {
         let held = self.held();
-        let due = if store.waits_on_io() {
-            let Ok(mut next) = self.next.try_lock() else {
-                return held;
-            };
-            let (now, epoch) = (Instant::now(), policy::epoch());
-            if now < next.0 && next.1 == epoch {
-                return held;
-            }
-            *next = (now + self.refresh, epoch);
-            true
-        } else {
-            true
-        };
-        if !due {
-            return held;
-        }
         match store.policy_version() {
             Ok(version) if version != held.version => match load_shared(store, version) {
                 Ok(fresh) => {
@@ -106,6 +100,42 @@ impl SharedView {
             _ => held,
         }
     }
+}
+
+/// The policies now (see [`SharedView`]).
+fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+    let local = view.get();
+    if !store.waits_on_io() {
+        return local.read(&**store);
+    }
+    let held = local.held();
+    let Ok(mut next) = local.next.try_lock() else {
+        return held;
+    };
+    let (now, epoch) = (Instant::now(), policy::epoch());
+    if now < next.0 && next.1 == epoch {
+        return held;
+    }
+    let first_or_changed_here = next.1 != epoch;
+    *next = (now + local.refresh, epoch);
+    drop(next);
+    if first_or_changed_here {
+        return local.read(&**store);
+    }
+    if !local.reading.swap(true, Ordering::AcqRel) {
+        let (view, store) = (view.clone(), store.clone());
+        let spawned = std::thread::Builder::new()
+            .name("ratekeeper-policies".into())
+            .spawn(move || {
+                let local = view.get();
+                local.read(&*store);
+                local.reading.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            local.reading.store(false, Ordering::Release);
+        }
+    }
+    held
 }
 
 /// Reads the shared policies at `version`.
@@ -155,6 +185,24 @@ enum Prepared<'l> {
     },
 }
 
+/// What a limiter keeps per process: rebuilt, empty, in a forked child.
+struct ProcessState {
+    denials: DenialCache,
+    metrics: Metrics,
+    /// Whether the store was failing at the last check (one warning per outage).
+    in_outage: AtomicBool,
+    epoch_seen: AtomicU64,
+}
+
+fn process_state(cap: Duration, windows: Vec<u64>) -> ProcessLocal<ProcessState> {
+    ProcessLocal::new(move || ProcessState {
+        denials: DenialCache::new(cap),
+        metrics: Metrics::new(windows.clone()),
+        in_outage: AtomicBool::new(false),
+        epoch_seen: AtomicU64::new(policy::epoch()),
+    })
+}
+
 /// A rule set checked against a store, with its tiers and the policies.
 pub struct Limiter {
     rules: RuleSet,
@@ -162,12 +210,10 @@ pub struct Limiter {
     tiers: Vec<(String, RuleSet)>,
     read_records: bool,
     store: Arc<dyn Store>,
-    shared: Arc<SharedView>,
-    epoch_seen: AtomicU64,
+    shared: Policies,
     on_error: OnError,
-    in_outage: AtomicBool,
-    denials: DenialCache,
-    metrics: Metrics,
+    denial_cap: Duration,
+    local: ProcessLocal<ProcessState>,
 }
 
 impl Limiter {
@@ -197,7 +243,7 @@ impl Limiter {
         Limiter::build(
             rules,
             store,
-            Arc::new(SharedView::new(DEFAULT_POLICY_REFRESH)),
+            policies(DEFAULT_POLICY_REFRESH),
             on_error,
             cap,
         )
@@ -206,7 +252,7 @@ impl Limiter {
     fn build(
         rules: RuleSet,
         store: Arc<dyn Store>,
-        shared: Arc<SharedView>,
+        shared: Policies,
         on_error: OnError,
         cap: Duration,
     ) -> Limiter {
@@ -218,19 +264,24 @@ impl Limiter {
             read_records: true,
             store,
             shared,
-            epoch_seen: AtomicU64::new(policy::epoch()),
             on_error,
-            in_outage: AtomicBool::new(false),
-            metrics: Metrics::new(windows),
-            denials: DenialCache::new(cap),
+            denial_cap: cap,
+            local: process_state(cap, windows),
         }
+    }
+
+    /// This process's denial cache, counters and outage flag.
+    fn state(&self) -> &ProcessState {
+        self.local.get()
     }
 
     /// This limiter, remembering a denial in-process for at most `cap` (zero
     /// turns it off). A `reset` in this process forgets at once; one made
     /// elsewhere is seen within `cap`.
     pub fn with_denial_cache(mut self, cap: Duration) -> Limiter {
-        self.denials = DenialCache::new(cap);
+        let windows = self.rules.rules().iter().map(|r| r.window_ms).collect();
+        self.denial_cap = cap;
+        self.local = process_state(cap, windows);
         self
     }
 
@@ -264,7 +315,7 @@ impl Limiter {
                 refresh.as_secs_f64()
             )));
         }
-        self.shared = Arc::new(SharedView::new(refresh));
+        self.shared = policies(refresh);
         Ok(self)
     }
 
@@ -284,7 +335,7 @@ impl Limiter {
             self.store.clone(),
             self.shared.clone(),
             self.on_error,
-            self.denials.cap(),
+            self.denial_cap,
         )
         .with_records(self.read_records)
     }
@@ -321,12 +372,12 @@ impl Limiter {
 
     /// How many checks found the store failing (and fell back to `on_error`).
     pub fn error_count(&self) -> u64 {
-        self.metrics.snapshot().errors
+        self.state().metrics.snapshot().errors
     }
 
     /// What this limiter decided so far: outcomes and the peak use of each window.
     pub fn stats(&self) -> Stats {
-        self.metrics.snapshot()
+        self.state().metrics.snapshot()
     }
 
     /// Checks `key` for `cost` units at `now` (seconds; the store's clock when
@@ -367,9 +418,10 @@ impl Limiter {
     /// Forgets everything logged for `key` by this limiter (its scope).
     pub fn reset(&self, key: &[u8]) -> Result<()> {
         let tag = key_tag(key);
-        self.denials.forget(&tag);
+        let denials = &self.state().denials;
+        denials.forget(&tag);
         for (name, _) in &self.tiers {
-            self.denials.forget(&denial_key(&tag, Some(name)));
+            denials.forget(&denial_key(&tag, Some(name)));
         }
         self.store.reset(&tag, &self.scope)
     }
@@ -395,7 +447,7 @@ impl Limiter {
     /// listed. Asks no store (the lists are held in-process): middlewares
     /// call it for every request, limited or not.
     pub fn screen(&self, ip: &str) -> Option<Decision> {
-        let shared = self.shared.current(&*self.store);
+        let shared = current_policies(&self.shared, &self.store);
         if !shared.switches.enabled || !shared.has_nets() {
             return None;
         }
@@ -436,14 +488,14 @@ impl Limiter {
     ) -> Result<Prepared<'l>> {
         let decided = |decision: Decision, shared: &Shared| {
             if mode == Mode::Check {
-                self.metrics.record(&decision);
+                self.state().metrics.record(&decision);
             }
             Ok(Prepared::Decided(finish(decision, shared)))
         };
-        let shared = self.shared.current(&*self.store);
+        let shared = current_policies(&self.shared, &self.store);
         let epoch = policy::epoch();
-        if self.epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
-            self.denials.clear();
+        if self.state().epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
+            self.state().denials.clear();
         }
         let rules = self.rules_for(options.tier, &shared)?;
         if !shared.switches.enabled {
@@ -532,7 +584,7 @@ impl Limiter {
         if now_ms.is_some() {
             return None;
         }
-        self.denials.lookup(tag, cost)
+        self.state().denials.lookup(tag, cost)
     }
 
     /// The decision from what the store answered (counted, for a check).
@@ -546,8 +598,8 @@ impl Limiter {
         let decided = self.decision_from(request, tier, outcome);
         if request.mode == Mode::Check {
             match &decided {
-                Ok(decision) => self.metrics.record(decision),
-                Err(_) if store_failed => self.metrics.record_raised_error(),
+                Ok(decision) => self.state().metrics.record(decision),
+                Err(_) if store_failed => self.state().metrics.record_raised_error(),
                 Err(_) => {}
             }
         }
@@ -564,7 +616,7 @@ impl Limiter {
     ) -> Result<Decision> {
         match outcome {
             Ok(obs) => {
-                self.in_outage.store(false, Ordering::Relaxed);
+                self.state().in_outage.store(false, Ordering::Relaxed);
                 let check = request.mode == Mode::Check;
                 let decision = match &obs.verdict {
                     Verdict::Listed(list, listing) => {
@@ -586,7 +638,7 @@ impl Limiter {
                 };
                 if request.now_ms.is_none() && !decision.allowed {
                     let key = denial_key(request.tag, tier);
-                    self.denials.remember(&key, request.cost, &decision);
+                    self.state().denials.remember(&key, request.cost, &decision);
                 }
                 Ok(decision)
             }
@@ -596,7 +648,7 @@ impl Limiter {
                 let at = request.now_ms.unwrap_or_else(system_now_ms);
                 let allowed = self.on_error == OnError::Allow;
                 let mut decision = Decision::fallback(request.rules, at, allowed);
-                if !self.in_outage.swap(true, Ordering::Relaxed) {
+                if !self.state().in_outage.swap(true, Ordering::Relaxed) {
                     let action = if allowed { "allowed" } else { "denied" };
                     let warning = format!(
                         "the store is failing ({err}); checks are {action} until it answers again"

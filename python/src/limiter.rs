@@ -13,6 +13,7 @@ use ratekeeper_core as core;
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Limiter {
     inner: core::Limiter,
+    /// The store URL as `repr` shows it (no password).
     store: String,
 }
 
@@ -141,8 +142,8 @@ impl Limiter {
 #[pymethods]
 impl Limiter {
     #[new]
-    #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.05,
-                        connect_timeout = 0.05, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0,
+    #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.25,
+                        connect_timeout = 0.25, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0,
                         scope = "", tiers = None, policy_refresh = 2.0, policies = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -179,7 +180,7 @@ impl Limiter {
         let inner = guard(py, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter {
             inner,
-            store: store.to_owned(),
+            store: core::store::redact(store),
         })
     }
 
@@ -246,11 +247,11 @@ impl Limiter {
 
     /// How the address lists judge the client address `ip` now: a blocked or
     /// safelisted Decision, or None when it is not listed. Asks no store.
+    /// (Without the GIL: the first read of the lists in a process may wait on the store.)
     fn screen(&self, py: Python<'_>, ip: &str) -> PyResult<Option<Decision>> {
-        self.inner
-            .screen(ip)
-            .map(|inner| deliver(py, inner))
-            .transpose()
+        let limiter = &self.inner;
+        let listed = run_core(py, limiter.waits_on_io(), || Ok(limiter.screen(ip)))?;
+        listed.map(|inner| deliver(py, inner)).transpose()
     }
 
     /// The admin interface to this limiter's store (its Redis or its memory).

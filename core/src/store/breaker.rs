@@ -1,14 +1,26 @@
-//! A circuit breaker: after a store fails to answer, stop calling it for a
-//! short back-off, so an outage adds no latency to every request.
+//! A circuit breaker: after a store has failed to answer for a while, stop
+//! calling it for a short back-off, so an outage adds no latency to every
+//! request.
+//!
+//! It opens on a sustained outage only: [`TRIP_MIN_FAILURES`] failures in a
+//! row, the first at least [`TRIP_AFTER_MS`] before the last, with no answer
+//! between. One slow reply (a fork or fsync stall of a busy Redis) fails the
+//! checks in flight during it and nothing more: the next check asks Redis
+//! again. Once open, one caller probes after each back-off
+//! ([`FIRST_BACKOFF_MS`], doubling to [`MAX_BACKOFF_MS`]); its answer closes it.
 
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// First back-off after a failure; it doubles with each failure in a row.
-pub const FIRST_BACKOFF_MS: u64 = 200;
-/// Longest back-off.
-pub const MAX_BACKOFF_MS: u64 = 2_000;
+/// The failures in a row that can open the circuit (with [`TRIP_AFTER_MS`]).
+pub const TRIP_MIN_FAILURES: u32 = 5;
+/// How long failures must have gone on, with no answer between, to open it.
+pub const TRIP_AFTER_MS: u64 = 1_000;
+/// First back-off once open; it doubles with each failed probe.
+pub const FIRST_BACKOFF_MS: u64 = 100;
+/// Longest back-off: how late, at most, a recovered store is noticed.
+pub const MAX_BACKOFF_MS: u64 = 1_000;
 
 /// How often a store was called, failed, and was spared by the breaker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +52,10 @@ pub struct Breaker {
     /// 0 when closed; else ms since `epoch` until which calls fail at once.
     open_until: AtomicU64,
     failures_in_row: AtomicU32,
+    /// ms since `epoch` of the first failure of the current run (0: none).
+    failing_since: AtomicU64,
+    /// Probes that failed since the circuit opened: the back-off doubles with each.
+    failed_probes: AtomicU32,
     attempts: AtomicU64,
     failures: AtomicU64,
     short_circuits: AtomicU64,
@@ -53,6 +69,8 @@ impl Default for Breaker {
             epoch: Instant::now(),
             open_until: AtomicU64::new(0),
             failures_in_row: AtomicU32::new(0),
+            failing_since: AtomicU64::new(0),
+            failed_probes: AtomicU32::new(0),
             attempts: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             short_circuits: AtomicU64::new(0),
@@ -67,8 +85,8 @@ impl Breaker {
     }
 
     fn backoff_ms(&self) -> u64 {
-        let row = self.failures_in_row.load(Ordering::Relaxed).clamp(1, 16);
-        (FIRST_BACKOFF_MS << (row - 1)).min(MAX_BACKOFF_MS)
+        let probes = self.failed_probes.load(Ordering::Relaxed).min(16);
+        (FIRST_BACKOFF_MS << probes).min(MAX_BACKOFF_MS)
     }
 
     /// Whether a call may go to the store now; an error naming the outage if not.
@@ -105,25 +123,40 @@ impl Breaker {
         Ok(())
     }
 
-    /// Records an answer from the store: the circuit closes.
+    /// Records an answer from the store: the circuit closes, the run of failures ends.
     pub fn succeeded(&self) {
-        if self.open_until.load(Ordering::Relaxed) != 0
-            || self.failures_in_row.load(Ordering::Relaxed) != 0
+        if self.failures_in_row.load(Ordering::Relaxed) != 0
+            || self.open_until.load(Ordering::Relaxed) != 0
         {
             self.failures_in_row.store(0, Ordering::Relaxed);
+            self.failing_since.store(0, Ordering::Relaxed);
+            self.failed_probes.store(0, Ordering::Relaxed);
             self.open_until.store(0, Ordering::Release);
         }
     }
 
-    /// Records a failure to get an answer (`why`): the circuit opens for the next back-off.
+    /// Records one call that got no answer (`why`). A failed probe opens the
+    /// circuit again for a longer back-off; a run of failures long enough to
+    /// be an outage opens it for the first.
     pub fn failed(&self, why: &str) {
         if let Ok(mut last) = self.last_failure.lock() {
             why.clone_into(&mut last);
         }
         self.failures.fetch_add(1, Ordering::Relaxed);
-        self.failures_in_row.fetch_add(1, Ordering::Relaxed);
-        self.open_until
-            .store(self.now_ms() + self.backoff_ms(), Ordering::Release);
+        let now = self.now_ms();
+        let in_row = self.failures_in_row.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ = self
+            .failing_since
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        let since = self.failing_since.load(Ordering::Relaxed);
+        if self.open_until.load(Ordering::Acquire) != 0 {
+            self.failed_probes.fetch_add(1, Ordering::Relaxed);
+            self.open_until
+                .store(now + self.backoff_ms(), Ordering::Release);
+        } else if in_row >= TRIP_MIN_FAILURES && now.saturating_sub(since) >= TRIP_AFTER_MS {
+            self.open_until
+                .store(now + self.backoff_ms(), Ordering::Release);
+        }
     }
 
     /// The counters so far.
@@ -139,39 +172,68 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
-    fn opens_on_failure_and_closes_on_success() {
+    fn a_hiccup_never_opens_it() {
         let breaker = Breaker::default();
-        assert!(breaker.allow().is_ok());
+        for _ in 0..50 {
+            assert!(breaker.allow().is_ok());
+            breaker.failed("timed out");
+        }
+        assert!(
+            breaker.allow().is_ok(),
+            "50 quick failures are no outage yet"
+        );
+        breaker.succeeded();
+        std::thread::sleep(Duration::from_millis(TRIP_AFTER_MS + 20));
+        breaker.failed("timed out");
+        assert!(
+            breaker.allow().is_ok(),
+            "an answer ended the last run: the clock starts again"
+        );
+        assert_eq!(breaker.stats().short_circuits, 0);
+    }
+
+    #[test]
+    fn a_sustained_outage_opens_it_and_an_answer_closes_it() {
+        let breaker = Breaker::default();
+        breaker.failed("refused");
+        std::thread::sleep(Duration::from_millis(TRIP_AFTER_MS + 20));
+        for _ in 1..TRIP_MIN_FAILURES - 1 {
+            breaker.failed("refused");
+        }
+        assert!(breaker.allow().is_ok(), "too few failures yet");
         breaker.failed("refused");
         let refused = breaker.allow().unwrap_err().to_string();
         assert!(refused.contains("not called again"), "{refused}");
-        assert_eq!(
-            breaker.stats(),
-            StoreStats {
-                attempts: 1,
-                failures: 1,
-                short_circuits: 1
-            }
-        );
-        std::thread::sleep(std::time::Duration::from_millis(FIRST_BACKOFF_MS + 20));
+        assert!(refused.contains("refused"), "{refused}");
+        std::thread::sleep(Duration::from_millis(FIRST_BACKOFF_MS + 20));
         assert!(breaker.allow().is_ok(), "half-open: one probe goes through");
         assert!(breaker.allow().is_err(), "others wait while it probes");
         breaker.succeeded();
         assert!(breaker.allow().is_ok());
         assert!(breaker.allow().is_ok());
+        assert_eq!(breaker.open_until.load(Ordering::Relaxed), 0);
     }
 
     #[test]
-    fn backoff_doubles_up_to_a_cap() {
-        let breaker = Breaker::default();
-        for _ in 0..10 {
+    fn backoff_doubles_with_failed_probes_up_to_a_cap() {
+        let mut breaker = Breaker::default();
+        breaker.failing_since.store(1, Ordering::Relaxed);
+        breaker.epoch -= Duration::from_millis(TRIP_AFTER_MS + 10);
+        for _ in 0..TRIP_MIN_FAILURES {
             breaker.failed("refused");
+        }
+        assert_ne!(breaker.open_until.load(Ordering::Relaxed), 0);
+        assert_eq!(breaker.backoff_ms(), FIRST_BACKOFF_MS);
+        breaker.failed("probe refused");
+        assert_eq!(breaker.backoff_ms(), 2 * FIRST_BACKOFF_MS);
+        for _ in 0..10 {
+            breaker.failed("probe refused");
         }
         assert_eq!(breaker.backoff_ms(), MAX_BACKOFF_MS);
         breaker.succeeded();
-        breaker.failed("refused");
         assert_eq!(breaker.backoff_ms(), FIRST_BACKOFF_MS);
     }
 }

@@ -4,10 +4,12 @@
 mod breaker;
 mod memory;
 mod redis;
+mod url;
 
 pub use self::breaker::StoreStats;
 pub use self::memory::MemoryStore;
 pub use self::redis::{RedisStore, SCRIPT as REDIS_SCRIPT};
+pub use self::url::redact;
 
 use crate::decision::Observation;
 use crate::error::{Error, Result};
@@ -126,12 +128,24 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// The default wait for one Redis command and for a new connection: 250 ms.
+///
+/// A healthy Redis answers a check in well under a millisecond, but a busy
+/// one stalls now and then: the `fork` of a `BGSAVE` or AOF rewrite blocks it
+/// for about 10-20 ms per GB of data, and a slow disk can hold an fsync. A
+/// timeout is a check that falls back to `on_error` (admitted, by default), so
+/// it should outlast those stalls (the p99.9 of a busy Redis with a few GB)
+/// rather than turn each into a burst of unlimited requests; and it should be
+/// short enough that a request waiting on a dead Redis, before the circuit
+/// breaker opens, is still answered in a fraction of a second.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Options that shape a store; the defaults suit a web app.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// First part of every Redis key (`<prefix>:{<key>}:l`); no braces.
     pub prefix: String,
-    /// Longest wait for one Redis command.
+    /// Longest wait for one Redis command (see [`DEFAULT_TIMEOUT`]).
     pub timeout: Duration,
     /// Longest wait for a new Redis connection.
     pub connect_timeout: Duration,
@@ -145,8 +159,8 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             prefix: "rk".to_owned(),
-            timeout: Duration::from_millis(50),
-            connect_timeout: Duration::from_millis(50),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_TIMEOUT,
             pool_size: 16,
             max_keys: 1_000_000,
         }
@@ -195,16 +209,21 @@ pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
             let rest = &url["memory://".len()..];
             if !rest.is_empty() {
                 return Err(Error::config(format!(
-                    "invalid store URL '{url}': memory:// takes no host or path (set max_keys as an option)"
+                    "invalid store URL '{}': memory:// takes no host or path (set max_keys as an option)",
+                    redact(url)
                 )));
             }
             Ok(Arc::new(MemoryStore::new(options.max_keys)))
         }
-        Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel") => {
+        Some(
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel",
+        ) => {
             Ok(Arc::new(RedisStore::open(url, options)?))
         }
         _ => Err(Error::config(format!(
-            "invalid store URL '{url}': use memory://, redis://host:port/db, rediss://..., redis+cluster://host:port,host:port or redis+sentinel://host:port/master"
+            "invalid store URL '{}': use memory://, redis://host:port/db, rediss://..., redis+cluster://host:port,host:port or redis+sentinel://host:port/master",
+            redact(url)
         ))),
     }
 }

@@ -3,9 +3,14 @@
 //! Connections come from an r2d2 pool with connect and command timeouts; the
 //! script ([`SCRIPT`]) is run by its SHA-1 and sent again on `NOSCRIPT` (after a
 //! restart or `SCRIPT FLUSH`). `redis+cluster://` routes each check to the slot
-//! of its key's `{tag}`.
+//! of its key's `{tag}`. The pool, its threads and the circuit breaker belong
+//! to one process: a forked child builds its own (see [`crate::process`]).
+//! `rediss://` (and `rediss+cluster://`, `rediss+sentinel://`) speak TLS
+//! through rustls (see [`super::url`] for the CA and client-certificate
+//! parameters).
 
 use super::breaker::{Breaker, StoreStats};
+use super::url::{StoreUrl, Tls};
 use super::{Mode, Request, Store, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
@@ -14,6 +19,7 @@ use crate::policy::{
     decode_rules, version_key, Applied, Fail2Ban, Field, Listing, RawRecord, SharedHash, Strike,
     Verdict,
 };
+use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use redis::{ConnectionLike, RedisError, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,25 +139,17 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
-/// A store in Redis, single node or Cluster.
-pub struct RedisStore {
+/// The connections of one process: its pool (and the pool's threads), the
+/// circuit breaker, and the generation of connections still trusted.
+struct Connections {
     pool: r2d2::Pool<Manager>,
-    prefix: String,
-    check: Lua,
-    policy: Lua,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
-    /// A Cluster spreads keys over nodes: batches go one by one.
-    cluster: bool,
 }
 
-impl RedisStore {
-    /// Opens a pool for `url`: `redis://`, `rediss://`, `redis+cluster://h:p,h:p`
-    /// or `redis+sentinel://h:p,h:p/master[/db]`.
-    /// Connections are made lazily, so this succeeds while Redis is down.
-    pub fn open(url: &str, options: &StoreOptions) -> Result<RedisStore> {
+impl Connections {
+    fn open(url: &StoreUrl, options: &StoreOptions) -> Result<Connections> {
         let target = parse_target(url, options)?;
-        let cluster = matches!(target, Target::Cluster(_));
         let generation = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             target,
@@ -166,30 +164,67 @@ impl RedisStore {
             .connection_timeout(options.connect_timeout)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
-        Ok(RedisStore {
+        Ok(Connections {
             pool,
+            breaker: Breaker::default(),
+            generation,
+        })
+    }
+}
+
+/// A store in Redis, single node or Cluster.
+pub struct RedisStore {
+    local: ProcessLocal<Result<Connections>>,
+    prefix: String,
+    check: Lua,
+    policy: Lua,
+    /// A Cluster spreads keys over nodes: batches go one by one.
+    cluster: bool,
+    /// The URL as errors show it (no password).
+    shown: String,
+}
+
+impl RedisStore {
+    /// Opens a pool for `url`: `redis://`, `rediss://`, `redis+cluster://h:p,h:p`
+    /// or `redis+sentinel://h:p,h:p/master[/db]`.
+    /// Connections are made lazily, so this succeeds while Redis is down.
+    pub fn open(url: &str, options: &StoreOptions) -> Result<RedisStore> {
+        let url = StoreUrl::parse(url)?;
+        let cluster = url.scheme.ends_with("+cluster");
+        let shown = url.shown.clone();
+        let opts = options.clone();
+        let local = ProcessLocal::new(move || Connections::open(&url, &opts));
+        if let Err(e) = local.get() {
+            return Err(e.clone());
+        }
+        Ok(RedisStore {
+            local,
             prefix: options.prefix.clone(),
             check: Lua::new(SCRIPT),
             policy: Lua::new(POLICY_SCRIPT),
-            breaker: Breaker::default(),
-            generation,
             cluster,
+            shown,
         })
+    }
+
+    /// This process's connections (built on first use in a forked child).
+    fn connections(&self) -> Result<&Connections> {
+        self.local.get().as_ref().map_err(Clone::clone)
     }
 
     /// A pooled connection made since Redis last failed to answer; older ones
     /// are dropped on the way.
-    fn fresh_connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+    fn fresh_connection(&self, local: &Connections) -> Result<r2d2::PooledConnection<Manager>> {
         loop {
-            let mut con = match self.pool.get() {
+            let mut con = match local.pool.get() {
                 Ok(con) => con,
                 Err(e) => {
-                    let why = format!("no Redis connection: {e}");
-                    self.breaker.failed(&why);
+                    let why = format!("Redis at {}: no connection: {e}", self.shown);
+                    local.breaker.failed(&why);
                     return Err(Error::storage(why));
                 }
             };
-            if con.generation >= self.generation.load(Ordering::Acquire) {
+            if con.generation >= local.generation.load(Ordering::Acquire) {
                 return Ok(con);
             }
             con.broken = true;
@@ -220,30 +255,53 @@ impl RedisStore {
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
-    /// answered with an error.
+    /// answered with an error. Each call counts once with the breaker.
     fn on_connection<T>(
         &self,
         f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
-        self.breaker.allow()?;
-        let mut con = self.fresh_connection()?;
+        let local = self.connections()?;
+        local.breaker.allow()?;
+        let mut con = self.fresh_connection(local)?;
         match f(con.as_like()) {
             Err(e) if unreachable(&e) => {
-                // A late reply may still arrive on this connection: never reuse
-                // it, nor any other made before this failure.
+                // A late reply may still arrive on this connection: never reuse it.
                 con.broken = true;
-                self.generation.fetch_add(1, Ordering::AcqRel);
-                self.breaker.failed(&e.to_string());
-                Err(storage_error(e))
+                if !e.is_timeout() {
+                    // Reset or refused, as after a restart or failover: the
+                    // other pooled connections are suspect too. (A timeout
+                    // says only that Redis was slow: they stay.)
+                    local.generation.fetch_add(1, Ordering::AcqRel);
+                }
+                let why = self.describe(&e);
+                local.breaker.failed(&why);
+                Err(Error::storage(why))
             }
             answered => {
                 if matches!(&answered, Err(e) if e.is_cluster_error()) {
                     con.broken = true;
                 }
-                self.breaker.succeeded();
+                local.breaker.succeeded();
                 Ok(answered)
             }
         }
+    }
+
+    /// What a failure to reach Redis says, naming the URL (without its
+    /// password) and, for a TLS failure, its likely cause.
+    fn describe(&self, e: &RedisError) -> String {
+        let text = e.to_string();
+        let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+            " (the server's certificate is not signed by a CA this client trusts: \
+             give the CA's file as ssl_ca_certs)"
+        } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
+            " (TLS got a reply that is not TLS: is this port a plain-text one?)"
+        } else if text.contains("CertificateRequired") || text.contains("certificate required") {
+            " (the server asks for a client certificate: give ssl_certfile and ssl_keyfile)"
+        } else {
+            ""
+        };
+        format!("Redis at {}: {text}{hint}", self.shown)
     }
 
     /// The EVALSHA (or, `by_source`, EVAL) command of one check.
@@ -296,6 +354,33 @@ fn storage_error(e: RedisError) -> Error {
     Error::storage(e.to_string())
 }
 
+/// The TLS mode of a `rediss` URL's settings.
+fn tls_mode(tls: &Tls) -> redis::TlsMode {
+    if tls.verify {
+        redis::TlsMode::Secure
+    } else {
+        redis::TlsMode::Insecure
+    }
+}
+
+/// A node's URL for the Redis client: `#insecure` when certificates are not checked.
+fn node_url(scheme: &str, auth: &str, host: &str, tls: Option<&Tls>) -> String {
+    let insecure = if tls.is_some_and(|t| !t.verify) && !host.contains('#') {
+        "#insecure"
+    } else {
+        ""
+    };
+    format!("{scheme}://{auth}{host}{insecure}")
+}
+
+/// A client for one node URL, with the CA and client certificate when given.
+fn node_client(url: &str, tls: Option<&Tls>) -> redis::RedisResult<redis::Client> {
+    match tls.and_then(Tls::certificates) {
+        Some(certificates) => redis::Client::build_with_tls(url, certificates),
+        None => redis::Client::open(url),
+    }
+}
+
 fn is_noscript(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
@@ -318,11 +403,11 @@ fn split_hosts(rest: &str) -> (String, Vec<String>, &str) {
 }
 
 /// What a store URL points at.
-fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
-    let bad = |why: &str| Error::config(format!("invalid store URL '{url}': {why}"));
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
-    let scheme = scheme.to_ascii_lowercase();
-    if let Some(node_scheme) = scheme.strip_suffix("+cluster") {
+fn parse_target(url: &StoreUrl, options: &StoreOptions) -> Result<Target> {
+    let bad = |why: &str| Error::config(format!("invalid store URL '{}': {why}", url.shown));
+    let tls = url.tls.as_ref();
+    let rest = url.rest.as_str();
+    if let Some(node_scheme) = url.scheme.strip_suffix("+cluster") {
         let (auth, hosts, path) = split_hosts(rest);
         if hosts.is_empty() || !path.is_empty() {
             return Err(bad(
@@ -331,19 +416,24 @@ fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
         }
         let nodes: Vec<String> = hosts
             .iter()
-            .map(|h| format!("{node_scheme}://{auth}{h}"))
+            .map(|h| node_url(node_scheme, &auth, h, tls))
             .collect();
-        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes)
             .connection_timeout(options.connect_timeout)
             .response_timeout(options.timeout)
             // The client would resend a timed-out script (logging it twice)
             // and multiply the wait; redirects are retried in `run` instead.
-            .retries(0)
-            .build()
-            .map_err(|e| bad(&e.to_string()))?;
+            .retries(0);
+        if let Some(tls) = tls {
+            builder = builder.tls(tls_mode(tls));
+            if let Some(certificates) = tls.certificates() {
+                builder = builder.certs(certificates);
+            }
+        }
+        let client = builder.build().map_err(|e| bad(&e.to_string()))?;
         return Ok(Target::Cluster(client));
     }
-    if let Some(node_scheme) = scheme.strip_suffix("+sentinel") {
+    if let Some(node_scheme) = url.scheme.strip_suffix("+sentinel") {
         let (auth, hosts, path) = split_hosts(rest);
         let mut parts = path.split('/');
         let master = parts.next().unwrap_or("");
@@ -356,36 +446,45 @@ fn parse_target(url: &str, options: &StoreOptions) -> Result<Target> {
         if hosts.is_empty() || master.is_empty() {
             return Err(bad("give the sentinels and the master name: redis+sentinel://host:port,host:port/mymaster[/db]"));
         }
-        let sentinels: Vec<String> = hosts.iter().map(|h| format!("redis://{h}")).collect();
-        let mut node = redis::RedisConnectionInfo::default().set_db(db);
+        let sentinels = hosts
+            .iter()
+            .map(|h| {
+                node_client(&node_url(node_scheme, "", h, tls), tls)
+                    .map(|client| client.get_connection_info().addr().clone())
+            })
+            .collect::<redis::RedisResult<Vec<_>>>()
+            .map_err(|e| bad(&e.to_string()))?;
+        let mut builder = redis::sentinel::SentinelClientBuilder::new(
+            sentinels,
+            master,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(|e| bad(&e.to_string()))?
+        .set_client_to_redis_db(db);
         let credentials = auth.trim_end_matches('@');
         if let Some((user, password)) = credentials.split_once(':') {
             if !user.is_empty() {
-                node = node.set_username(user);
+                builder = builder.set_client_to_redis_username(user);
             }
-            node = node.set_password(password);
+            builder = builder.set_client_to_redis_password(password);
         }
-        let info =
-            redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(node);
-        if node_scheme == "rediss" {
-            return Err(bad(
-                "TLS to the master through sentinels is not supported; use redis+sentinel://",
-            ));
+        if let Some(tls) = tls {
+            builder = builder
+                .set_client_to_redis_tls_mode(tls_mode(tls))
+                .set_client_to_sentinel_tls_mode(tls_mode(tls));
+            if let Some(certificates) = tls.certificates() {
+                builder = builder.set_client_to_redis_certificates(certificates);
+            }
         }
-        let client = redis::sentinel::SentinelClient::build(
-            sentinels,
-            master.to_owned(),
-            Some(info),
-            redis::sentinel::SentinelServerType::Master,
-        )
-        .map_err(|e| bad(&e.to_string()))?;
+        let client = builder.build().map_err(|e| bad(&e.to_string()))?;
         return Ok(Target::Sentinel(std::sync::Mutex::new(client)));
     }
     if rest.is_empty() {
         return Err(bad("no host"));
     }
+    let node = node_url(&url.scheme, "", rest, tls);
     Ok(Target::Single(
-        redis::Client::open(url).map_err(|e| bad(&e.to_string()))?,
+        node_client(&node, tls).map_err(|e| bad(&e.to_string()))?,
     ))
 }
 
@@ -475,7 +574,9 @@ impl Store for RedisStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.breaker.stats()
+        self.connections()
+            .map(|local| local.breaker.stats())
+            .unwrap_or_default()
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {

@@ -15,7 +15,7 @@
         "BLOCKED_STATUS": 403, "POLICY_REFRESH": 2.0,
         "EXEMPT_PATHS": ["/health", "/static/"],
         "TRUSTED_PROXIES": ["10.0.0.0/8"],
-        "ON_ERROR": "allow", "TIMEOUT": 0.05, "CONNECT_TIMEOUT": 0.05, "PREFIX": "rk",
+        "ON_ERROR": "allow", "TIMEOUT": 0.25, "CONNECT_TIMEOUT": 0.25, "PREFIX": "rk",
         "STATUS": 429, "RESPONDER": None, "RAISE": False, "ENABLED": True,
         "LOG_LEVEL": "INFO",                   # one line per denial on "ratekeeper.denials"; None: off
         "LOG_KEYS": False,                     # log keys as they are, not hashed
@@ -221,8 +221,8 @@ def build(raw: Any) -> Config:
     options = {
         "prefix": raw.get("PREFIX", "rk"),
         "on_error": raw.get("ON_ERROR", "allow"),
-        "timeout": raw.get("TIMEOUT", 0.05),
-        "connect_timeout": raw.get("CONNECT_TIMEOUT", 0.05),
+        "timeout": raw.get("TIMEOUT", 0.25),
+        "connect_timeout": raw.get("CONNECT_TIMEOUT", 0.25),
         "pool_size": raw.get("POOL_SIZE", 16),
         "max_keys": raw.get("MAX_KEYS", 1_000_000),
         "policy_refresh": raw.get("POLICY_REFRESH", 2.0),

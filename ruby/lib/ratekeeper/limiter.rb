@@ -8,7 +8,7 @@ module Ratekeeper
     ON_ERROR = %w[allow deny raise].freeze
 
     # Limiter.new(rules, store: "memory://", prefix: "rk", on_error: :allow,
-    #             timeout: 0.05, connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000,
+    #             timeout: 0.25, connect_timeout: 0.25, pool_size: 16, max_keys: 1_000_000,
     #             denial_cache: 1.0, scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
     #
     # rules: "1/second; 20/minute", or an Array of rule Strings and
@@ -19,8 +19,8 @@ module Ratekeeper
     # check's tier: or stored per key (Admin#set_tier). policy_refresh: seconds
     # between reads of the switches and address lists. policies: false skips
     # reading each key's listings, tier and override.
-    def self.new(rules, store: "memory://", prefix: "rk", on_error: :allow, timeout: 0.05,
-                 connect_timeout: 0.05, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0,
+    def self.new(rules, store: "memory://", prefix: "rk", on_error: :allow, timeout: 0.25,
+                 connect_timeout: 0.25, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0,
                  scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
       _new(
         Limiter.normalize_rules(rules),

@@ -13,6 +13,7 @@ use ratekeeper_core as core;
 #[magnus::wrap(class = "Ratekeeper::Limiter", free_immediately, size)]
 pub struct Limiter {
     inner: core::Limiter,
+    /// The store URL as `inspect` shows it (no password).
     store: String,
 }
 
@@ -114,7 +115,10 @@ impl Limiter {
             policies,
         };
         let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
-        Ok(Limiter { inner, store })
+        Ok(Limiter {
+            inner,
+            store: core::store::redact(&store),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -185,12 +189,11 @@ impl Limiter {
 
     /// `screen(ip)`: how the address lists judge the client address now (a
     /// blocked or safelisted Decision), or nil. Asks no store.
+    /// (Without the GVL: the first read of the lists in a process may wait on the store.)
     pub fn screen(ruby: &Ruby, rb_self: &Self, ip: String) -> Result<Option<Decision>, Error> {
-        rb_self
-            .inner
-            .screen(&ip)
-            .map(|inner| deliver(ruby, inner))
-            .transpose()
+        let limiter = &rb_self.inner;
+        let listed = run_core(ruby, limiter.waits_on_io(), || Ok(limiter.screen(&ip)))?;
+        listed.map(|inner| deliver(ruby, inner)).transpose()
     }
 
     /// `admin`: the admin interface to this limiter's store.

@@ -35,8 +35,8 @@ module Ratekeeper
         @store = "memory://"
         @prefix = "rk"
         @on_error = :allow
-        @timeout = 0.05
-        @connect_timeout = 0.05
+        @timeout = 0.25
+        @connect_timeout = 0.25
         @pool_size = 16
         @status = 429
         @blocked_status = 403
