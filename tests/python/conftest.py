@@ -62,3 +62,74 @@ def store(request, redis_url) -> str:
             pytest.skip("RATEKEEPER_TEST_CLUSTER is not set (scripts/test sets it)")
         return url
     return "memory://" if request.param == "memory" else redis_url
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(directory, *args: str) -> int:
+    """Starts a Redis of a test's own in `directory` (loopback, no persistence)
+    with extra `args`, waits for its pid file and returns its pid."""
+    import shutil
+    import subprocess
+
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed: run scripts/setup-debian")
+    pidfile = os.path.join(str(directory), "redis.pid")
+    subprocess.run(
+        ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "yes",
+         "--pidfile", pidfile, "--logfile", os.path.join(str(directory), "redis.log"), "--dir", str(directory),
+         *args],
+        check=True,
+    )
+    for _ in range(100):
+        if os.path.exists(pidfile) and open(pidfile).read().strip():
+            return int(open(pidfile).read())
+        time.sleep(0.05)
+    pytest.fail(f"redis-server did not start: {open(os.path.join(str(directory), 'redis.log')).read()}")
+
+
+def stop_process(pid: int) -> None:
+    """Stops a process this test started, by its pid (thawed first if frozen)."""
+    import signal
+
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """(port, pid) of a Redis of this test's own, so freezing or killing it
+    disturbs no other test; stopped afterwards."""
+    port = free_port()
+    pid = start_redis(tmp_path, "--port", str(port))
+    yield port, pid
+    stop_process(pid)
+
+
+def wait_for_http(url: str, seconds: float = 20.0, process=None) -> None:
+    """Waits until `url` answers (any status), or fails naming the server's exit."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"the server exited with {process.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"nothing answered at {url} within {seconds} s")

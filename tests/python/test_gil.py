@@ -3,44 +3,11 @@
 thread keeps running Python code, and their waits overlap."""
 
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import threading
 import time
 
-import pytest
-
 from ratekeeper import Limiter
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    """A Redis of this test's own, so freezing it disturbs no other test."""
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed: run scripts/setup-debian")
-    port = free_port()
-    pidfile = tmp_path / "redis.pid"
-    subprocess.run(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--daemonize", "yes",
-         "--pidfile", str(pidfile), "--dir", str(tmp_path)],
-        check=True,
-    )
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        time.sleep(0.05)
-    pid = int(pidfile.read_text())
-    yield port, pid
-    os.kill(pid, signal.SIGCONT)
-    os.kill(pid, signal.SIGTERM)
 
 
 def test_threads_wait_on_a_frozen_redis_without_the_gil(own_redis):

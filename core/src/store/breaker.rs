@@ -2,18 +2,28 @@
 //! calling it for a short back-off, so an outage adds no latency to every
 //! request.
 //!
-//! It opens on a sustained outage only: [`TRIP_MIN_FAILURES`] failures in a
-//! row, the first at least [`TRIP_AFTER_MS`] before the last, with no answer
-//! between. One slow reply (a fork or fsync stall of a busy Redis) fails the
-//! checks in flight during it and nothing more: the next check asks Redis
-//! again. Once open, one caller probes after each back-off
+//! It opens on an outage only: [`TRIP_MIN_FAILURES`] failures in a row with
+//! no answer between, the last of them a refused or reset connection (nothing
+//! listens: Redis is down, not slow), or the first of them at least
+//! [`TRIP_AFTER_MS`] before the last (timeouts that went on that long). One
+//! slow reply (a fork or fsync stall of a busy Redis) fails the checks in
+//! flight during it and nothing more: the next check asks Redis again. Once open, one caller probes after each back-off
 //! ([`FIRST_BACKOFF_MS`], doubling to [`MAX_BACKOFF_MS`]); its answer closes it.
 
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// The failures in a row that can open the circuit (with [`TRIP_AFTER_MS`]).
+/// How a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer in time: Redis may only be slow.
+    Slow,
+    /// Refused or reset: nothing answers there now.
+    Down,
+}
+
+/// The failures in a row that can open the circuit.
 pub const TRIP_MIN_FAILURES: u32 = 5;
 /// How long failures must have gone on, with no answer between, to open it.
 pub const TRIP_AFTER_MS: u64 = 1_000;
@@ -138,7 +148,7 @@ impl Breaker {
     /// Records one call that got no answer (`why`). A failed probe opens the
     /// circuit again for a longer back-off; a run of failures long enough to
     /// be an outage opens it for the first.
-    pub fn failed(&self, why: &str) {
+    pub fn failed(&self, why: &str, kind: Failure) {
         if let Ok(mut last) = self.last_failure.lock() {
             why.clone_into(&mut last);
         }
@@ -153,7 +163,9 @@ impl Breaker {
             self.failed_probes.fetch_add(1, Ordering::Relaxed);
             self.open_until
                 .store(now + self.backoff_ms(), Ordering::Release);
-        } else if in_row >= TRIP_MIN_FAILURES && now.saturating_sub(since) >= TRIP_AFTER_MS {
+        } else if in_row >= TRIP_MIN_FAILURES
+            && (kind == Failure::Down || now.saturating_sub(since) >= TRIP_AFTER_MS)
+        {
             self.open_until
                 .store(now + self.backoff_ms(), Ordering::Release);
         }
@@ -179,7 +191,7 @@ mod tests {
         let breaker = Breaker::default();
         for _ in 0..50 {
             assert!(breaker.allow().is_ok());
-            breaker.failed("timed out");
+            breaker.failed("timed out", Failure::Slow);
         }
         assert!(
             breaker.allow().is_ok(),
@@ -187,7 +199,7 @@ mod tests {
         );
         breaker.succeeded();
         std::thread::sleep(Duration::from_millis(TRIP_AFTER_MS + 20));
-        breaker.failed("timed out");
+        breaker.failed("timed out", Failure::Slow);
         assert!(
             breaker.allow().is_ok(),
             "an answer ended the last run: the clock starts again"
@@ -196,15 +208,29 @@ mod tests {
     }
 
     #[test]
+    fn refused_connections_open_it_at_once() {
+        let breaker = Breaker::default();
+        for _ in 0..TRIP_MIN_FAILURES - 1 {
+            breaker.failed("refused", Failure::Down);
+        }
+        assert!(breaker.allow().is_ok());
+        breaker.failed("refused", Failure::Down);
+        assert!(
+            breaker.allow().is_err(),
+            "nothing listens: no need to wait a second"
+        );
+    }
+
+    #[test]
     fn a_sustained_outage_opens_it_and_an_answer_closes_it() {
         let breaker = Breaker::default();
-        breaker.failed("refused");
+        breaker.failed("refused", Failure::Slow);
         std::thread::sleep(Duration::from_millis(TRIP_AFTER_MS + 20));
         for _ in 1..TRIP_MIN_FAILURES - 1 {
-            breaker.failed("refused");
+            breaker.failed("refused", Failure::Slow);
         }
         assert!(breaker.allow().is_ok(), "too few failures yet");
-        breaker.failed("refused");
+        breaker.failed("refused", Failure::Slow);
         let refused = breaker.allow().unwrap_err().to_string();
         assert!(refused.contains("not called again"), "{refused}");
         assert!(refused.contains("refused"), "{refused}");
@@ -223,14 +249,14 @@ mod tests {
         breaker.failing_since.store(1, Ordering::Relaxed);
         breaker.epoch -= Duration::from_millis(TRIP_AFTER_MS + 10);
         for _ in 0..TRIP_MIN_FAILURES {
-            breaker.failed("refused");
+            breaker.failed("refused", Failure::Slow);
         }
         assert_ne!(breaker.open_until.load(Ordering::Relaxed), 0);
         assert_eq!(breaker.backoff_ms(), FIRST_BACKOFF_MS);
-        breaker.failed("probe refused");
+        breaker.failed("probe refused", Failure::Down);
         assert_eq!(breaker.backoff_ms(), 2 * FIRST_BACKOFF_MS);
         for _ in 0..10 {
-            breaker.failed("probe refused");
+            breaker.failed("probe refused", Failure::Down);
         }
         assert_eq!(breaker.backoff_ms(), MAX_BACKOFF_MS);
         breaker.succeeded();

@@ -3,6 +3,7 @@
 
 mod breaker;
 mod memory;
+mod pool;
 mod redis;
 mod url;
 

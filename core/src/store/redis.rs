@@ -1,6 +1,7 @@
 //! The Redis store: one EVALSHA per check, whatever the number of rules.
 //!
-//! Connections come from an r2d2 pool with connect and command timeouts; the
+//! Connections come from a pool of this process's own ([`super::pool`]) with
+//! connect and command timeouts; the
 //! script ([`SCRIPT`]) is run by its SHA-1 and sent again on `NOSCRIPT` (after a
 //! restart or `SCRIPT FLUSH`). `redis+cluster://` routes each check to the slot
 //! of its key's `{tag}`. The pool, its threads and the circuit breaker belong
@@ -9,7 +10,8 @@
 //! through rustls (see [`super::url`] for the CA and client-certificate
 //! parameters).
 
-use super::breaker::{Breaker, StoreStats};
+use super::breaker::{Breaker, Failure, StoreStats};
+use super::pool::{Connect, GetError, Lent, Pool};
 use super::url::{StoreUrl, Tls};
 use super::{Mode, Request, Store, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
@@ -89,7 +91,7 @@ enum Target {
     Sentinel(std::sync::Mutex<redis::sentinel::SentinelClient>),
 }
 
-/// Opens connections with the configured timeouts, for r2d2.
+/// Opens connections with the configured timeouts, for the pool.
 struct Manager {
     target: Target,
     timeout: Duration,
@@ -99,11 +101,8 @@ struct Manager {
     generation: Arc<AtomicU64>,
 }
 
-impl r2d2::ManageConnection for Manager {
-    type Connection = Conn;
-    type Error = RedisError;
-
-    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+impl Manager {
+    fn open(&self) -> std::result::Result<Conn, RedisError> {
         let link = match &self.target {
             Target::Single(client) => {
                 let con = client.get_connection_with_timeout(self.connect_timeout)?;
@@ -129,12 +128,17 @@ impl r2d2::ManageConnection for Manager {
             broken: false,
         })
     }
+}
 
-    fn is_valid(&self, con: &mut Conn) -> std::result::Result<(), RedisError> {
-        redis::cmd("PING").query::<()>(con.as_like())
+impl Connect for Manager {
+    type Conn = Conn;
+    type Error = RedisError;
+
+    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        self.open()
     }
 
-    fn has_broken(&self, con: &mut Conn) -> bool {
+    fn is_broken(&self, con: &mut Conn) -> bool {
         con.broken || !con.as_like().is_open()
     }
 }
@@ -142,7 +146,7 @@ impl r2d2::ManageConnection for Manager {
 /// The connections of one process: its pool (and the pool's threads), the
 /// circuit breaker, and the generation of connections still trusted.
 struct Connections {
-    pool: r2d2::Pool<Manager>,
+    pool: Pool<Manager>,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
 }
@@ -157,13 +161,7 @@ impl Connections {
             connect_timeout: options.connect_timeout,
             generation: generation.clone(),
         };
-        let pool = r2d2::Pool::builder()
-            .max_size(options.pool_size)
-            .min_idle(Some(0))
-            .test_on_check_out(false)
-            .connection_timeout(options.connect_timeout)
-            .error_handler(Box::new(r2d2::NopErrorHandler))
-            .build_unchecked(manager);
+        let pool = Pool::new(manager, options.pool_size, options.connect_timeout);
         Ok(Connections {
             pool,
             breaker: Breaker::default(),
@@ -212,15 +210,32 @@ impl RedisStore {
         self.local.get().as_ref().map_err(Clone::clone)
     }
 
+    /// Records a failure to reach Redis with the breaker, and the error to return.
+    fn failed(&self, local: &Connections, e: &RedisError) -> Error {
+        let kind = if e.is_timeout() {
+            Failure::Slow
+        } else {
+            // Reset or refused, as after a restart or failover: the other
+            // pooled connections are suspect too. (A timeout says only that
+            // Redis was slow: they stay.)
+            local.generation.fetch_add(1, Ordering::AcqRel);
+            Failure::Down
+        };
+        let why = describe(&self.shown, e);
+        local.breaker.failed(&why, kind);
+        Error::storage(why)
+    }
+
     /// A pooled connection made since Redis last failed to answer; older ones
     /// are dropped on the way.
-    fn fresh_connection(&self, local: &Connections) -> Result<r2d2::PooledConnection<Manager>> {
+    fn fresh_connection<'c>(&self, local: &'c Connections) -> Result<Lent<'c, Manager>> {
         loop {
             let mut con = match local.pool.get() {
                 Ok(con) => con,
-                Err(e) => {
-                    let why = format!("Redis at {}: no connection: {e}", self.shown);
-                    local.breaker.failed(&why);
+                Err(GetError::Connect(e)) => return Err(self.failed(local, &e)),
+                Err(GetError::Busy(why)) => {
+                    let why = format!("Redis at {}: {why}", self.shown);
+                    local.breaker.failed(&why, Failure::Slow);
                     return Err(Error::storage(why));
                 }
             };
@@ -267,15 +282,7 @@ impl RedisStore {
             Err(e) if unreachable(&e) => {
                 // A late reply may still arrive on this connection: never reuse it.
                 con.broken = true;
-                if !e.is_timeout() {
-                    // Reset or refused, as after a restart or failover: the
-                    // other pooled connections are suspect too. (A timeout
-                    // says only that Redis was slow: they stay.)
-                    local.generation.fetch_add(1, Ordering::AcqRel);
-                }
-                let why = self.describe(&e);
-                local.breaker.failed(&why);
-                Err(Error::storage(why))
+                Err(self.failed(local, &e))
             }
             answered => {
                 if matches!(&answered, Err(e) if e.is_cluster_error()) {
@@ -285,23 +292,6 @@ impl RedisStore {
                 Ok(answered)
             }
         }
-    }
-
-    /// What a failure to reach Redis says, naming the URL (without its
-    /// password) and, for a TLS failure, its likely cause.
-    fn describe(&self, e: &RedisError) -> String {
-        let text = e.to_string();
-        let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
-            " (the server's certificate is not signed by a CA this client trusts: \
-             give the CA's file as ssl_ca_certs)"
-        } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
-            " (TLS got a reply that is not TLS: is this port a plain-text one?)"
-        } else if text.contains("CertificateRequired") || text.contains("certificate required") {
-            " (the server asks for a client certificate: give ssl_certfile and ssl_keyfile)"
-        } else {
-            ""
-        };
-        format!("Redis at {}: {text}{hint}", self.shown)
     }
 
     /// The EVALSHA (or, `by_source`, EVAL) command of one check.
@@ -348,6 +338,23 @@ fn unreachable(e: &RedisError) -> bool {
                     | ServerErrorKind::BusyLoading
             )
         )
+}
+
+/// What a failure to reach Redis says, naming the URL as `shown` (without
+/// its password) and, for a TLS failure, its likely cause.
+fn describe(shown: &str, e: &RedisError) -> String {
+    let text = e.to_string();
+    let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+        " (the server's certificate is not signed by a CA this client trusts: \
+         give the CA's file as ssl_ca_certs)"
+    } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
+        " (TLS got a reply that is not TLS: is this port a plain-text one?)"
+    } else if text.contains("CertificateRequired") || text.contains("certificate required") {
+        " (the server asks for a client certificate: give ssl_certfile and ssl_keyfile)"
+    } else {
+        ""
+    };
+    format!("Redis at {shown}: {text}{hint}")
 }
 
 fn storage_error(e: RedisError) -> Error {
