@@ -180,6 +180,8 @@ pub struct RedisStore {
     cluster: bool,
     /// The URL as errors show it (no password).
     shown: String,
+    /// Whether connections speak TLS.
+    tls: bool,
 }
 
 impl RedisStore {
@@ -190,6 +192,7 @@ impl RedisStore {
         let url = StoreUrl::parse(url)?;
         let cluster = url.scheme.ends_with("+cluster");
         let shown = url.shown.clone();
+        let tls = url.tls.is_some();
         let opts = options.clone();
         let local = ProcessLocal::new(move || Connections::open(&url, &opts));
         if let Err(e) = local.get() {
@@ -202,6 +205,7 @@ impl RedisStore {
             policy: Lua::new(POLICY_SCRIPT),
             cluster,
             shown,
+            tls,
         })
     }
 
@@ -211,7 +215,7 @@ impl RedisStore {
     }
 
     /// Records a failure to reach Redis with the breaker, and the error to return.
-    fn failed(&self, local: &Connections, e: &RedisError) -> Error {
+    fn failed(&self, local: &Connections, e: &RedisError, step: Step) -> Error {
         let kind = if e.is_timeout() {
             Failure::Slow
         } else {
@@ -221,7 +225,7 @@ impl RedisStore {
             local.generation.fetch_add(1, Ordering::AcqRel);
             Failure::Down
         };
-        let why = describe(&self.shown, e);
+        let why = describe(&self.shown, e, step);
         local.breaker.failed(&why, kind);
         Error::storage(why)
     }
@@ -232,7 +236,14 @@ impl RedisStore {
         loop {
             let mut con = match local.pool.get() {
                 Ok(con) => con,
-                Err(GetError::Connect(e)) => return Err(self.failed(local, &e)),
+                Err(GetError::Connect(e)) => {
+                    let step = if self.tls {
+                        Step::TlsConnect
+                    } else {
+                        Step::Connect
+                    };
+                    return Err(self.failed(local, &e, step));
+                }
                 Err(GetError::Busy(why)) => {
                     let why = format!("Redis at {}: {why}", self.shown);
                     local.breaker.failed(&why, Failure::Slow);
@@ -282,7 +293,7 @@ impl RedisStore {
             Err(e) if unreachable(&e) => {
                 // A late reply may still arrive on this connection: never reuse it.
                 con.broken = true;
-                Err(self.failed(local, &e))
+                Err(self.failed(local, &e, Step::Command))
             }
             answered => {
                 if matches!(&answered, Err(e) if e.is_cluster_error()) {
@@ -340,11 +351,27 @@ fn unreachable(e: &RedisError) -> bool {
         )
 }
 
+/// Where a call to Redis failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Opening a plain-text connection.
+    Connect,
+    /// Opening a TLS connection.
+    TlsConnect,
+    /// A command on an open connection.
+    Command,
+}
+
 /// What a failure to reach Redis says, naming the URL as `shown` (without
 /// its password) and, for a TLS failure, its likely cause.
-fn describe(shown: &str, e: &RedisError) -> String {
-    let text = e.to_string();
-    let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+fn describe(shown: &str, e: &RedisError, step: Step) -> String {
+    let mut text = e.to_string();
+    if e.is_timeout() {
+        text = format!("no answer in time ({text})");
+    }
+    let hint = if e.is_timeout() && step == Step::TlsConnect {
+        " (no TLS handshake: is this port a plain-text one? A TLS port serves rediss://)"
+    } else if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
         " (the server's certificate is not signed by a CA this client trusts: \
          give the CA's file as ssl_ca_certs)"
     } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
