@@ -176,12 +176,17 @@ def tls_cluster(certs, tmp_path_factory):
                                     "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000"))
         subprocess.run(["redis-cli", "--tls", "--cacert", str(certs / "ca.pem"), "--cluster", "create",
                         *[f"127.0.0.1:{p}" for p in ports], "--cluster-yes"], check=True, capture_output=True)
-        for _ in range(100):
-            info = subprocess.run(["redis-cli", "--tls", "--cacert", str(certs / "ca.pem"), "-p", str(ports[0]),
+        def ready(port: int) -> bool:
+            info = subprocess.run(["redis-cli", "--tls", "--cacert", str(certs / "ca.pem"), "-p", str(port),
                                    "cluster", "info"], capture_output=True, text=True).stdout
-            if "cluster_state:ok" in info:
+            return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+
+        for _ in range(150):
+            if all(ready(port) for port in ports):
                 break
             time.sleep(0.1)
+        else:
+            pytest.fail("the TLS cluster did not become ready")
         yield ports
     finally:
         for pid in pids:
