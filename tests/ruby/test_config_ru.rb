@@ -27,10 +27,7 @@ class TestConfigRu < Minitest::Test
     assert_equal "200", http.get("/health").code
     assert_equal "403", http.get("/index.php").code
   ensure
-    if pid
-      Process.kill(:TERM, pid)
-      Process.wait(pid)
-    end
+    stop_server(pid)
   end
 
   private

@@ -73,10 +73,7 @@ class TestForking < Minitest::Test
     assert(answers.drop(200).all? { |a| a["allowed"] }, "every other key has its own quota")
     assert_equal 2, answers.map { |a| a["pid"] }.uniq.size, "both workers should have answered"
   ensure
-    if pid
-      Process.kill(:TERM, pid)
-      Process.wait(pid)
-    end
+    stop_server(pid)
   end
 
   def wait_for(port, pid)

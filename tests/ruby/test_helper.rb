@@ -37,6 +37,14 @@ module TestSupport
     { "memory" => "memory://", "redis" => redis_url }
   end
 
+  # Stops a server this test spawned, by its pid, and reaps it.
+  def stop_server(pid)
+    return unless pid
+
+    Process.kill(:TERM, pid)
+    Process.wait(pid)
+  end
+
   def free_port
     server = TCPServer.new("127.0.0.1", 0)
     server.addr[1]
