@@ -91,12 +91,24 @@ impl Admin {
         self.put(list, target, now_ms + ttl_ms, reason, Some(now_ms))
     }
 
-    /// Puts `target` on `list` until `until_ms` (judged at `now_ms`, the
-    /// store's clock when `None`).
+    /// Puts `target` (parsed: an address or range when it reads as one) on
+    /// `list` until `until_ms` (judged at `now_ms`, the store's clock when `None`).
     pub(crate) fn put(
         &self,
         list: List,
         target: &[u8],
+        until_ms: u64,
+        reason: &str,
+        now_ms: Option<u64>,
+    ) -> Result<Entry> {
+        self.put_target(list, Target::parse(target)?, until_ms, reason, now_ms)
+    }
+
+    /// Puts `target`, as it is said to be, on `list` until `until_ms`.
+    pub(crate) fn put_target(
+        &self,
+        list: List,
+        target: Target,
         until_ms: u64,
         reason: &str,
         now_ms: Option<u64>,
@@ -106,7 +118,7 @@ impl Admin {
             reason: reason.to_owned(),
         };
         let stored = listing.encode();
-        let entry = match Target::parse(target)? {
+        let entry = match target {
             Target::Net(net) => {
                 let text = net.to_string();
                 self.prune_nets(now_ms.map_or_else(|| self.store.clock_ms(), Ok)?)?;

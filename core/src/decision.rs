@@ -244,6 +244,9 @@ impl Decision {
     /// The response headers for this decision: `X-RateLimit-*` for the binding
     /// rule, the IETF draft `RateLimit-Policy` (all rules) and `RateLimit`
     /// (binding rule), and `Retry-After` (whole seconds, rounded up) when denied.
+    /// A degraded decision (the store did not answer) knows the rules but not
+    /// their use: it carries `RateLimit-Policy` (and `Retry-After`) only,
+    /// never a remaining quota it cannot vouch for.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         let bind = self.binding_state();
         let reset_at = ceil_seconds(self.now_ms + bind.reset_after_ms);
@@ -259,22 +262,27 @@ impl Decision {
                 )
             })
             .collect();
-        let mut headers = vec![
-            ("X-RateLimit-Limit", bind.limit.to_string()),
-            ("X-RateLimit-Remaining", bind.remaining.to_string()),
-            ("X-RateLimit-Used", bind.used().to_string()),
-            ("X-RateLimit-Reset", reset_at.to_string()),
-            ("RateLimit-Policy", policy.join(", ")),
-            (
-                "RateLimit",
-                format!(
-                    "\"{}\";r={};t={}",
-                    bind.window_name(),
-                    bind.remaining,
-                    ceil_seconds(bind.reset_after_ms)
+        let policy = ("RateLimit-Policy", policy.join(", "));
+        let mut headers = if self.degraded {
+            vec![policy]
+        } else {
+            vec![
+                ("X-RateLimit-Limit", bind.limit.to_string()),
+                ("X-RateLimit-Remaining", bind.remaining.to_string()),
+                ("X-RateLimit-Used", bind.used().to_string()),
+                ("X-RateLimit-Reset", reset_at.to_string()),
+                policy,
+                (
+                    "RateLimit",
+                    format!(
+                        "\"{}\";r={};t={}",
+                        bind.window_name(),
+                        bind.remaining,
+                        ceil_seconds(bind.reset_after_ms)
+                    ),
                 ),
-            ),
-        ];
+            ]
+        };
         if let (false, Some(wait)) = (self.allowed, self.retry_after_ms) {
             headers.push(("Retry-After", ceil_seconds(wait).to_string()));
         }
@@ -433,5 +441,22 @@ mod tests {
         assert!(open.allowed && open.degraded && open.rules[0].remaining == 5);
         let closed = Decision::fallback(&rules, 5, false);
         assert!(!closed.allowed && closed.degraded && closed.retry_after_ms == Some(1000));
+    }
+
+    #[test]
+    fn a_degraded_decision_claims_no_quota() {
+        let rules = set("5/s; 20/m");
+        let open: Vec<_> = Decision::fallback(&rules, 5, true)
+            .headers()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(open, ["RateLimit-Policy"]);
+        let closed: Vec<_> = Decision::fallback(&rules, 5, false)
+            .headers()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(closed, ["RateLimit-Policy", "Retry-After"]);
     }
 }

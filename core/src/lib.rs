@@ -91,7 +91,7 @@ pub mod store;
 pub use admin::{Admin, Entry};
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
 pub use error::{Error, Result};
-pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, OnError};
+pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
 pub use policy::{Fail2Ban, List, Listing, Strike, Switches};

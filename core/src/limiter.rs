@@ -5,7 +5,8 @@ use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
-use crate::policy::{self, Applied, Fail2Ban, List, Shared, SharedHash, Strike, Verdict};
+use crate::net::Cidr;
+use crate::policy::{self, Applied, Fail2Ban, List, Shared, SharedHash, Strike, Target, Verdict};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use crate::store::{self, system_now_ms, Mode, Request, Store, StoreOptions};
@@ -426,20 +427,62 @@ impl Limiter {
         self.store.reset(&tag, &self.scope)
     }
 
-    /// Counts one fail2ban strike against `key` (a bad request, a failed
+    /// Counts one fail2ban strike against `offender` (a bad request, a failed
     /// login); the strike that makes `rule.maxretry` within `rule.findtime`
-    /// blocks the key (an address: the address) for `rule.bantime`, with the
-    /// reason `fail2ban <name>`.
-    pub fn penalize(&self, key: &[u8], rule: &Fail2Ban, now: Option<f64>) -> Result<Strike> {
+    /// blocks it for `rule.bantime`, with the reason `fail2ban <name>`. A key
+    /// is banned as that exact key, even when its text reads as an address or
+    /// a range (it may be what a client typed); only [`Offender::Address`],
+    /// the client address a middleware saw, bans an address (never a range).
+    /// When the store fails, `on_error` applies as to a check: `raise`
+    /// returns the error, `allow` counts nothing and bans nothing, `deny`
+    /// reports a ban (the request is refused) without storing one.
+    pub fn penalize(
+        &self,
+        offender: Offender<'_>,
+        rule: &Fail2Ban,
+        now: Option<f64>,
+    ) -> Result<Strike> {
         let now_ms = now.map(now_to_ms).transpose()?;
-        let tag = key_tag(key);
-        let strike = self.store.strike(&tag, rule, now_ms)?;
-        if let Some(until_ms) = strike.until_ms {
-            let admin = crate::admin::Admin::new(self.store.clone());
-            let reason = format!("fail2ban {}", rule.name);
-            admin.put(List::Block, key, until_ms, &reason, now_ms)?;
+        let (tag, target) = match offender {
+            Offender::Key(key) => {
+                if key.is_empty() {
+                    return Err(Error::config("the key is empty"));
+                }
+                (key_tag(key), Target::Key(key.to_vec()))
+            }
+            Offender::Address(ip) => {
+                let addr = crate::net::parse_hop(ip).ok_or_else(|| {
+                    Error::config(format!(
+                        "invalid client address '{}': give one IPv4 or IPv6 address",
+                        ip.escape_debug()
+                    ))
+                })?;
+                let text = crate::net::canonical(addr).to_string();
+                (key_tag(text.as_bytes()), Target::Net(Cidr::parse(&text)?))
+            }
+        };
+        let outcome = self.store.strike(&tag, rule, now_ms).and_then(|strike| {
+            if let Some(until_ms) = strike.until_ms {
+                let admin = crate::admin::Admin::new(self.store.clone());
+                let reason = format!("fail2ban {}", rule.name);
+                admin.put_target(List::Block, target, until_ms, &reason, now_ms)?;
+            }
+            Ok(strike)
+        });
+        match outcome {
+            Err(err) if !matches!(err, Error::Config(_)) && self.on_error != OnError::Raise => {
+                let banned = self.on_error == OnError::Deny;
+                if !self.state().in_outage.swap(true, Ordering::Relaxed) {
+                    log::warn!("the store is failing ({err}); fail2ban strikes are not counted");
+                }
+                Ok(Strike {
+                    strikes: 0,
+                    banned,
+                    until_ms: None,
+                })
+            }
+            other => other,
         }
-        Ok(strike)
     }
 
     /// How the address lists judge the client address `ip` now: a blocked or
@@ -677,6 +720,15 @@ impl Limiter {
             .collect();
         check_batch(&items, now)
     }
+}
+
+/// What a fail2ban strike is counted against (see [`Limiter::penalize`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Offender<'a> {
+    /// An exact key (a user, an e-mail address typed into a form...).
+    Key(&'a [u8]),
+    /// The client address the request came from, as text.
+    Address(&'a str),
 }
 
 /// Where a denial is remembered: per key and the tier the caller named (a

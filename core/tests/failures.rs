@@ -551,11 +551,21 @@ fn sentinel_failover_under_load_recovers() {
             .unwrap()
             .get_connection()
             .unwrap();
-        let _: () = redis::cmd("SENTINEL")
-            .arg("FAILOVER")
-            .arg("mymaster")
-            .query(&mut con)
-            .unwrap();
+        // the sentinel learns of the replica from the master's INFO, every
+        // few seconds: until it has, FAILOVER answers NOGOODSLAVE
+        let mut asked = Err(None);
+        for _ in 0..100 {
+            asked = redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg("mymaster")
+                .query::<()>(&mut con)
+                .map_err(Some);
+            if asked.is_ok() {
+                break;
+            }
+            sleep_ms(100);
+        }
+        asked.expect("the sentinel never accepted FAILOVER");
         for _ in 0..200 {
             if sentinel.master_port() == replica.port {
                 break;

@@ -7,7 +7,7 @@ mod common;
 
 use ratekeeper_core::policy::Field;
 use ratekeeper_core::store::{self, Store, StoreOptions};
-use ratekeeper_core::{Admin, CheckOptions, Fail2Ban, Limiter, List, OnError, RuleSet};
+use ratekeeper_core::{Admin, CheckOptions, Fail2Ban, Limiter, List, Offender, OnError, RuleSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -292,19 +292,30 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
         // strikes spread wider than findtime never ban
         for i in 0..5 {
             let s = strikes
-                .penalize(b"mallory", &rule, Some(T0 + 61.0 * f64::from(i)))
+                .penalize(
+                    Offender::Key(b"mallory"),
+                    &rule,
+                    Some(T0 + 61.0 * f64::from(i)),
+                )
                 .unwrap();
             assert!(!s.banned, "{name}");
         }
         let t = T0 + 1000.0;
-        assert!(!strikes.penalize(b"eve", &rule, Some(t)).unwrap().banned);
         assert!(
             !strikes
-                .penalize(b"eve", &rule, Some(t + 1.0))
+                .penalize(Offender::Key(b"eve"), &rule, Some(t))
                 .unwrap()
                 .banned
         );
-        let third = strikes.penalize(b"eve", &rule, Some(t + 2.0)).unwrap();
+        assert!(
+            !strikes
+                .penalize(Offender::Key(b"eve"), &rule, Some(t + 1.0))
+                .unwrap()
+                .banned
+        );
+        let third = strikes
+            .penalize(Offender::Key(b"eve"), &rule, Some(t + 2.0))
+            .unwrap();
         assert!(third.banned && third.strikes == 3, "{name}");
         let d = at(&app, "eve", t + 3.0);
         assert!(
@@ -312,10 +323,14 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
             "{name}"
         );
         assert!(at(&app, "eve", t + 603.0).allowed, "{name}: the ban lapsed");
-        // an address is banned as an address: any key checked from it is refused
+        // the client address is banned as an address: any key checked from it is refused
         for i in 0..3 {
             strikes
-                .penalize(b"198.51.100.4", &rule, Some(t + f64::from(i)))
+                .penalize(
+                    Offender::Address("198.51.100.4"),
+                    &rule,
+                    Some(t + f64::from(i)),
+                )
                 .unwrap();
         }
         std::thread::sleep(Duration::from_millis(150));
@@ -332,6 +347,29 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
                 .any(|e| e.field == Field::Block && e.target == b"198.51.100.4/32"),
             "{name}: {listed:?}"
         );
+        // a key that reads as a range or an address (text a client typed)
+        // bans that exact key, never the addresses it names
+        for key in ["0.0.0.0/0", "::/0", "203.0.113.50"] {
+            for i in 0..3 {
+                strikes
+                    .penalize(Offender::Key(key.as_bytes()), &rule, Some(t + f64::from(i)))
+                    .unwrap();
+            }
+            assert!(at(&app, key, t + 4.0).blocked, "{name}: {key}");
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        let elsewhere = CheckOptions {
+            now: Some(t + 4.0),
+            ip: Some("203.0.113.50"),
+            ..CheckOptions::default()
+        };
+        let d = app.check_with(b"user:10", &elsewhere).unwrap();
+        assert!(!d.blocked, "{name}: a typed key banned every client");
+        assert!(strikes
+            .penalize(Offender::Address("0.0.0.0/0"), &rule, Some(t))
+            .unwrap_err()
+            .to_string()
+            .contains("invalid client address"));
     }
 }
 

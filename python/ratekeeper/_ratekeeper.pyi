@@ -119,8 +119,9 @@ class Limiter:
     ) -> Decision: ...
     def penalize(
         self,
-        key: _KeyLike,
+        key: Optional[_KeyLike] = None,
         *,
+        ip: Optional[str] = None,
         maxretry: int = 5,
         findtime: float = 600.0,
         bantime: float = 3600.0,

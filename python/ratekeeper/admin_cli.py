@@ -37,12 +37,22 @@ def _left(expires_at: Optional[float]) -> str:
     return "-" if expires_at is None else time_left(expires_at - time.time())
 
 
+def printable(text: Any) -> str:
+    """``text`` with every character that is not printable (newlines, escape
+    sequences, bidi controls) written as its Python escape, so a key or reason
+    cannot forge rows or drive the terminal. JSON output stays exact."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _show(value: Any) -> str:
-    """A result as plain text."""
+    """A result as plain text, every stored text made printable."""
     if isinstance(value, list):
         if not value:
             return "nothing listed"
-        rows = [(e["kind"], e["target"], _left(e["expires_at"]), e["detail"]) for e in value]
+        rows = [(e["kind"], printable(e["target"]), _left(e["expires_at"]), printable(e["detail"])) for e in value]
         width = [max(len(r[i]) for r in rows + [("KIND", "TARGET", "LEFT", "")]) for i in range(3)]
         lines = [f"{'KIND':<{width[0]}}  {'TARGET':<{width[1]}}  {'LEFT':<{width[2]}}  DETAIL"]
         lines += [f"{k:<{width[0]}}  {t:<{width[1]}}  {left:<{width[2]}}  {d}" for k, t, left, d in rows]
@@ -51,12 +61,13 @@ def _show(value: Any) -> str:
         out = []
         for name, item in value.items():
             if isinstance(item, dict):
-                item = ", ".join(f"{k}={_left(v) + ' left' if k == 'expires_at' else v}" for k, v in item.items())
+                item = ", ".join(f"{k}={_left(v) + ' left' if k == 'expires_at' else printable(v)}"
+                                 for k, v in item.items())
             elif isinstance(item, list):
-                item = "; ".join(str(x) for x in item)
-            out.append(f"{name}: {'-' if item is None else item}")
+                item = "; ".join(printable(x) for x in item)
+            out.append(f"{name}: {'-' if item is None else printable(item)}")
         return "\n".join(out)
-    return str(value)
+    return printable(value)
 
 
 def _listing(which: str) -> Action:
@@ -71,7 +82,7 @@ def _unlisting(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         remove = admin.unblock if which == "block" else admin.unsafelist
         if not remove(args.target):
-            raise LookupError(f"{args.target} is not on the {which}list")
+            raise LookupError(f"{printable(args.target)} is not on the {which}list")
         return {"removed": args.target}
 
     return act
@@ -81,7 +92,12 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
     seen = admin.inspect(args.key)
     rules = args.rules or seen["override"]
     if rules:
-        tiers = dict(t.split("=", 1) for t in args.tier_rules or [])
+        tiers = {}
+        for given in args.tier_rules or []:
+            name, equals, tier_rules = given.partition("=")
+            if not (name and equals and tier_rules):
+                raise ConfigurationError(f"--tier-rules takes NAME=RULES, such as pro=100/minute, not {given!r}")
+            tiers[name] = tier_rules
         limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
                           timeout=2.0, connect_timeout=2.0, denial_cache=0.0)
         decision = limiter.peek(args.key)
@@ -145,10 +161,10 @@ class Command:
             result = self.action(admin, args)
         except (ConfigurationError, TypeError) as exc:
             parser.print_usage(sys.stderr)
-            print(f"ratekeeper {self.NAME}: error: {exc}", file=sys.stderr)
+            print(f"ratekeeper {self.NAME}: error: {printable(exc)}", file=sys.stderr)
             return USAGE
         except StorageError as exc:
-            print(f"ratekeeper {self.NAME}: the store failed: {exc}", file=sys.stderr)
+            print(f"ratekeeper {self.NAME}: the store failed: {printable(exc)}", file=sys.stderr)
             return FAILED
         except LookupError as exc:
             print(f"ratekeeper {self.NAME}: {exc.args[0]}", file=sys.stderr)

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import datetime
 import gzip
+import heapq
 import importlib.util
 import io
 import itertools
@@ -47,6 +48,11 @@ TIME_FIELDS = ("time", "timestamp", "ts")
 KEY_FIELDS = {"ip": ("ip", "remote_addr"), "user": ("user",)}
 MAX_BAD_EXAMPLES = 3
 PROGRESS_EVERY = 4096
+# lines read to choose the format: the first that parses decides
+DETECT_LINES = 1000
+# how far out of order (seconds behind the newest line) a line may come and
+# still be replayed in time order; an older one counts at its user's newest time
+REORDER_SECONDS = 60.0
 """Lines between two looks at the clock for the progress bar."""
 
 Parser = Callable[[str], Tuple[Optional[str], float]]
@@ -73,21 +79,35 @@ def open_log(path: str) -> Iterator[Tuple[TextIO, IO[bytes], bool]]:
             yield text, raw, gzipped
 
 
-def split_head(lines: Iterable[str]) -> Tuple[Optional[str], Iterator[str]]:
-    """The first non-blank line (None if there is none) and an iterator over
-    all lines, that one included."""
+def split_head(lines: Iterable[str], size: int = DETECT_LINES) -> Tuple[List[str], Iterator[str]]:
+    """The first ``size`` non-blank lines, and an iterator over all lines,
+    those included."""
     it = iter(lines)
     head: List[str] = []
+    found: List[str] = []
     for line in it:
         head.append(line)
         if not line.isspace():
-            return line, itertools.chain(head, it)
-    return None, iter(head)
+            found.append(line)
+            if len(found) == size:
+                break
+    return found, itertools.chain(head, it)
 
 
-def detect_format(first_line: Optional[str]) -> str:
-    """``"json"`` when the first non-blank line is a JSON object, else ``"clf"``."""
-    return "json" if first_line is not None and first_line.lstrip().startswith("{") else "clf"
+def detect_format(head: Sequence[str]) -> Optional[str]:
+    """``"json"`` or ``"clf"``: the format of the first of ``head`` that is a
+    JSON object or a common/combined log line (a cut-off first line does not
+    decide); None when none is either."""
+    for line in head:
+        if _CLF.match(line):
+            return "clf"
+        if line.lstrip().startswith("{"):
+            try:
+                if isinstance(json.loads(line), dict):
+                    return "json"
+            except ValueError:
+                pass
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -281,6 +301,8 @@ class Replay:
         self.user_periods = 0
         self.first_time = math.inf
         self.last_time = -math.inf
+        # lines further out of order than REORDER_SECONDS
+        self.late = 0
 
     def feed(self, key: Optional[str], timestamp: float) -> None:
         """Replays one request of ``key`` at ``timestamp`` (epoch seconds)."""
@@ -376,10 +398,25 @@ class Progress:
 def replay_lines(
     lines: Iterable[str], parse: Parser, replay: Replay, bad: BadLines, progress: Callable[[int], None]
 ) -> int:
-    """Parses and replays every line; returns the number of lines read.
-    ``progress(lines_so_far)`` is called every ``PROGRESS_EVERY`` lines."""
-    feed = replay.feed
+    """Parses every line and replays the requests in time order; returns the
+    number of lines read. Log writers (nginx workers, Apache) put lines a few
+    seconds out of order: a line is held until the newest time seen is
+    ``REORDER_SECONDS`` past it, so lines up to that far out of order are
+    replayed in order (a line later still counts at its user's newest time,
+    and is counted in ``replay.late``). ``progress(lines_so_far)`` is called
+    every ``PROGRESS_EVERY`` lines."""
+    held: List[Tuple[float, int, Optional[str]]] = []
+    newest = -math.inf
     line_number = 0
+
+    def release(until: float) -> None:
+        while held and held[0][0] <= until:
+            timestamp, number, key = heapq.heappop(held)
+            try:
+                replay.feed(key, timestamp)
+            except BadLine as exc:
+                bad.add(number, str(exc), "")
+
     for line_number, line in enumerate(lines, 1):
         if not line_number % PROGRESS_EVERY:
             progress(line_number)
@@ -387,9 +424,16 @@ def replay_lines(
             continue
         try:
             key, timestamp = parse(line)
-            feed(key, timestamp)
         except BadLine as exc:
             bad.add(line_number, str(exc), line)
+            continue
+        if timestamp < newest - REORDER_SECONDS:
+            replay.late += 1
+        heapq.heappush(held, (timestamp, line_number, key))
+        if timestamp > newest:
+            newest = timestamp
+            release(newest - REORDER_SECONDS)
+    release(math.inf)
     return line_number
 
 
@@ -480,6 +524,7 @@ def build_report(
         "lines": lines,
         "requests": replay.requests,
         "unkeyed_lines": replay.unkeyed,
+        "late_lines": replay.late,
         "bad_lines": bad.count,
         "bad_line_examples": bad.examples,
         "first_time": iso_time(replay.first_time),
@@ -515,7 +560,8 @@ def render_text(report: Dict[str, Any]) -> str:
     out = [
         f"{report['file']}: {kind}{', gzip' if report['gzip'] else ''}; key: {report['key']}",
         f"  {report['lines']:,} lines: {report['requests']:,} requests replayed, "
-        f"{report['unkeyed_lines']:,} without a key, {report['bad_lines']:,} bad",
+        f"{report['unkeyed_lines']:,} without a key, {report['bad_lines']:,} bad"
+        + (f", {report['late_lines']:,} more than {REORDER_SECONDS:g} s out of order" if report["late_lines"] else ""),
     ]
     for example in report["bad_line_examples"]:
         out.append(f"    line {example['line']}: {example['reason']}: {example['text'][:80]!r}")
@@ -671,6 +717,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Runs ``analyze``: 0 when done, 1 when the log cannot be read; bad
     arguments exit through ``parser.error`` (code 2)."""
+    if args.plot and not args.plot.lower().endswith(".png"):
+        parser.error(f"--plot writes a PNG image: give a path ending in .png, not {args.plot!r}")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
     candidates = [Candidate(text, i) for i, text in enumerate([args.rules] + args.candidates)]
@@ -678,8 +726,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     bad = BadLines()
     try:
         with open_log(args.logfile) as (text, raw, gzipped):
-            first_line, lines = split_head(text)
-            log_format = detect_format(first_line)
+            head, lines = split_head(text)
+            log_format = detect_format(head)
+            if log_format is None:
+                print(f"{parser.prog}: error: no line of {args.logfile} is in the combined log format or a JSON "
+                      f"object (read the first {len(head)} lines)", file=sys.stderr)
+                return 1
             try:
                 parse = make_parser(log_format, args.key)
             except ValueError as exc:

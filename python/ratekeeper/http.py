@@ -10,6 +10,8 @@ from typing import Dict, List, Optional, Tuple, Union
 from ratekeeper._ratekeeper import Decision
 
 DEFAULT_STATUS = 429
+BLOCKED_STATUS = 403
+BLOCKED_BODY = json.dumps({"error": "blocked"}).encode()
 DENIALS = logging.getLogger("ratekeeper.denials")
 
 

@@ -6,13 +6,23 @@
 
 Every limited response carries the rate-limit headers; a denied request gets
 429 (``status``) with ``Retry-After`` and a JSON body, or whatever
-``responder(environ, start_response, decision)`` returns.
+``responder(environ, start_response, decision)`` returns. A blocked client
+(its address or key on the blocklist) gets 403 (``blocked_status``)
+``{"error": "blocked"}``, as from the Django and Rack middlewares.
 """
 
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Decision, Limiter, TrustedProxies
-from ratekeeper.http import DEFAULT_STATUS, denial_body, denial_headers, header_items, log_denial
+from ratekeeper.http import (
+    BLOCKED_BODY,
+    BLOCKED_STATUS,
+    DEFAULT_STATUS,
+    denial_body,
+    denial_headers,
+    header_items,
+    log_denial,
+)
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -35,6 +45,7 @@ class RateLimitMiddleware:
     - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
     - ``status``: the status of a denial (429); ``responder`` replaces the
       whole denial response.
+    - ``blocked_status``: the status of a blocked client's answer (403).
     - ``cost(environ)``: units a request costs (default 1).
     - ``log_level``: one line per denial on the ``ratekeeper.denials`` logger
       at this level ("INFO"; None: off), with the key hashed unless ``log_keys``.
@@ -49,6 +60,7 @@ class RateLimitMiddleware:
         trusted_proxies: Sequence[str] = (),
         status: int = DEFAULT_STATUS,
         responder: Optional[Responder] = None,
+        blocked_status: int = BLOCKED_STATUS,
         cost: Optional[Callable[[Environ], int]] = None,
         log_level: Optional[Union[int, str]] = "INFO",
         log_keys: bool = False,
@@ -63,6 +75,7 @@ class RateLimitMiddleware:
         self.key = key or self.client_ip
         self.exempt = exempt
         self.status = status
+        self.blocked_status = blocked_status
         self.responder = responder or self.deny
         self.cost = cost
         self.log_level = log_level
@@ -87,15 +100,30 @@ class RateLimitMiddleware:
         start_response(_status_line(self.status), list(headers.items()))
         return [body]
 
+    def blocked(self, start_response: StartResponse) -> Iterable[bytes]:
+        """The answer to a blocked client: ``blocked_status`` with a JSON body."""
+        start_response(_status_line(self.blocked_status),
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(BLOCKED_BODY)))])
+        return [BLOCKED_BODY]
+
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self.is_exempt(environ):
             return self.app(environ, start_response)
+        ip = self.client_ip(environ)
+        listed = self.limiter.screen(ip)
+        if listed is not None:
+            environ["ratekeeper.decision"] = listed
+            return self.app(environ, start_response) if listed.allowed else self.blocked(start_response)
         key = self.key(environ)
         if key is None:
             return self.app(environ, start_response)
         cost = self.cost(environ) if self.cost else None
-        decision = self.limiter.check(key, cost)
+        decision = self.limiter.check(key, cost, ip=ip)
         environ["ratekeeper.decision"] = decision
+        if decision.blocked:
+            return self.blocked(start_response)
+        if decision.safelisted:
+            return self.app(environ, start_response)
         if not decision.allowed:
             method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
             log_denial(self.log_level, "wsgi", key, decision, method, path, self.log_keys)

@@ -218,29 +218,40 @@ impl Limiter {
     }
 
     /// Counts one fail2ban strike against `key` (a bad request, a failed
-    /// login): the strike that makes `maxretry` within `findtime` seconds
-    /// blocks the key (an address: the address) for `bantime` seconds.
-    /// Returns True when this strike banned it.
-    #[pyo3(signature = (key, *, maxretry = 5, findtime = 600.0, bantime = 3600.0, name = "default", now = None))]
+    /// login), or against the client address `ip` (what a middleware saw):
+    /// the strike that makes `maxretry` within `findtime` seconds blocks that
+    /// exact key, or that address, for `bantime` seconds. Returns True when
+    /// this strike banned it. A store failure follows `on_error`.
+    #[pyo3(signature = (key = None, *, ip = None, maxretry = 5, findtime = 600.0, bantime = 3600.0, name = "default", now = None))]
     #[allow(clippy::too_many_arguments)]
     fn penalize(
         &self,
         py: Python<'_>,
-        key: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+        ip: Option<String>,
         maxretry: i64,
         findtime: f64,
         bantime: f64,
         name: &str,
         now: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let key = convert::key_bytes(key)?.into_owned();
+        let key = key.map(convert::key_bytes).transpose()?;
         let now = convert::now(now)?;
         let rule = guard(py, || {
             core::Fail2Ban::new(name, maxretry, findtime, bantime)
         })?;
+        let offender = match (&key, &ip) {
+            (Some(key), None) => core::Offender::Key(key),
+            (None, Some(ip)) => core::Offender::Address(ip),
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "penalize takes a key or ip=, one of them",
+                ))
+            }
+        };
         let limiter = &self.inner;
         let strike = run_core(py, limiter.waits_on_io(), || {
-            limiter.penalize(&key, &rule, now)
+            limiter.penalize(offender, &rule, now)
         })?;
         Ok(strike.banned)
     }

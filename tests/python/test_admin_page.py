@@ -255,7 +255,8 @@ def test_staff_page_in_a_browser(live_server, browser, admin, config):
     assert entry["reason"] == "scanner"
     assert 3500 < entry["seconds"] <= 3600
     assert re.fullmatch(r"(59m \d+s|1h 0m)", entry["left"]), entry
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", entry["expires"]), entry
+    # the site's time zone (the example keeps Django's default, America/Chicago), named
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d C[SD]T", entry["expires"]), entry
 
     # block a key with the default ttl (one week), and safelist a range
     add(browser, live, "block", "user:9")
@@ -351,3 +352,17 @@ def test_an_unreachable_store_is_a_message_not_a_500(config):
         assert page.status_code == 503 and b"The store could not be read" in page.content
         added = client.post("/ratekeeper/add", {"list": "block", "target": "user:3"})
         assert added.status_code == 503 and b"The store could not be written" in added.content
+
+
+def test_expiry_is_shown_in_the_sites_time_zone_and_says_which(staff_client, admin):
+    import re
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    entry = admin.block("user:tz", ttl=3600)
+    with override_settings(TIME_ZONE="America/New_York"):
+        page = staff_client.get("/ratekeeper/").content.decode()
+    shown = re.search(r'<td class="expires"><time datetime="[^"]*">([^<]*)</time>', page).group(1)
+    local = datetime.fromtimestamp(entry["expires_at"], ZoneInfo("America/New_York"))
+    assert shown == local.strftime("%Y-%m-%d %H:%M:%S ") + local.tzname(), shown
+    assert "UTC" not in shown

@@ -32,11 +32,12 @@ def known_events() -> List[Event]:
     | 10.0.0.2 | 100, 101, 102, 103, 3605              | 1       | 4       | 0               | 0            |
     | 10.0.0.3 | 200..250 every 10 s; day 2: 200, 210  | 1       | 6       | 1 (day 1)       | 0            |
     | 10.0.0.4 | 300; day 2: 500 five times (at +0200) | 5       | 5       | 3 (day 2)       | 2 (day 2)    |
-    | 10.0.0.6 | 400, 399; day 2: 0, -1 (at -0500)     | 2       | 2       | 0               | 0            |
+    | 10.0.0.6 | 400, 399; day 2: 0, -1 (at -0500)     | 1       | 2       | 0               | 0            |
 
     10.0.0.2's requests one second apart never share a 1 s window (it is
-    half-open); 10.0.0.6's late lines count at its newest time, so its
-    23:59:59 line counts on day 2, where it already is.
+    half-open); 10.0.0.6's lines come a second out of order and are replayed
+    in time order, so 399 and 400 never share a 1 s window either, and its
+    23:59:59 line counts on day 1.
     """
     events: List[Event] = [(T0 + 10, T0 + 10, "10.0.0.1", "ann", "+0000")] * 3
     events += [(T0 + t, T0 + t, "10.0.0.2", "-", "+0000") for t in (100, 101, 102, 103, 3605)]
@@ -105,7 +106,7 @@ def test_known_answer(known_log, capsys):
     assert (candidate["denied_requests"], candidate["users_affected"], candidate["user_periods_affected"]) == (2, 1, 1)
     assert candidate["denied_requests_pct"] == pytest.approx(100 * 2 / 1021, abs=1e-4)
 
-    # 1s peaks: 997 users at 1, then 2, 3, 5; 1m peaks: 995 at 1, then 2, 3, 4, 5, 6.
+    # 1s peaks: 998 users at 1, then 3, 5; 1m peaks: 995 at 1, then 2, 3, 4, 5, 6.
     # Nearest rank of 1,000: p50 is the 500th, p99 the 990th, p99.9 the 999th.
     second, minute = report["windows"]
     assert second == {
@@ -134,9 +135,10 @@ def test_known_answer(known_log, capsys):
 
 def test_hours_count_user_periods_by_hour(known_log, capsys):
     report = analyze_json(capsys, known_log, "--rules", RULES, "--period", "hour")
-    # 10.0.0.2 is seen in hours 0 and 1 of day 1; the others as by day
+    # 10.0.0.2 is seen in hours 0 and 1 of day 1, 10.0.0.6 in hour 0 and
+    # (its 23:59:59 line, replayed in time order) hour 23 of day 1; the others as by day
     assert report["period"] == "hour"
-    assert report["user_periods"] == 1004
+    assert report["user_periods"] == 1005
     assert report["candidates"][0]["user_periods_affected"] == 3
 
 
@@ -282,3 +284,57 @@ def test_example_log_is_reproducible(tmp_path):
     )
     with open(os.path.join(root, "examples", "access.log")) as committed:
         assert out.read_text() == committed.read()
+
+
+def test_lines_out_of_order_are_replayed_in_time_order(tmp_path, capsys):
+    """Workers write lines seconds out of order: the report is the one of the
+    same log in time order (it was not: a line behind its user's newest
+    counted at that newest time, inflating peaks and denials)."""
+    import random
+
+    rng = random.Random(7)
+    events = []
+    for user in range(200):
+        at = T0 + rng.uniform(0, 600)
+        for _ in range(rng.randint(1, 12)):
+            at += rng.expovariate(4.0)
+            events.append((at, f"10.2.{user // 250}.{user % 250}"))
+    events.sort()
+    in_order = tmp_path / "in-order.log"
+    in_order.write_text("".join(clf_line(at, ip, "-", "+0000") for at, ip in events))
+    # each line written up to 3 s late, as buffered workers do
+    shuffled = sorted(events, key=lambda e: e[0] + rng.uniform(0, 3))
+    assert shuffled != events
+    disordered = tmp_path / "disordered.log"
+    disordered.write_text("".join(clf_line(at, ip, "-", "+0000") for at, ip in shuffled))
+    expected = analyze_json(capsys, str(in_order), "--rules", "2/second; 5/minute")
+    got = analyze_json(capsys, str(disordered), "--rules", "2/second; 5/minute")
+    assert got["late_lines"] == 0
+    assert got["candidates"] == expected["candidates"] and got["windows"] == expected["windows"]
+    assert expected["candidates"][0]["denied_requests"] > 0, "the log should exercise the rules"
+    # a line further behind than the buffer holds is counted as late
+    late = tmp_path / "late.log"
+    late.write_text(clf_line(T0 + 500, "10.3.0.1", "-", "+0000") + clf_line(T0 + 10, "10.3.0.2", "-", "+0000"))
+    assert analyze_json(capsys, str(late), "--rules", "2/second")["late_lines"] == 1
+
+
+def test_the_format_is_chosen_by_the_first_lines_that_parse(tmp_path, capsys):
+    records = [json.dumps({"time": T0 + i, "ip": f"10.4.0.{i}"}) for i in range(1, 6)]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('me": 1709596800, "ip": "10.4.0.9"}\n' + "\n".join(records) + "\n")
+    report = analyze_json(capsys, str(cut), "--rules", "2/second")
+    assert report["format"] == "json" and report["requests"] == 5 and report["bad_lines"] == 1
+    garbage = tmp_path / "garbage.log"
+    garbage.write_text("nothing\nhere parses\n{not json either\n")
+    done = run_cli("analyze", str(garbage), "--rules", "2/second")
+    assert done.returncode == 1 and "no line of" in done.stderr, done.stderr
+
+
+def test_plot_and_tier_rules_errors_are_usage_errors(known_log, tmp_path):
+    for path in ("out.txt", "noext"):
+        done = run_cli("analyze", known_log, "--rules", RULES, "--plot", str(tmp_path / path))
+        assert done.returncode == 2 and "ending in .png" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+        assert not list(tmp_path.glob(path + "*"))
+    done = run_cli("inspect", "user:1", "--rules", "1/s", "--tier-rules", "pro", "--store", "memory://")
+    assert done.returncode == 2 and "NAME=RULES" in done.stderr and "Traceback" not in done.stderr, done.stderr

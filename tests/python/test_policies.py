@@ -176,3 +176,35 @@ def test_the_management_command(site, capsys):
     with pytest.raises(CommandError) as failure:
         call_command("ratekeeper", "unblock", "user:100")
     assert failure.value.returncode == 3
+
+
+def test_a_typed_key_that_reads_as_a_range_bans_only_that_key(site):
+    limiter = ratekeeper.Limiter("100/minute", site["STORE"], prefix=site["PREFIX"], policy_refresh=0.1)
+    for typed in ("0.0.0.0/0", "::/0", "203.0.113.9"):
+        assert [limiter.penalize(typed, maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
+        assert limiter.check(typed).blocked
+    settle()
+    assert Client(REMOTE_ADDR="203.0.113.9").get("/").status_code == 200, "a typed text banned an address"
+    assert Client(REMOTE_ADDR="198.51.100.1").get("/").status_code == 200, "a typed range banned every client"
+    assert not [e for e in admin(site).entries() if e["network"] and e["target"].endswith("/0")], "no range listed"
+    with pytest.raises(TypeError):
+        limiter.penalize("k", ip="203.0.113.9")
+    with pytest.raises(ratekeeper.ConfigurationError, match="client address"):
+        limiter.penalize(ip="0.0.0.0/0")
+
+
+def test_fail2ban_and_allow2ban_fail_open_while_redis_is_down(site):
+    down = dict(site, STORE="redis://127.0.0.1:1/0", ON_ERROR="allow")
+    with override_settings(RATEKEEPER=down):
+        c = Client(REMOTE_ADDR="203.0.113.71")
+        assert c.get("/x.php").status_code == 403, "a fail2ban probe is refused as ever, not a 500"
+        assert c.post("/login", {"email": "a@example.com"}).status_code not in (403, 500), "login stays up"
+        response = c.get("/")
+        assert response.status_code == 200
+        assert "X-RateLimit-Remaining" not in response, "a degraded answer claims no quota"
+        assert "RateLimit-Policy" in response
+    limiter = ratekeeper.Limiter("1/s", "redis://127.0.0.1:1/0", on_error="allow")
+    assert limiter.penalize("k") is False
+    assert ratekeeper.Limiter("1/s", "redis://127.0.0.1:1/0", on_error="deny").penalize("k") is True
+    with pytest.raises(ratekeeper.StorageError):
+        ratekeeper.Limiter("1/s", "redis://127.0.0.1:1/0", on_error="raise").penalize("k")

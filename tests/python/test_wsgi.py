@@ -107,3 +107,32 @@ def test_custom_key_responder_and_status(serve, prefix):
 def test_middleware_rejects_a_non_limiter():
     with pytest.raises(TypeError, match="ratekeeper.Limiter"):
         RateLimitMiddleware(hello, "10/minute")
+
+
+def test_a_blocked_client_gets_403_blocked_as_from_django_and_rack(serve, redis_url, prefix):
+    import ratekeeper
+
+    limiter = Limiter("100/minute", redis_url, prefix=prefix, policy_refresh=0.1)
+    admin = ratekeeper.Admin(redis_url, prefix=prefix)
+    url = serve(RateLimitMiddleware(hello, limiter, key=lambda env: env.get("HTTP_X_USER")))
+    teapot = serve(RateLimitMiddleware(hello, limiter, key=lambda env: env.get("HTTP_X_USER"), blocked_status=418))
+
+    def get(base, user="u1"):
+        request = urllib.request.Request(base + "/", headers={"X-User": user})
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    assert get(url)[0] == 200
+    admin.block("user:bad")
+    assert get(url, "user:bad") == (403, b'{"error": "blocked"}')
+    assert get(teapot, "user:bad")[0] == 418
+    admin.block("127.0.0.1", ttl=60)
+    limiter.check("refresh")  # the process that blocked sees it at once; this one within policy_refresh
+    import time
+
+    time.sleep(0.25)
+    assert get(url, "anyone") == (403, b'{"error": "blocked"}'), "the client address is screened"
+    admin.unblock("127.0.0.1")

@@ -92,6 +92,41 @@ class TestRackPolicies < Minitest::Test
     assert_equal 403, get("203.0.113.80"), "and banned for what follows"
   end
 
+  def test_a_typed_key_that_reads_as_a_range_bans_only_that_key
+    limiter = Ratekeeper::Limiter.new("100/minute", store: redis_url, prefix: @prefix)
+    ["0.0.0.0/0", "::/0", "203.0.113.9"].each do |typed|
+      assert_equal [false, true], Array.new(2) { limiter.penalize(typed, maxretry: 2, findtime: 60, bantime: 60) }
+      assert limiter.check(typed).blocked?
+    end
+    settle
+    assert_nil limiter.screen("203.0.113.9"), "a typed text banned an address"
+    assert_nil limiter.screen("198.51.100.1"), "a typed range banned every client"
+    assert_equal 200, get("198.51.100.1")
+    refute(@admin.entries.any? { |e| e[:network] }, "no address or range is listed")
+    assert_raises(TypeError) { limiter.penalize("k", ip: "203.0.113.9") }
+    assert_raises(Ratekeeper::ConfigurationError) { limiter.penalize(ip: "0.0.0.0/0") }
+  end
+
+  def test_fail2ban_and_allow2ban_fail_open_while_redis_is_down
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] },
+                                           store: "redis://127.0.0.1:1/0", on_error: :allow) do |rk|
+      rk.throttle "req/ip", rules: "3/minute"
+      rk.fail2ban("scanners", maxretry: 2, findtime: 60, bantime: 1) { |req| req.path.end_with?(".php") }
+      rk.allow2ban("logins", maxretry: 3, findtime: 60, bantime: 60) { |req| req.post? && req.path == "/login" }
+    end
+    probe = app.call(Rack::MockRequest.env_for("/x.php", "REMOTE_ADDR" => "203.0.113.71"))
+    assert_equal 403, probe[0], "a fail2ban probe is refused as ever, not a 500"
+    login = app.call(Rack::MockRequest.env_for("/login", method: "POST", "REMOTE_ADDR" => "203.0.113.71"))
+    assert_equal 200, login[0], "login stays up"
+    refute login[1].key?("X-RateLimit-Remaining"), "a degraded answer claims no quota"
+    assert login[1].key?("RateLimit-Policy")
+    refute Ratekeeper::Limiter.new("1/s", store: "redis://127.0.0.1:1/0", on_error: :allow).penalize("k")
+    assert Ratekeeper::Limiter.new("1/s", store: "redis://127.0.0.1:1/0", on_error: :deny).penalize("k")
+    assert_raises(Ratekeeper::StorageError) do
+      Ratekeeper::Limiter.new("1/s", store: "redis://127.0.0.1:1/0", on_error: :raise).penalize("k")
+    end
+  end
+
   def test_shadow_mode_reports_but_never_denies
     @admin.set_switches(shadow: true)
     settle

@@ -1,11 +1,11 @@
 //! The Redis store: one EVALSHA per check, whatever the number of rules.
 //!
 //! Connections come from a pool of this process's own ([`super::pool`]) with
-//! connect and command timeouts; the
-//! script ([`SCRIPT`]) is run by its SHA-1 and sent again on `NOSCRIPT` (after a
-//! restart or `SCRIPT FLUSH`). `redis+cluster://` routes each check to the slot
-//! of its key's `{tag}`. The pool, its threads and the circuit breaker belong
-//! to one process: a forked child builds its own (see [`crate::process`]).
+//! connect and command timeouts; the script ([`SCRIPT`]) is run by its SHA-1
+//! and sent again on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
+//! `redis+cluster://` routes each check to the slot of its key's `{tag}`. The
+//! pool and the circuit breaker belong to one process: a forked child builds
+//! its own (see [`crate::process`]).
 //! `rediss://` (and `rediss+cluster://`, `rediss+sentinel://`) speak TLS
 //! through rustls (see [`super::url`] for the CA and client-certificate
 //! parameters).
@@ -143,8 +143,8 @@ impl Connect for Manager {
     }
 }
 
-/// The connections of one process: its pool (and the pool's threads), the
-/// circuit breaker, and the generation of connections still trusted.
+/// The connections of one process: its pool, the circuit breaker, and the
+/// generation of connections still trusted.
 struct Connections {
     pool: Pool<Manager>,
     breaker: Breaker,

@@ -1,7 +1,6 @@
 """Applying a policy to a request and shaping the response: shared by the
 middleware and the decorator."""
 
-import json
 from typing import Optional
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -11,7 +10,7 @@ from ratekeeper.django.conf import Ban, Config, Policy, get_config, scope_name
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import client_ip
 from ratekeeper.django.signals import rate_limited
-from ratekeeper.http import denial_body, denial_headers, log_denial
+from ratekeeper.http import BLOCKED_BODY, denial_body, denial_headers, log_denial
 
 
 def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
@@ -35,7 +34,7 @@ def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
 def _strike(config: Config, ban: Ban, ip: str) -> bool:
     """Counts one strike of `ban` against `ip`; True when it banned the address."""
     assert config.base is not None
-    return config.base.penalize(ip, maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
+    return config.base.penalize(ip=ip, maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
                                 name=scope_name(ban.name))
 
 
@@ -51,7 +50,7 @@ def penalize(request: HttpRequest, name: str) -> bool:
 
 def blocked(config: Config) -> HttpResponse:
     """The answer to a blocked request: BLOCKED_STATUS (403) with a JSON body."""
-    return HttpResponse(json.dumps({"error": "blocked"}), status=config.blocked_status, content_type="application/json")
+    return HttpResponse(BLOCKED_BODY, status=config.blocked_status, content_type="application/json")
 
 
 def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:

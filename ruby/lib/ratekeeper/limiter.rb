@@ -54,11 +54,12 @@ module Ratekeeper
     end
 
     # Counts one fail2ban strike against +key+ (a bad request, a failed
-    # login): the strike that makes +maxretry+ within +findtime+ seconds
-    # blocks the key (an address: the address) for +bantime+ seconds.
-    # Returns true when this strike banned it.
-    def penalize(key, maxretry: 5, findtime: 600, bantime: 3600, name: "default", now: nil)
-      _penalize(key.is_a?(Symbol) ? key.name : key, Limiter.integer_option(:maxretry, maxretry),
+    # login), or against the client address +ip+ (what a middleware saw): the
+    # strike that makes +maxretry+ within +findtime+ seconds blocks that exact
+    # key, or that address, for +bantime+ seconds. Returns true when this
+    # strike banned it. A store failure follows on_error.
+    def penalize(key = nil, ip: nil, maxretry: 5, findtime: 600, bantime: 3600, name: "default", now: nil)
+      _penalize(key.is_a?(Symbol) ? key.name : key, ip, Limiter.integer_option(:maxretry, maxretry),
                 Limiter.number_option(:findtime, findtime), Limiter.number_option(:bantime, bantime),
                 Limiter.string_option(:name, name), now)
     end

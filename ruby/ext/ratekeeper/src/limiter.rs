@@ -164,12 +164,18 @@ impl Limiter {
         Limiter::decide(ruby, rb_self, key, cost, now, tier, ip, false)
     }
 
-    /// `_penalize(key, maxretry, findtime, bantime, name, now)`: one fail2ban
-    /// strike; true when it banned the key.
+    /// `_penalize(key, ip, maxretry, findtime, bantime, name, now)`: one
+    /// fail2ban strike against the key or (key nil) the client address `ip`;
+    /// true when it banned it.
     pub fn penalize(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<bool, Error> {
-        let [key, maxretry, findtime, bantime, name, now] = <[Value; 6]>::try_from(args)
-            .map_err(|_| type_error(ruby, "_penalize takes 6 arguments"))?;
-        let key = convert::key_bytes(ruby, key)?;
+        let [key, ip, maxretry, findtime, bantime, name, now] = <[Value; 7]>::try_from(args)
+            .map_err(|_| type_error(ruby, "_penalize takes 7 arguments"))?;
+        let key = if key.is_nil() {
+            None
+        } else {
+            Some(convert::key_bytes(ruby, key)?)
+        };
+        let ip = optional_text(ip)?;
         let now = convert::now(ruby, now)?;
         let name: String = String::try_convert(name)?;
         let (maxretry, findtime, bantime) = (
@@ -180,9 +186,14 @@ impl Limiter {
         let rule = guard(ruby, || {
             core::Fail2Ban::new(&name, maxretry, findtime, bantime)
         })?;
+        let offender = match (&key, &ip) {
+            (Some(key), None) => core::Offender::Key(key),
+            (None, Some(ip)) => core::Offender::Address(ip),
+            _ => return Err(type_error(ruby, "penalize takes a key or ip:, one of them")),
+        };
         let limiter = &rb_self.inner;
         let strike = run_core(ruby, limiter.waits_on_io(), || {
-            limiter.penalize(&key, &rule, now)
+            limiter.penalize(offender, &rule, now)
         })?;
         Ok(strike.banned)
     }

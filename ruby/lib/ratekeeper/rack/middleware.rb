@@ -138,7 +138,7 @@ module Ratekeeper
         @bans.each do |ban|
           next unless ban.block.call(request)
 
-          banned = @base.penalize(request.client_ip, maxretry: ban.maxretry, findtime: ban.findtime,
+          banned = @base.penalize(ip: request.client_ip, maxretry: ban.maxretry, findtime: ban.findtime,
                                                      bantime: ban.bantime, name: ban.name)
           instrument("ban", request, ban.name) if banned
           next if ban.allow && !banned
