@@ -58,7 +58,7 @@ def test_the_app_user_runs_every_check_path(users):
         limiter.penalize("login:eve", maxretry=2, findtime=60, bantime=60)
     assert limiter.check("login:eve").blocked
     for _ in range(2):
-        limiter.penalize("203.0.113.9", maxretry=2, findtime=60, bantime=60)
+        limiter.penalize(ip="203.0.113.9", maxretry=2, findtime=60, bantime=60)
     assert limiter.screen("203.0.113.9").blocked
 
 
