@@ -24,5 +24,27 @@ impl Error {
     }
 }
 
+/// A number as a message quotes it: as written for everyday values, in
+/// scientific notation for huge or tiny ones (`1e300`, not 301 digits).
+pub fn shown(value: f64) -> String {
+    if value != 0.0 && value.is_finite() && !(1e-6..1e15).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
 /// Result alias for the core.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_are_shown_short() {
+        assert_eq!(super::shown(0.25), "0.25");
+        assert_eq!(super::shown(-1.0), "-1");
+        assert_eq!(super::shown(1e300), "1e300");
+        assert_eq!(super::shown(1e-9), "1e-9");
+        assert_eq!(super::shown(f64::NAN), "NaN");
+    }
+}

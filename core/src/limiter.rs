@@ -313,7 +313,7 @@ impl Limiter {
         if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
             return Err(Error::config(format!(
                 "invalid policy_refresh {}: give 0.1 to 60 seconds",
-                refresh.as_secs_f64()
+                crate::error::shown(refresh.as_secs_f64())
             )));
         }
         self.shared = policies(refresh);
@@ -867,7 +867,8 @@ pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Deci
 pub fn now_to_ms(now: f64) -> Result<u64> {
     if !(0.0..=MAX_NOW_SECONDS).contains(&now) {
         return Err(Error::config(format!(
-            "invalid now {now}: give seconds since the epoch, from 0 to {MAX_NOW_SECONDS}"
+            "invalid now {}: give seconds since the epoch, from 0 to {MAX_NOW_SECONDS}",
+            crate::error::shown(now)
         )));
     }
     Ok((now * 1000.0).round() as u64)

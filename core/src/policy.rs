@@ -178,7 +178,8 @@ pub fn check_listing(ttl_seconds: Option<f64>, reason: &str) -> Result<u64> {
             let ms = ttl * 1000.0;
             if !(ms.is_finite() && ms >= 1.0 && ms <= MAX_LIST_TTL_MS as f64) {
                 return Err(Error::config(format!(
-                    "invalid ttl {ttl}: give seconds, at least 0.001 and at most 10 years"
+                    "invalid ttl {}: give seconds, at least 0.001 and at most 10 years",
+                    crate::error::shown(ttl)
                 )));
             }
             Ok(ms.round() as u64)
@@ -536,12 +537,14 @@ impl Fail2Ban {
         }
         let findtime_ms = check_listing(Some(findtime), "").map_err(|_| {
             Error::config(format!(
-                "invalid findtime {findtime}: give seconds, at least 0.001 and at most 10 years"
+                "invalid findtime {}: give seconds, at least 0.001 and at most 10 years",
+                crate::error::shown(findtime)
             ))
         })?;
         let bantime_ms = check_listing(Some(bantime), "").map_err(|_| {
             Error::config(format!(
-                "invalid bantime {bantime}: give seconds, at least 0.001 and at most 10 years"
+                "invalid bantime {}: give seconds, at least 0.001 and at most 10 years",
+                crate::error::shown(bantime)
             ))
         })?;
         Ok(Fail2Ban {

@@ -172,9 +172,23 @@ impl RuleSet {
             )));
         }
         let rules = parts
-            .into_iter()
-            .map(parse_rule)
+            .iter()
+            .map(|part| parse_rule(part))
             .collect::<Result<Vec<_>>>()?;
+        // quote two rules with one window as they were written
+        for (i, rule) in rules.iter().enumerate() {
+            if let Some(j) = rules[..i]
+                .iter()
+                .position(|r| r.window_ms == rule.window_ms)
+            {
+                return Err(Error::config(format!(
+                    "rules '{}' and '{}' have the same window ({}); give each window once",
+                    parts[j],
+                    parts[i],
+                    window_name(rule.window_ms)
+                )));
+            }
+        }
         RuleSet::new(rules)
     }
 
@@ -231,10 +245,7 @@ pub fn parse_rule(text: &str) -> Result<Rule> {
     };
     let limit = parse_count(limit_text.trim()).map_err(|why| bad(&format!("the limit {why}")))?;
     let window_ms = parse_window(window_text.trim()).map_err(|why| bad(&why))?;
-    let limit = u64::try_from(limit).map_err(|_| bad("the limit must be at least 1"))?;
-    if limit == 0 {
-        return Err(bad("the limit must be at least 1"));
-    }
+    let limit = u64::try_from(limit).unwrap_or(u64::MAX);
     if limit > MAX_LIMIT {
         return Err(bad(&format!("the limit may be at most {MAX_LIMIT}")));
     }
@@ -257,7 +268,7 @@ fn parse_count(text: &str) -> std::result::Result<i128, String> {
         return Err(format!("'{text}' is not a whole number"));
     }
     if digits.len() > 30 {
-        return Err(format!("'{text}' is too large"));
+        return Ok(i128::MAX); // past every bound: the caller names its own
     }
     let value: i128 = text
         .parse()
@@ -273,6 +284,11 @@ fn parse_window(text: &str) -> std::result::Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+'))
         .unwrap_or(text.len());
     let (count_text, unit_text) = text.split_at(split);
+    if unit_text.starts_with('.') {
+        return Err(format!(
+            "the window '{text}' must be a whole number of a unit (write 500ms for half a second)"
+        ));
+    }
     let count = if count_text.trim().is_empty() {
         1
     } else {
@@ -364,6 +380,16 @@ mod tests {
         assert!(err(" ; , ").contains("empty"));
         assert!(err("10/s;20/s").contains("same window"));
         assert!(err("10/60s; 5/minute").contains("same window"));
+        // as written, not normalised
+        assert!(err("10/60s; 5/minute").contains("'10/60s' and '5/minute'"));
+        // the real bound, not "at least 1"
+        let huge = err("18446744073709551616/s");
+        assert!(
+            huge.contains("at most") && huge.contains("'18446744073709551616/s'"),
+            "{huge}"
+        );
+        let half = err("1/0.5s");
+        assert!(half.contains("'0.5s'") && half.contains("500ms"), "{half}");
     }
 
     #[test]

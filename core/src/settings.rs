@@ -21,9 +21,9 @@ pub struct Settings<'a> {
     /// Seconds to wait for a new Redis connection.
     pub connect_timeout: f64,
     /// Redis connections kept by this process.
-    pub pool_size: i64,
+    pub pool_size: i128,
     /// Keys the memory store holds at most.
-    pub max_keys: i64,
+    pub max_keys: i128,
     /// Seconds a denial is remembered in-process at most (0: off).
     pub denial_cache: f64,
     /// Keeps this limiter's logs apart from other limiters' ("" for none).
@@ -42,7 +42,8 @@ fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
     if !(value.is_finite() && low_ok && value <= 60.0) {
         let low = if zero_ok { "0 (off)" } else { "more than 0" };
         return Err(Error::config(format!(
-            "invalid {name} {value}: give seconds, {low} and at most 60"
+            "invalid {name} {}: give seconds, {low} and at most 60",
+            crate::error::shown(value)
         )));
     }
     Ok(Duration::from_secs_f64(value))

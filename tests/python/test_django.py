@@ -201,7 +201,7 @@ def test_disabled_limits_nothing(settings_override):
 )
 def test_system_checks_explain_bad_settings(settings_override, bad, needle):
     with override_settings(RATEKEEPER=dict(settings_override, **bad)):
-        errors = [e for e in run_checks() if e.id == "ratekeeper.E001"]
+        errors = [e for e in run_checks() if e.id.startswith("ratekeeper.E")]
         assert len(errors) == 1 and needle in errors[0].msg, errors
 
 

@@ -28,11 +28,12 @@ command, ``manage.py ratekeeper``, ``ratekeeper.Admin``) apply to every
 request; FAIL2BAN and ALLOW2BAN ban the client IP.
 """
 
+import contextlib
 import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -50,6 +51,38 @@ KNOWN = {
     "POLICY_REFRESH",
 }
 BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
+
+# The system check id of each kind of problem (see SettingError).
+CHECK_IDS = {
+    "settings": "ratekeeper.E001",  # RATEKEEPER itself: not a dict, unknown names
+    "store": "ratekeeper.E002",  # STORE and its options
+    "rules": "ratekeeper.E003",  # RULES, TIERS, PATHS, VIEWS
+    "requests": "ratekeeper.E004",  # KEY, TIER, TRUSTED_PROXIES, EXEMPT_PATHS
+    "responses": "ratekeeper.E005",  # STATUS, BLOCKED_STATUS, RESPONDER, LOG_LEVEL
+    "bans": "ratekeeper.E006",  # FAIL2BAN, ALLOW2BAN
+}
+
+
+class SettingError(ConfigurationError):
+    """A bad value in settings.RATEKEEPER: the message starts with the
+    setting (``RATEKEEPER['PATHS'][0]: ...``); ``check_id`` names its kind."""
+
+    def __init__(self, message: str, check_id: str) -> None:
+        super().__init__(message)
+        self.check_id = check_id
+
+
+@contextlib.contextmanager
+def _setting(name: str, kind: str) -> Iterator[None]:
+    """Names the setting `name` in any configuration error raised inside."""
+    try:
+        yield
+    except SettingError:
+        raise
+    except (ConfigurationError, TypeError, ValueError, OverflowError) as exc:
+        text = str(exc)
+        shown = text if text.startswith(name) else f"{name}: {text}"
+        raise SettingError(shown, CHECK_IDS[kind]) from None
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 
 
@@ -121,12 +154,15 @@ class Config:
         """Every limiter made for these settings and the decorators, by scope."""
         return dict(self._limiters)
 
-    def policy(self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None) -> Policy:
-        """A policy from raw setting values; raises ConfigurationError naming the scope."""
+    def policy(
+        self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None, named: bool = True
+    ) -> Policy:
+        """A policy from raw setting values; raises ConfigurationError naming
+        the scope (unless `named` is False: the caller names the setting)."""
         try:
             limiter = self.limiter(rules, scope, tiers)
         except (ConfigurationError, TypeError) as exc:
-            raise ConfigurationError(f"{scope}: {exc}") from None
+            raise ConfigurationError(f"{scope}: {exc}" if named else str(exc)) from None
         key_func = key_function(self.default_key if key is None else key, self.proxies)
         return Policy(scope, limiter, key_func, _methods(scope, methods))
 
@@ -194,82 +230,105 @@ def _strings(name: str, value: Any) -> Sequence[str]:
 
 
 def build(raw: Any) -> Config:
-    """Validates the raw settings dict and builds the limiters; raises
-    ConfigurationError (a ValueError) naming the first bad setting."""
+    """Validates the raw settings dict and builds the limiters (no store is
+    called); raises SettingError (a ConfigurationError, a ValueError) naming
+    the first bad setting."""
     if raw is None:
         raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigurationError(f"settings.RATEKEEPER must be a dict, not {type(raw).__name__}")
-    unknown = sorted(set(raw) - KNOWN)
-    if unknown:
-        raise ConfigurationError(f"RATEKEEPER has unknown setting(s) {unknown}; known: {sorted(KNOWN)}")
+    with _setting("settings.RATEKEEPER", "settings"):
+        if not isinstance(raw, dict):
+            raise ConfigurationError(f"must be a dict, not {type(raw).__name__}")
+        unknown = sorted(set(raw) - KNOWN)
+        if unknown:
+            raise ConfigurationError(f"unknown setting(s) {unknown}; known: {sorted(KNOWN)}")
     cfg = Config()
     cfg.enabled = bool(raw.get("ENABLED", True))
-    cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
-    cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
-    cfg.status = _status("STATUS", raw.get("STATUS", DEFAULT_STATUS))
-    cfg.blocked_status = _status("BLOCKED_STATUS", raw.get("BLOCKED_STATUS", 403))
-    cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
-    cfg.tier = _callable("TIER", raw.get("TIER"))
+    with _setting("RATEKEEPER['TRUSTED_PROXIES']", "requests"):
+        cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
+    with _setting("RATEKEEPER['EXEMPT_PATHS']", "requests"):
+        cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
+    with _setting("RATEKEEPER['STATUS']", "responses"):
+        cfg.status = _status("STATUS", raw.get("STATUS", DEFAULT_STATUS))
+    with _setting("RATEKEEPER['BLOCKED_STATUS']", "responses"):
+        cfg.blocked_status = _status("BLOCKED_STATUS", raw.get("BLOCKED_STATUS", 403))
+    with _setting("RATEKEEPER['RESPONDER']", "responses"):
+        cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
+    with _setting("RATEKEEPER['TIER']", "requests"):
+        cfg.tier = _callable("TIER", raw.get("TIER"))
     cfg.raise_exception = bool(raw.get("RAISE", False))
     cfg.log_level = raw.get("LOG_LEVEL", "INFO")
-    if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
-        raise ConfigurationError(f"RATEKEEPER['LOG_LEVEL'] must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
+    with _setting("RATEKEEPER['LOG_LEVEL']", "responses"):
+        if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
+            raise ConfigurationError(f"must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
     cfg.log_keys = bool(raw.get("LOG_KEYS", False))
     cfg.default_key = raw.get("KEY", "ip")
-    key_function(cfg.default_key, cfg.proxies)  # validate early
+    with _setting("RATEKEEPER['KEY']", "requests"):
+        key_function(cfg.default_key, cfg.proxies)  # validate early
     options = {
-        "prefix": raw.get("PREFIX", "rk"),
-        "on_error": raw.get("ON_ERROR", "allow"),
-        "timeout": raw.get("TIMEOUT", 0.25),
-        "connect_timeout": raw.get("CONNECT_TIMEOUT", 0.25),
-        "pool_size": raw.get("POOL_SIZE", 16),
-        "max_keys": raw.get("MAX_KEYS", 1_000_000),
-        "policy_refresh": raw.get("POLICY_REFRESH", 2.0),
+        "prefix": ("PREFIX", "rk"),
+        "on_error": ("ON_ERROR", "allow"),
+        "timeout": ("TIMEOUT", 0.25),
+        "connect_timeout": ("CONNECT_TIMEOUT", 0.25),
+        "pool_size": ("POOL_SIZE", 16),
+        "max_keys": ("MAX_KEYS", 1_000_000),
+        "policy_refresh": ("POLICY_REFRESH", 2.0),
     }
+    for option, (name, default) in options.items():  # each alone, so that an error names its setting
+        with _setting(f"RATEKEEPER['{name}']", "store"):
+            Limiter("1/second", **{option: raw.get(name, default)})
     store = raw.get("STORE", "memory://")
-    if not isinstance(store, str):
-        raise ConfigurationError(f"RATEKEEPER['STORE'] must be a URL string, not {store!r}")
-    try:
-        cfg.base = Limiter("1/second", store, **options)
-    except TypeError as exc:
-        raise ConfigurationError(f"RATEKEEPER: {exc}") from None
+    with _setting("RATEKEEPER['STORE']", "store"):
+        if not isinstance(store, str):
+            raise ConfigurationError(f"must be a URL string, not {store!r}")
+        cfg.base = Limiter("1/second", store, **{o: raw.get(n, d) for o, (n, d) in options.items()})
     tiers = raw.get("TIERS", {})
-    if not isinstance(tiers, dict):
-        raise ConfigurationError("RATEKEEPER['TIERS'] must be a dict of tier name to rules")
-    cfg.tiers = {str(name): rules for name, rules in tiers.items()}
+    with _setting("RATEKEEPER['TIERS']", "rules"):
+        if not isinstance(tiers, dict):
+            raise ConfigurationError("must be a dict of tier name to rules")
+        cfg.tiers = {str(name): rules for name, rules in tiers.items()}
+        for name, rules in cfg.tiers.items():
+            with _setting(f"RATEKEEPER['TIERS'][{name!r}]", "rules"):
+                Limiter(rules)
+        if raw.get("RULES") is None and tiers:
+            raise ConfigurationError("is set but RATEKEEPER['RULES'] (the rules of requests with no tier) is not")
     if raw.get("RULES") is not None:
-        cfg.default = cfg.policy("default", raw["RULES"], None, tiers=cfg.tiers)
-    elif tiers:
-        raise ConfigurationError("RATEKEEPER['TIERS'] is set but RATEKEEPER['RULES'] (the rules of requests with no tier) is not")
+        with _setting("RATEKEEPER['RULES']", "rules"):
+            cfg.default = cfg.policy("default", raw["RULES"], None, tiers=cfg.tiers, named=False)
     for setting, allow in (("FAIL2BAN", False), ("ALLOW2BAN", True)):
         entries = raw.get(setting, [])
-        if not isinstance(entries, (list, tuple)):
-            raise ConfigurationError(f"RATEKEEPER['{setting}'] must be a list of dicts")
+        with _setting(f"RATEKEEPER['{setting}']", "bans"):
+            if not isinstance(entries, (list, tuple)):
+                raise ConfigurationError("must be a list of dicts")
         for i, entry in enumerate(entries):
-            cfg.bans.append(_ban(f"RATEKEEPER['{setting}'][{i}]", entry, allow))
+            with _setting(f"RATEKEEPER['{setting}'][{i}]", "bans"):
+                cfg.bans.append(_ban(f"RATEKEEPER['{setting}'][{i}]", entry, allow))
     paths = raw.get("PATHS", [])
-    if not isinstance(paths, (list, tuple)):
-        raise ConfigurationError("RATEKEEPER['PATHS'] must be a list of dicts with 'path' and 'rules'")
+    with _setting("RATEKEEPER['PATHS']", "rules"):
+        if not isinstance(paths, (list, tuple)):
+            raise ConfigurationError("must be a list of dicts with 'path' and 'rules'")
     for i, entry in enumerate(paths):
         scope = f"RATEKEEPER['PATHS'][{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
-            raise ConfigurationError(f"{scope} must be a dict with 'path' (str) and 'rules'")
-        extra = set(entry) - {"path", "rules", "key", "methods"}
-        if extra:
-            raise ConfigurationError(f"{scope} has unknown field(s) {sorted(extra)}")
-        policy = cfg.policy(f"path:{entry['path']}", entry["rules"], entry.get("key"), entry.get("methods"))
+        with _setting(scope, "rules"):
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
+                raise ConfigurationError("must be a dict with 'path' (str) and 'rules'")
+            extra = set(entry) - {"path", "rules", "key", "methods"}
+            if extra:
+                raise ConfigurationError(f"has unknown field(s) {sorted(extra)}")
+            policy = cfg.policy(f"path:{entry['path']}", entry["rules"], entry.get("key"), entry.get("methods"),
+                                named=False)
         cfg.paths.append((entry["path"], policy))
     cfg.paths.sort(key=lambda item: -len(item[0]))
     views = raw.get("VIEWS", {})
-    if not isinstance(views, dict):
-        raise ConfigurationError("RATEKEEPER['VIEWS'] must be a dict of view name to rules")
+    with _setting("RATEKEEPER['VIEWS']", "rules"):
+        if not isinstance(views, dict):
+            raise ConfigurationError("must be a dict of view name to rules")
     for name, spec in views.items():
         scope = f"view:{name}"
-        if isinstance(spec, dict):
-            policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"))
-        else:
-            policy = cfg.policy(scope, spec, None)
+        with _setting(f"RATEKEEPER['VIEWS'][{name!r}]", "rules"):
+            if isinstance(spec, dict):
+                policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"), named=False)
+            else:
+                policy = cfg.policy(scope, spec, None, named=False)
         cfg.views[name] = policy
     return cfg
 

@@ -4,9 +4,10 @@ by the policy settings.RATEKEEPER gives it, sync or async."""
 from typing import Any, Awaitable, Callable, Optional, Tuple, Union
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
-from ratekeeper._ratekeeper import Decision
+from ratekeeper._ratekeeper import ConfigurationError, Decision
 from ratekeeper.django.conf import get_config
 from ratekeeper.django.limiting import add_headers, check, deny, screen
 
@@ -20,6 +21,12 @@ class RateLimitMiddleware:
     async_capable = True
 
     def __init__(self, get_response: GetResponse) -> None:
+        # Bad settings stop the app from loading (a gunicorn worker does not
+        # boot, with the message), rather than answer 500 to every request.
+        try:
+            get_config()
+        except (ConfigurationError, TypeError, ValueError) as exc:
+            raise ImproperlyConfigured(f"settings.RATEKEEPER is invalid: {exc}") from None
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
