@@ -8,6 +8,7 @@ use crate::keys::key_tag;
 use crate::limiter::{load_shared, now_to_ms};
 use crate::policy::{
     self, check_listing, encode_rules, Field, List, Listing, Record, SharedHash, Switches, Target,
+    TargetOptions,
 };
 use crate::rule::RuleSet;
 use crate::store::{self, Store, StoreOptions};
@@ -75,7 +76,8 @@ impl Admin {
         }
     }
 
-    /// Puts `target` (a key, an address or a CIDR range) on `list` for
+    /// Puts `target` (a key, an address or a CIDR range, read as
+    /// [`Target::given`] reads it with the default options) on `list` for
     /// `ttl_seconds` (a week when `None`), with a reason. Replaces an entry
     /// already there; returns the entry made.
     pub fn add(
@@ -86,22 +88,31 @@ impl Admin {
         reason: &str,
         now: Option<f64>,
     ) -> Result<Entry> {
-        let ttl_ms = check_listing(ttl_seconds, reason)?;
-        let now_ms = self.now_ms(now)?;
-        self.put(list, target, now_ms + ttl_ms, reason, Some(now_ms))
+        self.add_with(
+            list,
+            target,
+            TargetOptions::default(),
+            ttl_seconds,
+            reason,
+            now,
+        )
     }
 
-    /// Puts `target` (parsed: an address or range when it reads as one) on
-    /// `list` until `until_ms` (judged at `now_ms`, the store's clock when `None`).
-    pub(crate) fn put(
+    /// [`Admin::add`], with `options` saying how to read the target (an
+    /// exact key; a range wider than a /8 allowed).
+    pub fn add_with(
         &self,
         list: List,
         target: &[u8],
-        until_ms: u64,
+        options: TargetOptions,
+        ttl_seconds: Option<f64>,
         reason: &str,
-        now_ms: Option<u64>,
+        now: Option<f64>,
     ) -> Result<Entry> {
-        self.put_target(list, Target::parse(target)?, until_ms, reason, now_ms)
+        let target = Target::given(target, options)?;
+        let ttl_ms = check_listing(ttl_seconds, reason)?;
+        let now_ms = self.now_ms(now)?;
+        self.put_target(list, target, now_ms + ttl_ms, reason, Some(now_ms))
     }
 
     /// Puts `target`, as it is said to be, on `list` until `until_ms`.
@@ -159,7 +170,16 @@ impl Admin {
 
     /// Takes `target` off `list`; returns whether it was on it (lapsed or not).
     pub fn remove(&self, list: List, target: &[u8]) -> Result<bool> {
-        let existed = match Target::parse(target)? {
+        let any_width = TargetOptions {
+            key: false,
+            force: true,
+        };
+        self.remove_with(list, target, any_width)
+    }
+
+    /// [`Admin::remove`], with `options` saying how to read the target.
+    pub fn remove_with(&self, list: List, target: &[u8], options: TargetOptions) -> Result<bool> {
+        let existed = match Target::given(target, options)? {
             Target::Net(net) => self.store.set_shared(
                 SharedHash::Nets,
                 &mark(list.field(), net.to_string().as_bytes()),

@@ -94,7 +94,7 @@ pub use error::{Error, Result};
 pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
-pub use policy::{Fail2Ban, List, Listing, Strike, Switches};
+pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::Settings;
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

@@ -47,6 +47,16 @@ impl Cidr {
 }
 
 impl Cidr {
+    /// The prefix length (32 or 128 for one address).
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
+    /// Whether it is an IPv4 range.
+    pub fn is_ipv4(&self) -> bool {
+        self.network.is_ipv4()
+    }
+
     /// The same range with the host bits cleared (`10.1.2.3/8` is `10.0.0.0/8`);
     /// an IPv4-mapped IPv6 address is taken as IPv4.
     pub fn network_range(&self) -> Cidr {

@@ -73,7 +73,7 @@ def _show(value: Any) -> str:
 def _listing(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         add = admin.block if which == "block" else admin.safelist
-        return add(args.target, args.ttl, args.reason or "")
+        return add(args.target, args.ttl, args.reason or "", key=args.key, force=args.force)
 
     return act
 
@@ -81,7 +81,7 @@ def _listing(which: str) -> Action:
 def _unlisting(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         remove = admin.unblock if which == "block" else admin.unsafelist
-        if not remove(args.target):
+        if not remove(args.target, key=args.key):
             raise LookupError(f"{printable(args.target)} is not on the {which}list")
         return {"removed": args.target}
 
@@ -89,15 +89,15 @@ def _unlisting(which: str) -> Action:
 
 
 def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
+    tiers = {}
+    for given in args.tier_rules or []:
+        name, equals, tier_rules = given.partition("=")
+        if not (name and equals and tier_rules):
+            raise ConfigurationError(f"--tier-rules takes NAME=RULES, such as pro=100/minute, not {given!r}")
+        tiers[name] = tier_rules
     seen = admin.inspect(args.key)
     rules = args.rules or seen["override"]
     if rules:
-        tiers = {}
-        for given in args.tier_rules or []:
-            name, equals, tier_rules = given.partition("=")
-            if not (name and equals and tier_rules):
-                raise ConfigurationError(f"--tier-rules takes NAME=RULES, such as pro=100/minute, not {given!r}")
-            tiers[name] = tier_rules
         limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
                           timeout=2.0, connect_timeout=2.0, denial_cache=0.0)
         decision = limiter.peek(args.key)
@@ -129,6 +129,8 @@ def _switch(admin: Admin, args: argparse.Namespace) -> Any:
         "status": {},
     }[args.state]
     if args.multiplier is not None:
+        if args.state == "status":
+            raise ConfigurationError("switch status only reads: give --multiplier with enable, disable, shadow or unshadow")
         change["multiplier"] = args.multiplier
     return admin.set_switches(**change) if change else admin.switches()
 
@@ -157,6 +159,11 @@ class Command:
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         """Runs the command; prints the result or the error; returns the exit code."""
         try:
+            if args.store.strip().lower().startswith("memory:"):
+                raise ConfigurationError(
+                    "--store memory:// is this command's own memory, gone when it exits: give the Redis URL "
+                    "your limiters use (or set RATEKEEPER_STORE)"
+                )
             admin = Admin(args.store, prefix=args.prefix)
             result = self.action(admin, args)
         except (ConfigurationError, TypeError) as exc:
@@ -175,10 +182,13 @@ class Command:
 
 def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="a key, an IP address or a CIDR range")
+    parser.add_argument("--key", action="store_true",
+                        help="the target is an exact key, even if it reads as an address or a range")
 
 
 def _listing_args(parser: argparse.ArgumentParser) -> None:
     _target(parser)
+    parser.add_argument("--force", action="store_true", help="allow a range wider than a /8 (IPv6: /32)")
     parser.add_argument("--ttl", type=float, default=None, help="seconds the entry lasts (default: one week)")
     parser.add_argument("--reason", default="", help="why (shown by list and inspect)")
 

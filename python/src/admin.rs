@@ -22,11 +22,13 @@ impl Admin {
         Admin { inner }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
         py: Python<'_>,
         list: core::List,
         target: &Bound<'_, PyAny>,
+        options: core::TargetOptions,
         ttl: Option<f64>,
         reason: &str,
         now: Option<&Bound<'_, PyAny>>,
@@ -34,7 +36,9 @@ impl Admin {
         let target = convert::key_bytes(target)?.into_owned();
         let now = convert::now(now)?;
         let admin = &self.inner;
-        let entry = run_core(py, true, || admin.add(list, &target, ttl, reason, now))?;
+        let entry = run_core(py, true, || {
+            admin.add_with(list, &target, options, ttl, reason, now)
+        })?;
         entry_dict(py, &entry)
     }
 
@@ -43,10 +47,12 @@ impl Admin {
         py: Python<'_>,
         list: core::List,
         target: &Bound<'_, PyAny>,
+        key: bool,
     ) -> PyResult<bool> {
         let target = convert::key_bytes(target)?.into_owned();
         let admin = &self.inner;
-        run_core(py, true, || admin.remove(list, &target))
+        let options = core::TargetOptions { key, force: true };
+        run_core(py, true, || admin.remove_with(list, &target, options))
     }
 }
 
@@ -98,7 +104,10 @@ impl Admin {
 
     /// Blocks `target` (a key, an IP address or a CIDR range) for `ttl`
     /// seconds (default one week), with a reason. Returns the entry as a dict.
-    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None))]
+    /// `key=True` lists `target` as an exact key even when it reads as an
+    /// address; `force=True` allows a range wider than a /8 (IPv6: /32).
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
         py: Python<'_>,
@@ -106,12 +115,18 @@ impl Admin {
         ttl: Option<f64>,
         reason: &str,
         now: Option<&Bound<'_, PyAny>>,
+        key: bool,
+        force: bool,
     ) -> PyResult<Py<PyDict>> {
-        self.add(py, core::List::Block, target, ttl, reason, now)
+        let options = core::TargetOptions { key, force };
+        self.add(py, core::List::Block, target, options, ttl, reason, now)
     }
 
     /// Safelists `target` (checks skip limiting) for `ttl` seconds (default one week).
-    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None))]
+    /// `key=True` lists `target` as an exact key even when it reads as an
+    /// address; `force=True` allows a range wider than a /8 (IPv6: /32).
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    #[allow(clippy::too_many_arguments)]
     fn safelist(
         &self,
         py: Python<'_>,
@@ -119,18 +134,23 @@ impl Admin {
         ttl: Option<f64>,
         reason: &str,
         now: Option<&Bound<'_, PyAny>>,
+        key: bool,
+        force: bool,
     ) -> PyResult<Py<PyDict>> {
-        self.add(py, core::List::Safe, target, ttl, reason, now)
+        let options = core::TargetOptions { key, force };
+        self.add(py, core::List::Safe, target, options, ttl, reason, now)
     }
 
-    /// Removes `target` from the blocklist; True when it was on it.
-    fn unblock(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.remove(py, core::List::Block, target)
+    /// Removes `target` from the blocklist (`key=True`: as an exact key); True when it was on it.
+    #[pyo3(signature = (target, *, key = false))]
+    fn unblock(&self, py: Python<'_>, target: &Bound<'_, PyAny>, key: bool) -> PyResult<bool> {
+        self.remove(py, core::List::Block, target, key)
     }
 
-    /// Removes `target` from the safelist; True when it was on it.
-    fn unsafelist(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.remove(py, core::List::Safe, target)
+    /// Removes `target` from the safelist (`key=True`: as an exact key); True when it was on it.
+    #[pyo3(signature = (target, *, key = false))]
+    fn unsafelist(&self, py: Python<'_>, target: &Bound<'_, PyAny>, key: bool) -> PyResult<bool> {
+        self.remove(py, core::List::Safe, target, key)
     }
 
     /// Every standing listing, tier and override: dicts with `kind`

@@ -336,5 +336,5 @@ def test_plot_and_tier_rules_errors_are_usage_errors(known_log, tmp_path):
         assert done.returncode == 2 and "ending in .png" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
         assert not list(tmp_path.glob(path + "*"))
-    done = run_cli("inspect", "user:1", "--rules", "1/s", "--tier-rules", "pro", "--store", "memory://")
+    done = run_cli("inspect", "user:1", "--rules", "1/s", "--tier-rules", "pro", "--store", "redis://127.0.0.1:1/0")
     assert done.returncode == 2 and "NAME=RULES" in done.stderr and "Traceback" not in done.stderr, done.stderr

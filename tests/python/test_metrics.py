@@ -82,4 +82,4 @@ def test_bad_log_level_is_a_configuration_error(settings_override):
     from django.core.checks import run_checks
 
     with override_settings(RATEKEEPER=dict(settings_override, LOG_LEVEL="LOUD")):
-        assert any("LOG_LEVEL" in e.msg for e in run_checks() if e.id == "ratekeeper.E001")
+        assert any("LOG_LEVEL" in e.msg for e in run_checks() if e.id == "ratekeeper.E005")

@@ -208,3 +208,37 @@ def test_fail2ban_and_allow2ban_fail_open_while_redis_is_down(site):
     assert ratekeeper.Limiter("1/s", "redis://127.0.0.1:1/0", on_error="deny").penalize("k") is True
     with pytest.raises(ratekeeper.StorageError):
         ratekeeper.Limiter("1/s", "redis://127.0.0.1:1/0", on_error="raise").penalize("k")
+
+
+@pytest.mark.parametrize("typo", ["300.1.2.3", "1.2.3.4 ", "1.2.3", "/24", "fe80::1%eth0"])
+def test_the_cli_refuses_a_target_that_reads_as_an_address_but_is_not(site, typo):
+    code, _, err = cli(site, "block", typo)
+    assert code == 2 and "--key" in err and typo.strip() in err, err
+    code, out, err = cli(site, "block", typo, "--key", "--json")
+    assert code == 0 and json.loads(out)["network"] is False, err
+    assert cli(site, "unblock", typo, "--key")[0] == 0
+
+
+def test_the_cli_refuses_wide_ranges_without_force_and_memory_stores(site):
+    code, _, err = cli(site, "block", "0.0.0.0/0")
+    assert code == 2 and "--force" in err, err
+    assert not admin(site).entries()
+    code, _, err = cli(site, "safelist", "::/0")
+    assert code == 2 and "--force" in err, err
+    code, _, err = cli(site, "block", "10.0.0.0/7", "--force", "--ttl", "1")
+    assert code == 0, err
+    assert cli(site, "unblock", "10.0.0.0/7")[0] == 0
+    assert cli(site, "block", "10.0.0.0/8")[0] == 0
+    assert cli(site, "unblock", "10.0.0.0/8")[0] == 0
+    done = subprocess.run([sys.executable, "-m", "ratekeeper", "block", "user:1", "--store", "memory://"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "gone when it exits" in done.stderr, done.stderr
+    code, _, err = cli(site, "switch", "status", "--multiplier", "2")
+    assert code == 2 and "only reads" in err, err
+    assert admin(site).switches()["multiplier"] == 1.0
+
+
+def test_a_cluster_url_at_a_single_redis_says_so(redis_url):
+    single = redis_url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0]
+    with pytest.raises(ratekeeper.StorageError, match="for a single Redis use redis://"):
+        ratekeeper.Limiter("1/s", single, on_error="raise").check("k")

@@ -127,6 +127,19 @@ class TestRackPolicies < Minitest::Test
     end
   end
 
+  def test_admin_targets_say_what_they_are
+    ["300.1.2.3", "1.2.3.4 ", "1.2.3", "/24", "fe80::1%eth0"].each do |typo|
+      error = assert_raises(Ratekeeper::ConfigurationError) { @admin.block(typo) }
+      assert_includes error.message, "key: true"
+      refute @admin.block(typo, key: true)[:network]
+      assert @admin.unblock(typo, key: true)
+    end
+    error = assert_raises(Ratekeeper::ConfigurationError) { @admin.block("0.0.0.0/0") }
+    assert_includes error.message, "force: true"
+    assert @admin.safelist("10.0.0.0/7", ttl: 1, force: true)[:network]
+    assert @admin.unsafelist("10.0.0.0/7")
+  end
+
   def test_shadow_mode_reports_but_never_denies
     @admin.set_switches(shadow: true)
     settle

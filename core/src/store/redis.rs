@@ -376,6 +376,10 @@ fn describe(shown: &str, e: &RedisError, step: Step) -> String {
          give the CA's file as ssl_ca_certs)"
     } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
         " (TLS got a reply that is not TLS: is this port a plain-text one?)"
+    } else if text.contains("ClusterConnectionNotFound")
+        || text.contains("cluster support disabled")
+    {
+        " (no Redis Cluster answered: for a single Redis use redis://host:port/db, not redis+cluster://)"
     } else if text.contains("CertificateRequired") || text.contains("certificate required") {
         " (the server asks for a client certificate: give ssl_certfile and ssl_keyfile)"
     } else {

@@ -20,23 +20,27 @@ module Ratekeeper
 
     # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds
     # (default one week), with a reason. Returns the entry as a Hash.
-    def block(target, ttl: nil, reason: "", now: nil)
-      _add("block", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now)
+    # +key: true+ lists +target+ as an exact key even when it reads as an
+    # address; +force: true+ allows a range wider than a /8 (IPv6: /32).
+    def block(target, ttl: nil, reason: "", now: nil, key: false, force: false)
+      _add("block", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now, key ? true : false,
+           force ? true : false)
     end
 
     # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default one week).
-    def safelist(target, ttl: nil, reason: "", now: nil)
-      _add("safe", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now)
+    def safelist(target, ttl: nil, reason: "", now: nil, key: false, force: false)
+      _add("safe", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now, key ? true : false,
+           force ? true : false)
     end
 
     # Removes +target+ from the blocklist; true when it was on it.
-    def unblock(target)
-      _remove("block", target)
+    def unblock(target, key: false)
+      _remove("block", target, key ? true : false)
     end
 
     # Removes +target+ from the safelist; true when it was on it.
-    def unsafelist(target)
-      _remove("safe", target)
+    def unsafelist(target, key: false)
+      _remove("safe", target, key ? true : false)
     end
 
     # Every standing listing, tier and override: Hashes with :kind

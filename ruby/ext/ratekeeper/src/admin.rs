@@ -72,7 +72,10 @@ impl Admin {
         })
     }
 
-    /// `_add(list, target, ttl, reason, now)`: list is "block" or "safe".
+    /// `_add(list, target, ttl, reason, now, key, force)`: list is "block"
+    /// or "safe"; `key` lists the target as an exact key, `force` allows a
+    /// range wider than a /8 (IPv6: /32).
+    #[allow(clippy::too_many_arguments)]
     pub fn add(
         ruby: &Ruby,
         rb_self: &Self,
@@ -81,26 +84,33 @@ impl Admin {
         ttl: Option<f64>,
         reason: String,
         now: Value,
+        key: bool,
+        force: bool,
     ) -> Result<RHash, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
-        let entry = run_core(ruby, true, || admin.add(which, &target, ttl, &reason, now))?;
+        let options = core::TargetOptions { key, force };
+        let entry = run_core(ruby, true, || {
+            admin.add_with(which, &target, options, ttl, &reason, now)
+        })?;
         entry_hash(ruby, &entry)
     }
 
-    /// `_remove(list, target)`: whether it was listed.
+    /// `_remove(list, target, key)`: whether it was listed.
     pub fn remove(
         ruby: &Ruby,
         rb_self: &Self,
         which: String,
         target: Value,
+        key: bool,
     ) -> Result<bool, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let admin = &rb_self.inner;
-        run_core(ruby, true, || admin.remove(which, &target))
+        let options = core::TargetOptions { key, force: true };
+        run_core(ruby, true, || admin.remove_with(which, &target, options))
     }
 
     /// `_entries(now)`: every standing listing, tier and override.

@@ -81,8 +81,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 
     let admin = module.define_class("Admin", ruby.class_object())?;
     admin.define_singleton_method("_open", function!(admin::Admin::open, 2))?;
-    admin.define_method("_add", method!(admin::Admin::add, 5))?;
-    admin.define_method("_remove", method!(admin::Admin::remove, 2))?;
+    admin.define_method("_add", method!(admin::Admin::add, 7))?;
+    admin.define_method("_remove", method!(admin::Admin::remove, 3))?;
     admin.define_method("_entries", method!(admin::Admin::entries, 1))?;
     admin.define_method("_inspect", method!(admin::Admin::inspect, 2))?;
     admin.define_method("_set_tier", method!(admin::Admin::set_tier, 2))?;
