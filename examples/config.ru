@@ -9,9 +9,8 @@ use Ratekeeper::Rack::Middleware, store: ENV.fetch("RATEKEEPER_STORE", "memory:/
   rk.exempt "/health"
   rk.blocklist("php probes") { |req| req.path.end_with?(".php") }
   rk.throttle "req/ip", rules: "5/second; 20/minute"
-  rk.throttle("login/email", rules: "3/5min", methods: "POST", paths: "/login") do |req|
-    req.params["email"].to_s.downcase.strip
-  end
+  # the posted e-mail (form or JSON), trimmed and lower-cased; none: not limited by this throttle
+  rk.throttle("login/email", rules: "3/5min", methods: "POST", paths: "/login") { |req| req.identity("email") }
 end
 
 run lambda { |env|

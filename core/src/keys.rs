@@ -122,3 +122,26 @@ mod tests {
         assert_eq!(key_tag(b"a\0b\n\xff"), b"a\0b\n\xff".to_vec());
     }
 }
+
+/// A key that names a person (an e-mail address or a user name typed into a
+/// form): trimmed and lower-cased, so `" Alice@Example.com"` and
+/// `"alice@example.com"` share one quota; `None` when nothing is left, as an
+/// absent or blank field must not put every such request under one key.
+pub fn identity(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_lowercase())
+}
+
+#[cfg(test)]
+mod identity_tests {
+    #[test]
+    fn identities_are_trimmed_lower_case_and_never_blank() {
+        assert_eq!(
+            super::identity(" Alice@Example.COM\n").as_deref(),
+            Some("alice@example.com")
+        );
+        assert_eq!(super::identity("ÉLISE").as_deref(), Some("élise"));
+        assert_eq!(super::identity("   "), None);
+        assert_eq!(super::identity(""), None);
+    }
+}

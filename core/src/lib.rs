@@ -91,6 +91,7 @@ pub mod store;
 pub use admin::{Admin, Entry};
 pub use decision::{Decision, Observation, RuleObservation, RuleState};
 pub use error::{Error, Result};
+pub use keys::identity;
 pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};

@@ -22,6 +22,7 @@ from ratekeeper._ratekeeper import (
     TrustedProxies,
     __version__,
     check_all,
+    identity,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "TrustedProxies",
     "__version__",
     "check_all",
+    "identity",
 ]

@@ -35,5 +35,14 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(limiter::check_all, m)?)?;
+    m.add_function(wrap_pyfunction!(identity, m)?)?;
     Ok(())
+}
+
+/// A key that names a person (an e-mail address, a user name typed into a
+/// form): trimmed and lower-cased; None when blank, so an absent field is not
+/// limited by it rather than sharing one key with every such request.
+#[pyfunction]
+fn identity(text: &str) -> Option<String> {
+    ratekeeper_core::identity(text)
 }

@@ -49,4 +49,19 @@ require "ratekeeper/limiter"
 require "ratekeeper/admin"
 require "ratekeeper/decision"
 require "ratekeeper/rack/middleware"
-require "ratekeeper/railtie" if defined?(Rails::Railtie)
+if defined?(Rails::Railtie)
+  require "ratekeeper/railtie"
+else
+  # Required before Rails: load the Railtie the moment Rails defines
+  # Rails::Railtie (at the end of its class body), so `config.ratekeeper`
+  # exists whatever the order of the requires.
+  module Ratekeeper
+    RAILS_WATCH = TracePoint.new(:end) do |tp|
+      if tp.self.is_a?(Class) && tp.self.name == "Rails::Railtie"
+        RAILS_WATCH.disable
+        require "ratekeeper/railtie"
+      end
+    end
+    RAILS_WATCH.enable
+  end
+end

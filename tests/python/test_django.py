@@ -263,3 +263,48 @@ def test_view_rules_by_url_name_and_dotted_path(settings_override):
         assert [c.get("/api/items").status_code for _ in range(3)] == [200, 200, 429]
         # other views fall back to the default rules
         assert c.get("/")["X-RateLimit-Limit"] == "5"
+
+
+def test_identity_keys_are_trimmed_lower_case_and_absent_means_unlimited(settings_override):
+    """The login example (key="identity:email", 3/5min): one person is one
+    quota however the address is typed, form or JSON; a post without it is
+    not limited by this rule, rather than sharing one key with every other."""
+    ips = (f"198.51.100.{i}" for i in range(1, 250))  # apart from the per-IP RULES
+
+    def form(data):
+        return client(next(ips)).post("/login", data).status_code
+
+    def as_json(data):
+        return client(next(ips)).post("/login", json.dumps(data), content_type="application/json").status_code
+
+    for email in ("alice@example.com", " Alice@Example.COM", "ALICE@EXAMPLE.COM\n"):
+        assert form({"email": email}) == 401
+    assert form({"email": "alice@example.com"}) == 429
+    assert as_json({"email": "Alice@example.com"}) == 429
+    assert as_json({"email": "bob@example.com"}) == 401
+    for _ in range(5):
+        assert as_json({"user": "x"}) == 401
+        assert form({"email": "   "}) == 401
+
+
+def test_a_header_key_is_its_bytes_and_a_named_scope_is_shared_with_ruby(settings_override, redis_url):
+    """A Django PATHS entry with scope "api" and a Ruby limiter with scope "api"
+    count one quota for the key clé (UTF-8 on the wire), as a Rails throttle
+    named "api" would."""
+    import subprocess
+
+    prefix = unique_prefix()
+    config = dict(settings_override, STORE=redis_url, PREFIX=prefix,
+                  PATHS=[{"path": "/api/", "rules": "3/minute", "key": "header:X-Api-Key", "scope": "api"}])
+    with override_settings(RATEKEEPER=config):
+        c = Client(REMOTE_ADDR="203.0.113.20")
+        # WSGI and ASGI hand Django a header's bytes decoded as Latin-1
+        wire = "clé".encode().decode("latin-1")
+        assert c.post("/api/items", HTTP_X_API_KEY=wire).status_code != 429
+    ruby = subprocess.run(
+        ["ruby", "-e", "require 'ratekeeper'; l = Ratekeeper::Limiter.new('3/minute', store: ARGV[0], prefix: ARGV[1], "
+                       "scope: 'api'); puts l.peek('clé').remaining", redis_url, prefix],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert ruby.returncode == 0, ruby.stderr
+    assert ruby.stdout.strip() == "2", "Ruby did not see the request Django counted"

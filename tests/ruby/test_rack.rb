@@ -179,3 +179,31 @@ class TestRackRoundTrips < Minitest::Test
     assert_equal [5, 5], [stats[:throttles]["req/ip"][:allowed], stats[:throttles]["req/path"][:allowed]]
   end
 end
+
+# README's login throttle: req.identity("email") is one quota per person
+# however the address is typed, in a form or a JSON body; a request without
+# it is not limited by the throttle (it used to share the key "" with every
+# JSON login, so three bad posts locked every JSON login out).
+class TestRackIdentity < Minitest::Test
+  include TestSupport
+
+  def test_the_login_example_keys_by_identity
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [401, {}, ["wrong password"]] },
+                                           store: redis_url, prefix: unique_prefix) do |rk|
+      rk.throttle("login/email", rules: "3/5min", methods: "POST", paths: "/login") { |req| req.identity("email") }
+    end
+    form = ->(email) { app.call(Rack::MockRequest.env_for("/login", method: "POST", params: { "email" => email }))[0] }
+    json = lambda do |body|
+      env = Rack::MockRequest.env_for("/login", method: "POST", input: JSON.generate(body), "CONTENT_TYPE" => "application/json")
+      app.call(env)[0]
+    end
+    assert_equal [401, 401, 401], ["alice@example.com", " Alice@Example.COM", "ALICE@EXAMPLE.COM\n"].map(&form)
+    assert_equal 429, form.call("alice@example.com")
+    assert_equal 429, json.call({ "email" => "Alice@example.com" })
+    assert_equal 401, json.call({ "email" => "bob@example.com" })
+    assert_equal [401] * 5, Array.new(5) { json.call({ "user" => "x" }) }, "JSON logins without an email share no key"
+    assert_equal [401] * 5, Array.new(5) { form.call("   ") }
+    assert_nil Ratekeeper.identity("  ")
+    assert_equal "élise", Ratekeeper.identity(" ÉLISE ")
+  end
+end

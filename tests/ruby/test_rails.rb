@@ -6,6 +6,9 @@ require "rails"
 require "action_controller/railtie"
 require "ratekeeper/railtie"
 require "rack/test"
+require "open3"
+require "tmpdir"
+require "fileutils"
 
 PREFIX = "minitest-rails-#{Process.pid}-#{Time.now.to_f}"
 
@@ -65,5 +68,64 @@ class TestRails < Minitest::Test
     assert_equal 200, last_response.status
   ensure
     ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
+  end
+end
+
+# Rails apps as users write them: the throttles in config/initializers/, and
+# ratekeeper required before rails.
+class TestRailsBoot < Minitest::Test
+  include TestSupport
+
+  def run_ruby(script, dir)
+    env = { "RK_STORE" => redis_url, "RK_PREFIX" => unique_prefix }
+    env["RUBYLIB"] = File.join(ROOT, "ruby/lib") if ENV["RATEKEEPER_DEV"] == "1"
+    out, status = Open3.capture2e(env, "ruby", "-e", script, chdir: dir)
+    [out, status]
+  end
+
+  APP = <<~RUBY
+    require "logger"
+    require "rails"
+    require "action_controller/railtie"
+    require "rack/mock"
+    class BootApp < Rails::Application
+      config.root = Dir.pwd
+      config.eager_load = false
+      config.secret_key_base = "test-only"
+      config.logger = Logger.new(nil)
+      config.hosts.clear
+    end
+    BootApp.initialize!
+    BootApp.routes.draw { get "/" => proc { [200, {}, ["home"]] } }
+    codes = Array.new(3) { Rack::MockRequest.new(BootApp).get("/", "REMOTE_ADDR" => "203.0.113.5").status }
+    puts codes.join(",")
+  RUBY
+
+  def test_throttles_set_in_config_initializers_limit
+    Dir.mktmpdir do |dir|
+      FileUtils.mkdir_p(File.join(dir, "config/initializers"))
+      File.write(File.join(dir, "config/initializers/ratekeeper.rb"), <<~RUBY)
+        Rails.application.config.ratekeeper.store = ENV.fetch("RK_STORE")
+        Rails.application.config.ratekeeper.prefix = ENV.fetch("RK_PREFIX")
+        Rails.application.config.ratekeeper.throttle "req/ip", rules: "2/minute"
+      RUBY
+      out, status = run_ruby(APP.sub(%(require "rack/mock"), %(require "rack/mock"\nrequire "ratekeeper")), dir)
+      assert status.success?, out
+      assert_equal "200,200,429", out.lines.last.strip, "the initializer's throttle was ignored"
+    end
+  end
+
+  def test_ratekeeper_required_before_rails
+    Dir.mktmpdir do |dir|
+      script = "require 'ratekeeper'\n" + APP.sub("BootApp.initialize!", <<~RUBY.chomp)
+        BootApp.config.ratekeeper.store = ENV.fetch("RK_STORE")
+        BootApp.config.ratekeeper.prefix = ENV.fetch("RK_PREFIX")
+        BootApp.config.ratekeeper.throttle "req/ip", rules: "1/minute"
+        BootApp.initialize!
+      RUBY
+      out, status = run_ruby(script, dir)
+      assert status.success?, out
+      assert_equal "200,429,429", out.lines.last.strip
+    end
   end
 end

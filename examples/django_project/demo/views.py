@@ -17,7 +17,7 @@ def api_items(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"items": [], "method": request.method})
 
 
-@ratelimit("3/5min", key="post:email", method="POST")
+@ratelimit("3/5min", key="identity:email", method="POST")
 def login(request: HttpRequest) -> HttpResponse:
     """A login form limited per posted email, as rack-attack users do."""
     if request.method == "POST":

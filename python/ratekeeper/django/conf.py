@@ -48,7 +48,7 @@ KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
-    "POLICY_REFRESH",
+    "POLICY_REFRESH", "SCOPE",
 }
 BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
 
@@ -193,6 +193,14 @@ class Config:
         return None
 
 
+def _scope(value: Any) -> str:
+    """A scope named in the settings: the name a Rack throttle (or any limiter
+    with this scope) uses for the same quota."""
+    if not isinstance(value, str) or not value or scope_name(value) != value:
+        raise ConfigurationError(f"the scope {value!r} must be printable ASCII without spaces, such as 'api'")
+    return value
+
+
 def scope_name(scope: str) -> str:
     """A scope as a limiter takes it: printable ASCII without spaces."""
     return "".join(c if "!" <= c <= "~" else "_" for c in scope)[:128]
@@ -291,9 +299,11 @@ def build(raw: Any) -> Config:
                 Limiter(rules)
         if raw.get("RULES") is None and tiers:
             raise ConfigurationError("is set but RATEKEEPER['RULES'] (the rules of requests with no tier) is not")
+    with _setting("RATEKEEPER['SCOPE']", "rules"):
+        default_scope = _scope(raw.get("SCOPE", "default"))
     if raw.get("RULES") is not None:
         with _setting("RATEKEEPER['RULES']", "rules"):
-            cfg.default = cfg.policy("default", raw["RULES"], None, tiers=cfg.tiers, named=False)
+            cfg.default = cfg.policy(default_scope, raw["RULES"], None, tiers=cfg.tiers, named=False)
     for setting, allow in (("FAIL2BAN", False), ("ALLOW2BAN", True)):
         entries = raw.get(setting, [])
         with _setting(f"RATEKEEPER['{setting}']", "bans"):
@@ -311,11 +321,11 @@ def build(raw: Any) -> Config:
         with _setting(scope, "rules"):
             if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
                 raise ConfigurationError("must be a dict with 'path' (str) and 'rules'")
-            extra = set(entry) - {"path", "rules", "key", "methods"}
+            extra = set(entry) - {"path", "rules", "key", "methods", "scope"}
             if extra:
                 raise ConfigurationError(f"has unknown field(s) {sorted(extra)}")
-            policy = cfg.policy(f"path:{entry['path']}", entry["rules"], entry.get("key"), entry.get("methods"),
-                                named=False)
+            scope = _scope(entry["scope"]) if "scope" in entry else f"path:{entry['path']}"
+            policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"), named=False)
         cfg.paths.append((entry["path"], policy))
     cfg.paths.sort(key=lambda item: -len(item[0]))
     views = raw.get("VIEWS", {})
@@ -326,6 +336,7 @@ def build(raw: Any) -> Config:
         scope = f"view:{name}"
         with _setting(f"RATEKEEPER['VIEWS'][{name!r}]", "rules"):
             if isinstance(spec, dict):
+                scope = _scope(spec["scope"]) if "scope" in spec else scope
                 policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"), named=False)
             else:
                 policy = cfg.policy(scope, spec, None, named=False)

@@ -1,16 +1,19 @@
 """Key functions: who a request counts against.
 
 A key spec is ``"ip"``, ``"user"``, ``"user_or_ip"``, ``"header:X-Api-Key"``,
-``"get:field"``, ``"post:field"``, the dotted path of a callable, or a
-callable ``f(request) -> str | bytes | None``. None means "not limited".
+``"get:field"``, ``"post:field"``, ``"identity:field"`` (a form or JSON body
+field that names a person, trimmed and lower-cased; blank or absent: not
+limited), the dotted path of a callable, or a callable
+``f(request) -> str | bytes | None``. None means "not limited".
 """
 
-from typing import Callable, Optional, Union
+import json
+from typing import Any, Callable, Optional, Union
 
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies
+from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies, identity
 
 Key = Optional[Union[str, bytes]]
 KeyFunc = Callable[[HttpRequest], Key]
@@ -28,12 +31,25 @@ def _user_pk(request: HttpRequest) -> Optional[str]:
     return str(user.pk)
 
 
+def body_field(request: HttpRequest, name: str) -> Any:
+    """Field `name` of a posted form, or of a JSON object body; None when absent."""
+    if name in request.POST:
+        return request.POST.get(name)
+    if (request.content_type or "").lower() == "application/json":
+        try:
+            body = json.loads(request.body or b"null")
+        except ValueError:
+            return None
+        return body.get(name) if isinstance(body, dict) else None
+    return None
+
+
 def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
     """The key function a spec names; raises ConfigurationError for a bad spec."""
     if callable(spec):
         return spec  # type: ignore[return-value]
     if not isinstance(spec, str) or not spec:
-        raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', a dotted path or a callable")
+        raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
     if spec == "ip":
         return lambda request: client_ip(request, proxies)
     if spec == "user":
@@ -48,11 +64,25 @@ def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
     kind, _, name = spec.partition(":")
     if name and kind == "header":
         meta = "HTTP_" + name.upper().replace("-", "_")
-        return lambda request: request.META.get(meta) or None
+
+        def header(request: HttpRequest) -> Optional[bytes]:
+            # the header's bytes as they came (WSGI and ASGI both give them
+            # decoded as Latin-1), as Rack passes them: one key in both
+            value = request.META.get(meta)
+            return value.encode("latin-1", "replace") if value else None
+
+        return header
     if name and kind == "get":
         return lambda request: request.GET.get(name) or None
     if name and kind == "post":
         return lambda request: request.POST.get(name) or None
+    if name and kind == "identity":
+
+        def person(request: HttpRequest) -> Optional[str]:
+            value = body_field(request, name)
+            return identity(value) if isinstance(value, str) else None
+
+        return person
     if "." in spec:
         try:
             func = import_string(spec)
@@ -61,4 +91,4 @@ def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
         if not callable(func):
             raise ConfigurationError(f"invalid key {spec!r}: it is not callable")
         return func  # type: ignore[no-any-return]
-    raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', a dotted path or a callable")
+    raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")

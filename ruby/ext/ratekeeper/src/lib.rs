@@ -26,6 +26,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("Ratekeeper")?;
     module.define_singleton_method("_panic_for_tests", function!(panic_for_tests, 0))?;
     module.define_singleton_method("_check_all", function!(limiter::check_all, 3))?;
+    module.define_singleton_method("identity", function!(identity, 1))?;
 
     let limiter = module.define_class("Limiter", ruby.class_object())?;
     limiter.define_singleton_method("_new", function!(limiter::Limiter::native_new, 13))?;
@@ -95,4 +96,11 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     proxies.define_method("client_ip", method!(net::TrustedProxies::client_ip, 2))?;
     proxies.define_method("trusts?", method!(net::TrustedProxies::trusts, 1))?;
     Ok(())
+}
+
+/// `Ratekeeper.identity(text)`: a key that names a person (an e-mail address,
+/// a user name typed into a form), trimmed and lower-cased; nil when blank, so
+/// an absent field is not limited by it rather than sharing one key.
+fn identity(text: String) -> Option<String> {
+    ratekeeper_core::identity(&text)
 }

@@ -11,7 +11,7 @@ module Ratekeeper
     #     rk.blocklist("scanners") { |req| req.path.end_with?(".php") }
     #     rk.throttle "req/ip", rules: "5/second; 300/5min"                 # keyed by client IP
     #     rk.throttle("login/email", rules: "5/5min", methods: "POST", paths: "/login") do |req|
-    #       req.params["email"].to_s.downcase.strip
+    #       req.identity("email") # form or JSON field, trimmed, lower case; nil: not limited
     #     end
     #     rk.throttle "api", rules: "100/hour", tiers: { "pro" => "10000/hour" },
     #                        tier: ->(req) { req.get_header("HTTP_X_PLAN") }

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "json"
+
 require "digest"
 require "rack"
 require "ratekeeper/rack/config"
@@ -16,6 +18,31 @@ module Ratekeeper
       # The client's IP: X-Forwarded-For counts only when REMOTE_ADDR is a trusted proxy.
       def client_ip
         @client_ip ||= @proxies.client_ip(get_header("REMOTE_ADDR").to_s, get_header("HTTP_X_FORWARDED_FOR"))
+      end
+
+      # Field +name+ of a posted form or a JSON object body that names a
+      # person (an e-mail address, a user name), trimmed and lower-cased
+      # (Ratekeeper.identity); nil when absent or blank, so a request without
+      # it is not limited by the throttle rather than sharing one key.
+      def identity(name)
+        value = form_data? || get? ? params[name.to_s] : nil
+        value = json_body[name.to_s] if value.nil? && media_type == "application/json"
+        value.is_a?(String) ? Ratekeeper.identity(value) : nil
+      rescue ::Rack::Utils::ParameterTypeError, ::Rack::Utils::InvalidParameterError, EOFError
+        nil
+      end
+
+      private
+
+      def json_body
+        @json_body ||= begin
+          input = body
+          raw = input ? input.read.tap { input.rewind } : ""
+          parsed = raw.empty? ? nil : JSON.parse(raw)
+          parsed.is_a?(Hash) ? parsed : {}
+        rescue JSON::ParserError
+          {}
+        end
       end
     end
 
