@@ -242,3 +242,16 @@ def test_a_cluster_url_at_a_single_redis_says_so(redis_url):
     single = redis_url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0]
     with pytest.raises(ratekeeper.StorageError, match="for a single Redis use redis://"):
         ratekeeper.Limiter("1/s", single, on_error="raise").check("k")
+
+
+def test_an_identity_key_ban_never_bans_the_address_it_names(site):
+    """README's login pattern under KEY="ip" (every request keyed by its raw
+    address): a ban of the identity a client typed, "203.0.113.9", is a ban of
+    the key email=203.0.113.9, which no request from that address uses."""
+    with override_settings(RATEKEEPER=dict(site, KEY="ip")):
+        limiter = ratekeeper.Limiter("100/minute", site["STORE"], prefix=site["PREFIX"])
+        typed = ratekeeper.identity(" 203.0.113.9 ")
+        assert [limiter.penalize(f"email={typed}", maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
+        assert limiter.check("email=203.0.113.9").blocked
+        settle()
+        assert Client(REMOTE_ADDR="203.0.113.9").get("/").status_code == 200

@@ -2,8 +2,8 @@
 
 A key spec is ``"ip"``, ``"user"``, ``"user_or_ip"``, ``"header:X-Api-Key"``,
 ``"get:field"``, ``"post:field"``, ``"identity:field"`` (a form or JSON body
-field that names a person, trimmed and lower-cased; blank or absent: not
-limited), the dotted path of a callable, or a callable
+field that names a person, trimmed and lower-cased, as ``field=value``;
+blank or absent: not limited), the dotted path of a callable, or a callable
 ``f(request) -> str | bytes | None``. None means "not limited".
 """
 
@@ -79,8 +79,12 @@ def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
     if name and kind == "identity":
 
         def person(request: HttpRequest) -> Optional[str]:
+            # "email=alice@example.com": a key no address, "ip:" or "user:"
+            # key can equal, so a fail2ban ban of what a client typed can
+            # never ban an address or a user
             value = body_field(request, name)
-            return identity(value) if isinstance(value, str) else None
+            found = identity(value) if isinstance(value, str) else None
+            return None if found is None else f"{name}={found}"
 
         return person
     if "." in spec:

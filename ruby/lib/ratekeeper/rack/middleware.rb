@@ -22,12 +22,16 @@ module Ratekeeper
 
       # Field +name+ of a posted form or a JSON object body that names a
       # person (an e-mail address, a user name), trimmed and lower-cased
-      # (Ratekeeper.identity); nil when absent or blank, so a request without
-      # it is not limited by the throttle rather than sharing one key.
+      # (Ratekeeper.identity), as "name=value" ("email=alice@example.com":
+      # no address, "ip:" or "user:" key can equal it, so a fail2ban ban of
+      # what a client typed never bans an address or a user); nil when absent
+      # or blank, so a request without it is not limited by the throttle
+      # rather than sharing one key.
       def identity(name)
         value = form_data? || get? ? params[name.to_s] : nil
         value = json_body[name.to_s] if value.nil? && media_type == "application/json"
-        value.is_a?(String) ? Ratekeeper.identity(value) : nil
+        found = value.is_a?(String) ? Ratekeeper.identity(value) : nil
+        found && "#{name}=#{found}"
       rescue ::Rack::Utils::ParameterTypeError, ::Rack::Utils::InvalidParameterError, EOFError
         nil
       end
