@@ -123,3 +123,18 @@ def test_bad_settings_stop_gunicorn_from_booting(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0, "gunicorn served a site whose settings are bad"
     assert "RATEKEEPER['STORE']" in done.stderr and "mysql://nowhere" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_database_past_the_servers_says_so_at_once(redis_url):
+    import time
+
+    import pytest
+
+    url = redis_url.rsplit("/", 1)[0] + "/99"
+    started = time.monotonic()
+    with pytest.raises(ratekeeper.StorageError, match="fewer databases"):
+        ratekeeper.Limiter("1/s", url, on_error="raise", timeout=2, connect_timeout=2).check("k")
+    assert time.monotonic() - started < 1, "no retrying until the connect timeout"
+    done = subprocess.run([sys.executable, "-m", "ratekeeper", "list", "--store", url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "fewer databases" in done.stderr, done.stderr

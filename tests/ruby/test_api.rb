@@ -28,7 +28,9 @@ class TestApi < Minitest::Test
 
   def test_bad_options_name_the_problem
     { { store: "mysql://x" } => "mysql://x", { on_error: :maybe } => "maybe", { prefix: "a{b" } => "prefix",
-      { timeout: 0 } => "timeout", { pool_size: 0 } => "pool_size", { max_keys: 0 } => "max_keys" }.each do |opts, needle|
+      { timeout: 0 } => "timeout", { pool_size: 0 } => "pool_size", { max_keys: 0 } => "max_keys",
+      { pool_size: 2**64 } => "invalid pool_size 18446744073709551616: give 1 to 1024",
+      { timeout: 1e300 } => "invalid timeout 1e300" }.each do |opts, needle|
       error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s", **opts) }
       assert_includes error.message, needle
     end

@@ -376,6 +376,8 @@ fn describe(shown: &str, e: &RedisError, step: Step) -> String {
          give the CA's file as ssl_ca_certs)"
     } else if text.contains("corrupt message") || text.contains("InvalidContentType") {
         " (TLS got a reply that is not TLS: is this port a plain-text one?)"
+    } else if text.contains("DB index is out of range") {
+        " (this Redis has fewer databases: the /number at the end of the URL is past them)"
     } else if text.contains("ClusterConnectionNotFound")
         || text.contains("cluster support disabled")
     {

@@ -243,7 +243,7 @@ def build(raw: Any) -> Config:
     the first bad setting."""
     if raw is None:
         raw = {}
-    with _setting("settings.RATEKEEPER", "settings"):
+    with _setting("RATEKEEPER", "settings"):
         if not isinstance(raw, dict):
             raise ConfigurationError(f"must be a dict, not {type(raw).__name__}")
         unknown = sorted(set(raw) - KNOWN)
