@@ -435,7 +435,9 @@ impl Limiter {
     /// the client address a middleware saw, bans an address (never a range).
     /// When the store fails, `on_error` applies as to a check: `raise`
     /// returns the error, `allow` counts nothing and bans nothing, `deny`
-    /// reports a ban (the request is refused) without storing one.
+    /// reports a ban (the request is refused) without storing one. The
+    /// outage's one warning is left to the first check, which carries it to
+    /// the binding's logger.
     pub fn penalize(
         &self,
         offender: Offender<'_>,
@@ -470,17 +472,11 @@ impl Limiter {
             Ok(strike)
         });
         match outcome {
-            Err(err) if !matches!(err, Error::Config(_)) && self.on_error != OnError::Raise => {
-                let banned = self.on_error == OnError::Deny;
-                if !self.state().in_outage.swap(true, Ordering::Relaxed) {
-                    log::warn!("the store is failing ({err}); fail2ban strikes are not counted");
-                }
-                Ok(Strike {
-                    strikes: 0,
-                    banned,
-                    until_ms: None,
-                })
-            }
+            Err(Error::Storage(_)) if self.on_error != OnError::Raise => Ok(Strike {
+                strikes: 0,
+                banned: self.on_error == OnError::Deny,
+                until_ms: None,
+            }),
             other => other,
         }
     }

@@ -336,6 +336,24 @@ fn the_first_fallback_of_an_outage_carries_one_warning() {
     assert_eq!(second.warning, None);
 }
 
+/// A fail2ban strike while the store is down falls back quietly: the outage's
+/// one warning is left to the first check, which the bindings log.
+#[test]
+fn a_strike_in_an_outage_leaves_the_warning_to_the_first_check() {
+    let main = limiter("redis://127.0.0.1:1/0", "10/hour", OnError::Allow);
+    let rule = ratekeeper_core::Fail2Ban::new("logins", 3, 60.0, 60.0).unwrap();
+    let strike = main
+        .penalize(ratekeeper_core::Offender::Key(b"k"), &rule, None)
+        .unwrap();
+    assert!(!strike.banned);
+    let first = main.check(b"k", 1, None).unwrap();
+    assert!(first.degraded);
+    assert!(
+        first.warning.is_some(),
+        "the strike swallowed the outage's warning"
+    );
+}
+
 #[test]
 fn redis_that_needs_a_password() {
     let redis = OwnRedis::start(&["--requirepass", "s3cret"]);
