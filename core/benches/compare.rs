@@ -72,11 +72,10 @@ fn main() {
     report(
         "rust_check_4_rules",
         median_ns(n, |i| {
-            assert!(
-                four.check(keys[i % KEYS].as_bytes(), 1, None)
-                    .unwrap()
-                    .allowed
-            )
+            assert!(four
+                .check(keys[i % KEYS].as_bytes(), 1, None)
+                .unwrap()
+                .allowed())
         }),
     );
 
@@ -89,12 +88,10 @@ fn main() {
         "rust_check_10_per_second_full",
         median_ns(n, |_| {
             step += 1;
-            assert!(
-                second
-                    .check(b"slide:second", 1, at(step * 100))
-                    .unwrap()
-                    .allowed
-            );
+            assert!(second
+                .check(b"slide:second", 1, at(step * 100))
+                .unwrap()
+                .allowed());
         }),
     );
     let day = limiter(&url, "100000/day", Duration::ZERO);
@@ -106,11 +103,10 @@ fn main() {
         "rust_check_100000_per_day_full",
         median_ns(n, |_| {
             step += 1;
-            assert!(
-                day.check(b"slide:day", 1, at(86_400_000 + step * 864))
-                    .unwrap()
-                    .allowed
-            );
+            assert!(day
+                .check(b"slide:day", 1, at(86_400_000 + step * 864))
+                .unwrap()
+                .allowed());
         }),
     );
 
@@ -119,8 +115,8 @@ fn main() {
     let uncached = limiter(&url, "1/hour", Duration::ZERO);
     for l in [&cached, &uncached] {
         l.reset(b"denied").unwrap();
-        assert!(l.check(b"denied", 1, None).unwrap().allowed);
-        assert!(!l.check(b"denied", 1, None).unwrap().allowed);
+        assert!(l.check(b"denied", 1, None).unwrap().allowed());
+        assert!(!l.check(b"denied", 1, None).unwrap().allowed());
     }
     let before = cached.store_stats().attempts;
     report(
@@ -137,7 +133,7 @@ fn main() {
     report(
         "rust_denied_round_trip",
         median_ns(n, |_| {
-            assert!(!uncached.check(b"denied", 1, None).unwrap().allowed)
+            assert!(!uncached.check(b"denied", 1, None).unwrap().allowed())
         }),
     );
 
@@ -151,12 +147,10 @@ fn main() {
     report(
         "rust_memory_check_1_rule",
         median_ns(n * 5, |i| {
-            assert!(
-                memory
-                    .check(keys[i % KEYS].as_bytes(), 1, None)
-                    .unwrap()
-                    .allowed
-            )
+            assert!(memory
+                .check(keys[i % KEYS].as_bytes(), 1, None)
+                .unwrap()
+                .allowed())
         }),
     );
 }

@@ -10,7 +10,7 @@ fn main() -> Result<(), ratekeeper_core::Error> {
         let b = d.binding_state();
         println!(
             "request {i}: allowed={} remaining={} of {} per {} retry_after={:?}s",
-            d.allowed,
+            d.allowed(),
             b.remaining,
             b.limit,
             b.window_name(),

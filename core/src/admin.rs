@@ -5,29 +5,16 @@
 
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
-use crate::limiter::{load_shared, now_to_ms};
+use crate::policy::encoding::mark;
+pub use crate::policy::Entry;
 use crate::policy::{
-    self, check_listing, encode_rules, Field, List, Listing, Record, SharedHash, Switches, Target,
-    TargetOptions,
+    self, check_listing, encode_rules, write, Field, List, Listing, Record, Shared, SharedHash,
+    Switches, Target, TargetOptions,
 };
 use crate::rule::RuleSet;
 use crate::store::{self, Store, StoreOptions};
+use crate::time::now_to_ms;
 use std::sync::Arc;
-
-/// One line of `list`: a listing, a tier or an override.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// What it is: [`Field::Safe`], [`Field::Block`], [`Field::Tier`] or [`Field::Override`].
-    pub field: Field,
-    /// The key, address or range (as text; addresses and ranges canonical).
-    pub target: Vec<u8>,
-    /// Whether the target is an address or range.
-    pub network: bool,
-    /// When a listing lapses (ms since the epoch); `None` for a tier or override.
-    pub until_ms: Option<u64>,
-    /// A listing's reason, the tier's name, or the override's rules.
-    pub detail: String,
-}
 
 /// What is stored for one key or address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,60 +99,14 @@ impl Admin {
         let target = Target::given(target, options)?;
         let ttl_ms = check_listing(ttl_seconds, reason)?;
         let now_ms = self.now_ms(now)?;
-        self.put_target(list, target, now_ms + ttl_ms, reason, Some(now_ms))
-    }
-
-    /// Puts `target`, as it is said to be, on `list` until `until_ms`.
-    pub(crate) fn put_target(
-        &self,
-        list: List,
-        target: Target,
-        until_ms: u64,
-        reason: &str,
-        now_ms: Option<u64>,
-    ) -> Result<Entry> {
-        let listing = Listing {
-            until_ms,
-            reason: reason.to_owned(),
-        };
-        let stored = listing.encode();
-        let entry = match target {
-            Target::Net(net) => {
-                let text = net.to_string();
-                self.prune_nets(now_ms.map_or_else(|| self.store.clock_ms(), Ok)?)?;
-                self.store.set_shared(
-                    SharedHash::Nets,
-                    &mark(list.field(), text.as_bytes()),
-                    Some(stored.as_bytes()),
-                )?;
-                Entry {
-                    field: list.field(),
-                    target: text.into_bytes(),
-                    network: true,
-                    until_ms: Some(until_ms),
-                    detail: listing.reason,
-                }
-            }
-            Target::Key(key) => {
-                let now_ms = now_ms.map_or_else(|| self.store.clock_ms(), Ok)?;
-                self.store
-                    .set_record(&key_tag(&key), list.field(), Some(&stored), now_ms)?;
-                self.store.set_shared(
-                    SharedHash::Directory,
-                    &mark(list.field(), &key),
-                    Some(stored.as_bytes()),
-                )?;
-                Entry {
-                    field: list.field(),
-                    target: key,
-                    network: false,
-                    until_ms: Some(until_ms),
-                    detail: listing.reason,
-                }
-            }
-        };
-        policy::bump_epoch();
-        Ok(entry)
+        write::put_target(
+            &*self.store,
+            list,
+            target,
+            now_ms + ttl_ms,
+            reason,
+            Some(now_ms),
+        )
     }
 
     /// Takes `target` off `list`; returns whether it was on it (lapsed or not).
@@ -294,7 +235,7 @@ impl Admin {
         let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
             Some(ip) => {
                 let version = self.store.policy_version()?;
-                let shared = load_shared(&*self.store, version)?;
+                let shared = Shared::load(&*self.store, version)?;
                 shared
                     .judge_ip(ip, now_ms)
                     .map(|(list, listing)| (list, listing.clone()))
@@ -367,25 +308,4 @@ impl Admin {
         policy::bump_epoch();
         self.switches()
     }
-
-    /// Drops lapsed address entries (so fail2ban bans do not pile up).
-    fn prune_nets(&self, now_ms: u64) -> Result<()> {
-        for (field, value) in self.store.shared(SharedHash::Nets)? {
-            let lapsed = std::str::from_utf8(&value)
-                .ok()
-                .and_then(Listing::decode)
-                .is_none_or(|l| !l.stands_at(now_ms));
-            if lapsed {
-                self.store.set_shared(SharedHash::Nets, &field, None)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A shared-hash field: the field's one-letter code, then the target.
-fn mark(field: Field, target: &[u8]) -> Vec<u8> {
-    let mut out = field.code().as_bytes().to_vec();
-    out.extend_from_slice(target);
-    out
 }

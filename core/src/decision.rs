@@ -4,6 +4,7 @@
 
 use crate::policy::{Applied, List, Listing, Verdict};
 use crate::rule::{Rule, RuleSet};
+use crate::time::ceil_seconds;
 
 /// What a store saw for one rule of one check, before the check was applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,11 +73,62 @@ impl RuleState {
     }
 }
 
+/// What a check came to: one of six outcomes, so that no impossible mix
+/// (blocked and safelisted, degraded and shadowed) can be represented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The rules admitted the check and logged it (or limiting is switched off).
+    Admitted,
+    /// The rules denied the check; nothing was logged.
+    Denied,
+    /// The key or the client address is on the blocklist (or banned):
+    /// denied, with `retry_after` the time until the entry lapses.
+    Blocked,
+    /// The key or the client address is on the safelist: admitted, not counted.
+    Safelisted,
+    /// The store failed and this is the `on_error` fallback: admitted
+    /// (`allow`) or denied (`deny`).
+    Degraded {
+        /// Whether the fallback admits.
+        allowed: bool,
+    },
+    /// Shadow mode: the rules denied (or a list blocked), and the check is
+    /// admitted anyway.
+    Shadowed {
+        /// Whether a list blocked it (rather than the rules denying it).
+        blocked: bool,
+    },
+}
+
+impl Outcome {
+    /// Whether the check may go on.
+    pub fn allowed(self) -> bool {
+        match self {
+            Outcome::Admitted | Outcome::Safelisted | Outcome::Shadowed { .. } => true,
+            Outcome::Denied | Outcome::Blocked => false,
+            Outcome::Degraded { allowed } => allowed,
+        }
+    }
+
+    /// Its name as the bindings give it: `admitted`, `denied`, `blocked`,
+    /// `safelisted`, `degraded` or `shadowed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Denied => "denied",
+            Outcome::Blocked => "blocked",
+            Outcome::Safelisted => "safelisted",
+            Outcome::Degraded { .. } => "degraded",
+            Outcome::Shadowed { .. } => "shadowed",
+        }
+    }
+}
+
 /// The answer to a check or a peek.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
-    /// Whether the check was admitted.
-    pub allowed: bool,
+    /// What the check came to.
+    pub outcome: Outcome,
     /// 0 when admitted; the least wait after which the same check would be
     /// admitted; `None` when the cost exceeds a limit and can never pass.
     pub retry_after_ms: Option<u64>,
@@ -86,21 +138,12 @@ pub struct Decision {
     pub rules: Vec<RuleState>,
     /// Index into `rules` of the binding rule (least remaining; ties: shortest window).
     pub binding: usize,
-    /// True when the store failed and this decision is the `on_error` fallback.
-    pub degraded: bool,
     /// Set on the first fallback decision of an outage: what to log, once.
     pub warning: Option<String>,
     /// True when this denial was remembered in-process, not asked of the store.
     pub cached: bool,
-    /// True when the key or the client address is on the blocklist (or banned):
-    /// denied, with `retry_after` the time until the entry lapses.
-    pub blocked: bool,
-    /// True when the key or the client address is on the safelist: allowed, not counted.
-    pub safelisted: bool,
     /// Why the key or address is listed (empty when no reason was given).
     pub reason: Option<String>,
-    /// True in shadow mode when the rules would have denied: `allowed` is true anyway.
-    pub shadowed: bool,
     /// The tier whose rules decided (named by the caller or stored for the key).
     pub tier: Option<String>,
     /// True when the key's stored override decided.
@@ -152,18 +195,18 @@ impl Decision {
             )
         };
         Decision {
-            allowed: obs.allowed,
+            outcome: if obs.allowed {
+                Outcome::Admitted
+            } else {
+                Outcome::Denied
+            },
             retry_after_ms,
             now_ms: now,
             binding: binding_index(&states),
             rules: states,
-            degraded: false,
             warning: None,
             cached: false,
-            blocked: false,
-            safelisted: false,
             reason: None,
-            shadowed: false,
             tier: None,
             overridden: false,
         }
@@ -173,17 +216,18 @@ impl Decision {
     /// rules show their full limit; a block's `retry_after` is the time until
     /// the entry lapses.
     pub fn listed(rules: &RuleSet, now_ms: u64, list: List, listing: &Listing) -> Decision {
-        let allowed = list == List::Safe;
+        let safe = list == List::Safe;
         let mut decision = Decision::fallback(rules, now_ms, true);
-        decision.allowed = allowed;
-        decision.degraded = false;
-        decision.retry_after_ms = Some(if allowed {
+        decision.outcome = if safe {
+            Outcome::Safelisted
+        } else {
+            Outcome::Blocked
+        };
+        decision.retry_after_ms = Some(if safe {
             0
         } else {
             listing.until_ms.saturating_sub(now_ms).max(1)
         });
-        decision.blocked = !allowed;
-        decision.safelisted = allowed;
         decision.reason = Some(listing.reason.clone());
         decision
     }
@@ -191,7 +235,7 @@ impl Decision {
     /// An admitted decision that asked no store (limiting is switched off).
     pub fn unlimited(rules: &RuleSet, now_ms: u64) -> Decision {
         let mut decision = Decision::fallback(rules, now_ms, true);
-        decision.degraded = false;
+        decision.outcome = Outcome::Admitted;
         decision
     }
 
@@ -219,21 +263,63 @@ impl Decision {
             })
             .collect();
         Decision {
-            allowed,
+            outcome: Outcome::Degraded { allowed },
             retry_after_ms: if allowed { Some(0) } else { Some(1_000) },
             now_ms,
             binding: 0,
             rules: states,
-            degraded: true,
             warning: None,
             cached: false,
-            blocked: false,
-            safelisted: false,
             reason: None,
-            shadowed: false,
             tier: None,
             overridden: false,
         }
+    }
+
+    /// Whether the check may go on (see [`Outcome::allowed`]).
+    pub fn allowed(&self) -> bool {
+        self.outcome.allowed()
+    }
+
+    /// Whether the store failed and this is the `on_error` fallback.
+    pub fn degraded(&self) -> bool {
+        matches!(self.outcome, Outcome::Degraded { .. })
+    }
+
+    /// Whether a list blocks the key or address (in shadow mode too).
+    pub fn blocked(&self) -> bool {
+        matches!(
+            self.outcome,
+            Outcome::Blocked | Outcome::Shadowed { blocked: true }
+        )
+    }
+
+    /// Whether the key or address is on the safelist.
+    pub fn safelisted(&self) -> bool {
+        self.outcome == Outcome::Safelisted
+    }
+
+    /// Whether shadow mode let through what would have been refused.
+    pub fn shadowed(&self) -> bool {
+        matches!(self.outcome, Outcome::Shadowed { .. })
+    }
+
+    /// Whether a list decided (no rule counted the check).
+    pub fn is_listed(&self) -> bool {
+        self.safelisted() || self.blocked()
+    }
+
+    /// This decision in shadow mode: what would be refused is admitted, and
+    /// says so (a fail-closed fallback stays degraded, now admitting);
+    /// anything else is unchanged.
+    pub fn shadow(mut self) -> Decision {
+        self.outcome = match self.outcome {
+            Outcome::Denied => Outcome::Shadowed { blocked: false },
+            Outcome::Blocked => Outcome::Shadowed { blocked: true },
+            Outcome::Degraded { .. } => Outcome::Degraded { allowed: true },
+            other => other,
+        };
+        self
     }
 
     /// The binding rule's state.
@@ -263,7 +349,7 @@ impl Decision {
             })
             .collect();
         let policy = ("RateLimit-Policy", policy.join(", "));
-        let mut headers = if self.degraded {
+        let mut headers = if self.degraded() {
             vec![policy]
         } else {
             vec![
@@ -283,16 +369,11 @@ impl Decision {
                 ),
             ]
         };
-        if let (false, Some(wait)) = (self.allowed, self.retry_after_ms) {
+        if let (false, Some(wait)) = (self.allowed(), self.retry_after_ms) {
             headers.push(("Retry-After", ceil_seconds(wait).to_string()));
         }
         headers
     }
-}
-
-/// Milliseconds to whole seconds, rounded up.
-pub fn ceil_seconds(ms: u64) -> u64 {
-    ms.div_ceil(1000)
 }
 
 fn binding_index(states: &[RuleState]) -> usize {
@@ -352,7 +433,7 @@ mod tests {
             ],
         };
         let d = Decision::from_observation(&rules, 1, &obs, true);
-        assert!(d.allowed);
+        assert!(d.allowed());
         assert_eq!(d.retry_after_ms, Some(0));
         assert_eq!(d.rules[0].remaining, 0);
         assert_eq!(d.rules[0].reset_after_ms, 1000);
@@ -382,7 +463,7 @@ mod tests {
             ],
         };
         let d = Decision::from_observation(&rules, 1, &obs, true);
-        assert!(!d.allowed);
+        assert!(!d.allowed());
         assert_eq!(d.retry_after_ms, Some(51_000));
         assert_eq!(d.rules[0].remaining, 0);
         assert_eq!(d.binding, 0, "ties go to the shortest window");
@@ -438,9 +519,9 @@ mod tests {
     fn fallback_is_marked_degraded() {
         let rules = set("5/s");
         let open = Decision::fallback(&rules, 5, true);
-        assert!(open.allowed && open.degraded && open.rules[0].remaining == 5);
+        assert!(open.allowed() && open.degraded() && open.rules[0].remaining == 5);
         let closed = Decision::fallback(&rules, 5, false);
-        assert!(!closed.allowed && closed.degraded && closed.retry_after_ms == Some(1000));
+        assert!(!closed.allowed() && closed.degraded() && closed.retry_after_ms == Some(1000));
     }
 
     #[test]

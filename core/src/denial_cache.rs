@@ -86,7 +86,7 @@ impl DenialCache {
         let Some(retry) = decision.retry_after_ms.filter(|&ms| ms > 0) else {
             return;
         };
-        if !self.enabled() || decision.allowed || decision.degraded {
+        if !self.enabled() || decision.allowed() || decision.degraded() {
             return;
         }
         let at = Instant::now();
@@ -127,12 +127,12 @@ mod tests {
         let rules = RuleSet::parse("1/minute").unwrap();
         let obs = Observation {
             verdict: Default::default(),
-            now_ms: 1_000,
+            now_ms: 100_000,
             allowed: false,
             rules: vec![RuleObservation {
                 count: 1,
-                oldest_ms: Some(1_000 + retry_ms - 60_000),
-                free_at_ms: Some(1_000 + retry_ms),
+                oldest_ms: Some(100_000 + retry_ms - 60_000),
+                free_at_ms: Some(100_000 + retry_ms),
             }],
         };
         Decision::from_observation(&rules, 1, &obs, true)
@@ -143,7 +143,7 @@ mod tests {
         let cache = DenialCache::new(Duration::from_millis(50));
         cache.remember(b"k", 1, &denial(30_000));
         let again = cache.lookup(b"k", 1).unwrap();
-        assert!(!again.allowed && again.cached);
+        assert!(!again.allowed() && again.cached);
         assert!(again.retry_after_ms.unwrap() <= 30_000);
         assert!(
             cache.lookup(b"k", 2).is_some(),

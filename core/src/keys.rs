@@ -72,6 +72,24 @@ pub fn check_scope(scope: &str) -> crate::error::Result<()> {
     )))
 }
 
+/// A scope from a name (a throttle's, a path's, a view's): each character
+/// outside printable ASCII, and each space, becomes `_`; at most 128 kept.
+pub fn scope_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .take(128)
+        .collect()
+}
+
+/// A key that names a person (an e-mail address or a user name typed into a
+/// form): trimmed and lower-cased, so `" Alice@Example.com"` and
+/// `"alice@example.com"` share one quota; `None` when nothing is left, as an
+/// absent or blank field must not put every such request under one key.
+pub fn identity(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_lowercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,27 +139,23 @@ mod tests {
     fn binary_keys_are_kept_as_bytes() {
         assert_eq!(key_tag(b"a\0b\n\xff"), b"a\0b\n\xff".to_vec());
     }
-}
 
-/// A key that names a person (an e-mail address or a user name typed into a
-/// form): trimmed and lower-cased, so `" Alice@Example.com"` and
-/// `"alice@example.com"` share one quota; `None` when nothing is left, as an
-/// absent or blank field must not put every such request under one key.
-pub fn identity(text: &str) -> Option<String> {
-    let trimmed = text.trim();
-    (!trimmed.is_empty()).then(|| trimmed.to_lowercase())
-}
-
-#[cfg(test)]
-mod identity_tests {
     #[test]
     fn identities_are_trimmed_lower_case_and_never_blank() {
         assert_eq!(
-            super::identity(" Alice@Example.COM\n").as_deref(),
+            identity(" Alice@Example.COM\n").as_deref(),
             Some("alice@example.com")
         );
-        assert_eq!(super::identity("ÉLISE").as_deref(), Some("élise"));
-        assert_eq!(super::identity("   "), None);
-        assert_eq!(super::identity(""), None);
+        assert_eq!(identity("ÉLISE").as_deref(), Some("élise"));
+        assert_eq!(identity("   "), None);
+        assert_eq!(identity(""), None);
+    }
+
+    #[test]
+    fn scope_names_are_printable() {
+        assert_eq!(scope_name("req/ip"), "req/ip");
+        assert_eq!(scope_name("path:/café x"), "path:/caf__x");
+        assert_eq!(scope_name(&"a".repeat(300)).len(), 128);
+        assert!(check_scope(&scope_name("any\ttext\u{1f600}")).is_ok());
     }
 }

@@ -11,10 +11,10 @@
 //! use ratekeeper_core::{Limiter, OnError, RuleSet, StoreOptions};
 //! let rules = RuleSet::parse("2/second; 5/minute").unwrap();
 //! let limiter = Limiter::open(rules, "memory://", &StoreOptions::default(), OnError::Allow).unwrap();
-//! assert!(limiter.check(b"user:42", 1, Some(1000.0)).unwrap().allowed);
-//! assert!(limiter.check(b"user:42", 1, Some(1000.1)).unwrap().allowed);
+//! assert!(limiter.check(b"user:42", 1, Some(1000.0)).unwrap().allowed());
+//! assert!(limiter.check(b"user:42", 1, Some(1000.1)).unwrap().allowed());
 //! let third = limiter.check(b"user:42", 1, Some(1000.2)).unwrap();
-//! assert!(!third.allowed);
+//! assert!(!third.allowed());
 //! assert_eq!(third.retry_after_ms, Some(800));
 //! ```
 //!
@@ -78,24 +78,29 @@ pub mod admin;
 pub mod decision;
 pub mod denial_cache;
 pub mod error;
+pub mod http;
 pub mod keys;
 pub mod limiter;
 pub mod metrics;
 pub mod net;
+pub mod plain;
 pub mod policy;
 pub mod process;
 pub mod rule;
 pub mod settings;
 pub mod store;
+pub mod time;
 
 pub use admin::{Admin, Entry};
-pub use decision::{Decision, Observation, RuleObservation, RuleState};
+pub use decision::{Decision, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
-pub use keys::identity;
+pub use http::{Answer, HeaderStyle, Responses};
+pub use keys::{identity, scope_name};
 pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
+pub use plain::Plain;
 pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
-pub use settings::Settings;
+pub use settings::{OptionValue, Settings};
 pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};

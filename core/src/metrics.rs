@@ -78,22 +78,22 @@ impl Metrics {
 
     /// Counts one check's decision.
     pub fn record(&self, decision: &Decision) {
-        let counter = match (decision.degraded, decision.allowed) {
+        let counter = match (decision.degraded(), decision.allowed()) {
             (true, true) => &self.fail_open,
             (true, false) => &self.fail_closed,
             (false, true) => &self.allowed,
             (false, false) => &self.denied,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if decision.degraded {
+        if decision.degraded() {
             self.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if decision.cached {
             self.cached_denials.fetch_add(1, Ordering::Relaxed);
         }
-        if decision.blocked || decision.safelisted {
-            let counter = if decision.blocked {
+        if decision.blocked() || decision.safelisted() {
+            let counter = if decision.blocked() {
                 &self.blocked
             } else {
                 &self.safelisted

@@ -1,87 +1,286 @@
-//! A limiter's options as the bindings receive them (seconds as floats,
-//! counts as signed integers, `on_error` as text), checked in one place.
+//! A limiter's options, in one place: their names, their kinds, their
+//! defaults and their checks. Python's `Limiter(rules, store, **options)`,
+//! Ruby's `Limiter.new(rules, **options)` (passed on as one Hash), Django's
+//! `RATEKEEPER` settings and the Rack middleware's options all land here;
+//! a binding only turns its language's values into an [`OptionValue`] of
+//! the [`Kind`] the option has.
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::limiter::{Limiter, OnError};
+use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
-use crate::store::StoreOptions;
+use crate::store::{self, StoreOptions, DEFAULT_TIMEOUT};
 use std::time::Duration;
 
-/// Everything `Limiter(rules, store, ...)` takes in Python and Ruby.
-#[derive(Debug, Clone)]
-pub struct Settings<'a> {
-    /// The store URL.
-    pub store: &'a str,
-    /// First part of every Redis key.
-    pub prefix: &'a str,
-    /// `allow`, `deny` or `raise`.
-    pub on_error: &'a str,
-    /// Seconds to wait for one Redis command.
-    pub timeout: f64,
-    /// Seconds to wait for a new Redis connection.
-    pub connect_timeout: f64,
-    /// Redis connections kept by this process.
-    pub pool_size: i128,
-    /// Keys the memory store holds at most.
-    pub max_keys: i128,
-    /// Seconds a denial is remembered in-process at most (0: off).
-    pub denial_cache: f64,
+/// What kind of value an option takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Text (`store`, `prefix`, `on_error`, `scope`).
+    Text,
+    /// Seconds, a number.
+    Seconds,
+    /// A whole number.
+    Count,
+    /// True or false.
+    Flag,
+    /// Named rule sets.
+    Tiers,
+}
+
+impl Kind {
+    /// How a message names what the kind takes.
+    pub fn expected(self) -> &'static str {
+        match self {
+            Kind::Text => "a string",
+            Kind::Seconds => "a number of seconds",
+            Kind::Count => "an integer",
+            Kind::Flag => "true or false",
+            Kind::Tiers => "a mapping of tier name to rules",
+        }
+    }
+}
+
+/// An option's value, as a binding converted it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionValue {
+    /// For [`Kind::Text`].
+    Text(String),
+    /// For [`Kind::Seconds`].
+    Seconds(f64),
+    /// For [`Kind::Count`] (wide, so that a huge number is quoted, not wrapped).
+    Count(i128),
+    /// For [`Kind::Flag`].
+    Flag(bool),
+    /// For [`Kind::Tiers`].
+    Tiers(Vec<(String, RuleSet)>),
+}
+
+/// Every option, with its kind, in the order README lists them.
+pub const OPTIONS: [(&str, Kind); 12] = [
+    ("store", Kind::Text),
+    ("prefix", Kind::Text),
+    ("on_error", Kind::Text),
+    ("timeout", Kind::Seconds),
+    ("connect_timeout", Kind::Seconds),
+    ("pool_size", Kind::Count),
+    ("max_keys", Kind::Count),
+    ("denial_cache", Kind::Seconds),
+    ("scope", Kind::Text),
+    ("tiers", Kind::Tiers),
+    ("policy_refresh", Kind::Seconds),
+    ("policies", Kind::Flag),
+];
+
+/// Everything a limiter is built from besides its rules, each value checked
+/// when it is set. [`Settings::default`] holds the defaults every binding
+/// and adapter uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The store URL (`memory://`).
+    pub store: String,
+    /// First part of every Redis key (`rk`).
+    pub prefix: String,
+    /// What a check returns when the store fails (`allow`).
+    pub on_error: OnError,
+    /// Longest wait for one Redis command (see [`DEFAULT_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Longest wait for a new Redis connection.
+    pub connect_timeout: Duration,
+    /// Redis connections kept by each process (16).
+    pub pool_size: u32,
+    /// Keys the memory store holds at most (1,000,000).
+    pub max_keys: usize,
+    /// How long a denial is remembered in-process at most (1 s; zero: off;
+    /// remote stores only).
+    pub denial_cache: Duration,
     /// Keeps this limiter's logs apart from other limiters' ("" for none).
-    pub scope: &'a str,
+    pub scope: String,
     /// Named rule sets a check may name, or a key's stored tier select.
     pub tiers: Vec<(String, RuleSet)>,
-    /// Seconds between reads of the shared policies (switches, address lists).
-    pub policy_refresh: f64,
+    /// How often the shared policies (switches, address lists) are read again (2 s).
+    pub policy_refresh: Duration,
     /// Whether each check reads the key's policy record (listings, tier, override).
     pub policies: bool,
 }
 
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            store: "memory://".to_owned(),
+            prefix: "rk".to_owned(),
+            on_error: OnError::Allow,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_TIMEOUT,
+            pool_size: 16,
+            max_keys: 1_000_000,
+            denial_cache: crate::denial_cache::DEFAULT_CAP,
+            scope: String::new(),
+            tiers: Vec::new(),
+            policy_refresh: crate::limiter::DEFAULT_POLICY_REFRESH,
+            policies: true,
+        }
+    }
+}
+
 /// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration.
-fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
+fn seconds(name: &str, value: f64, low: f64, zero_ok: bool) -> Result<Duration> {
     let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
-    if !(value.is_finite() && low_ok && value <= 60.0) {
-        let low = if zero_ok { "0 (off)" } else { "more than 0" };
+    if !(value.is_finite() && low_ok && value >= low && value <= 60.0) {
+        let from = match (zero_ok, low > 0.0) {
+            (true, _) => "0 (off)".to_owned(),
+            (false, true) => format!("at least {low}"),
+            (false, false) => "more than 0".to_owned(),
+        };
         return Err(Error::config(format!(
-            "invalid {name} {}: give seconds, {low} and at most 60",
-            crate::error::shown(value)
+            "invalid {name} {}: give seconds, {from} and at most 60",
+            shown(value)
         )));
     }
     Ok(Duration::from_secs_f64(value))
 }
 
+/// Checks tier names: each valid, none given twice.
+pub fn check_tiers(tiers: &[(String, RuleSet)]) -> Result<()> {
+    for (i, (name, _)) in tiers.iter().enumerate() {
+        crate::policy::check_tier_name(name)?;
+        if tiers[..i].iter().any(|(other, _)| other == name) {
+            return Err(Error::config(format!("tier '{name}' is given twice")));
+        }
+    }
+    Ok(())
+}
+
+impl Settings {
+    /// The kind of value the option `name` takes; an unknown name is a
+    /// configuration error listing the known ones.
+    pub fn kind(name: &str) -> Result<Kind> {
+        OPTIONS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, kind)| *kind)
+            .ok_or_else(|| {
+                let known: Vec<&str> = OPTIONS.iter().map(|(n, _)| *n).collect();
+                Error::config(format!(
+                    "unknown option '{}': the options are {}",
+                    name.escape_debug(),
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// Sets the option `name` after checking `value`; the error names the
+    /// option and quotes the value (never a store password).
+    pub fn set(&mut self, name: &str, value: OptionValue) -> Result<()> {
+        let kind = Settings::kind(name)?;
+        let mismatch = || Error::config(format!("{name} must be {}", kind.expected()));
+        match (name, value) {
+            ("store", OptionValue::Text(url)) => {
+                store::check_url(&url)?;
+                self.store = url;
+            }
+            ("prefix", OptionValue::Text(prefix)) => {
+                store::check_prefix(&prefix)?;
+                self.prefix = prefix;
+            }
+            ("on_error", OptionValue::Text(text)) => self.on_error = text.parse()?,
+            ("scope", OptionValue::Text(scope)) => {
+                crate::keys::check_scope(&scope)?;
+                self.scope = scope;
+            }
+            ("timeout", OptionValue::Seconds(s)) => self.timeout = seconds(name, s, 0.0, false)?,
+            ("connect_timeout", OptionValue::Seconds(s)) => {
+                self.connect_timeout = seconds(name, s, 0.0, false)?
+            }
+            ("denial_cache", OptionValue::Seconds(s)) => {
+                self.denial_cache = seconds(name, s, 0.0, true)?
+            }
+            ("policy_refresh", OptionValue::Seconds(s)) => {
+                self.policy_refresh = seconds(name, s, 0.1, false)?
+            }
+            ("pool_size", OptionValue::Count(n)) => {
+                if !(1..=1024).contains(&n) {
+                    return Err(Error::config(format!(
+                        "invalid pool_size {n}: give 1 to 1024"
+                    )));
+                }
+                self.pool_size = n as u32;
+            }
+            ("max_keys", OptionValue::Count(n)) => {
+                if n < 1 {
+                    return Err(Error::config(format!(
+                        "invalid max_keys {n}: give at least 1"
+                    )));
+                }
+                self.max_keys = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+            ("policies", OptionValue::Flag(on)) => self.policies = on,
+            ("tiers", OptionValue::Tiers(tiers)) => {
+                check_tiers(&tiers)?;
+                self.tiers = tiers;
+            }
+            _ => return Err(mismatch()),
+        }
+        Ok(())
+    }
+
+    /// The options that shape the store.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            prefix: self.prefix.clone(),
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            pool_size: self.pool_size,
+            max_keys: self.max_keys,
+        }
+    }
+
+    /// The defaults, by option name, as the bindings show them
+    /// (`ratekeeper.DEFAULTS`, `Ratekeeper::DEFAULTS`): seconds as numbers,
+    /// `on_error` as its name, tiers as an empty mapping.
+    pub fn defaults() -> Plain {
+        let d = Settings::default();
+        Plain::Map(vec![
+            (Key::Name("store"), Plain::Text(d.store)),
+            (Key::Name("prefix"), Plain::Text(d.prefix)),
+            (Key::Name("on_error"), Plain::Text(d.on_error.name().into())),
+            (Key::Name("timeout"), d.timeout.as_secs_f64().into()),
+            (
+                Key::Name("connect_timeout"),
+                d.connect_timeout.as_secs_f64().into(),
+            ),
+            (Key::Name("pool_size"), u64::from(d.pool_size).into()),
+            (Key::Name("max_keys"), (d.max_keys as u64).into()),
+            (
+                Key::Name("denial_cache"),
+                d.denial_cache.as_secs_f64().into(),
+            ),
+            (Key::Name("scope"), Plain::Text(d.scope)),
+            (Key::Name("tiers"), Plain::Map(Vec::new())),
+            (
+                Key::Name("policy_refresh"),
+                d.policy_refresh.as_secs_f64().into(),
+            ),
+            (Key::Name("policies"), Plain::Bool(d.policies)),
+        ])
+    }
+}
+
 impl Limiter {
-    /// A limiter from the options a binding received, naming the first bad one.
-    pub fn from_settings(rules: RuleSet, settings: &Settings<'_>) -> Result<Limiter> {
-        let on_error: OnError = settings.on_error.parse()?;
-        if !(1..=1024).contains(&settings.pool_size) {
-            return Err(Error::config(format!(
-                "invalid pool_size {}: give 1 to 1024",
-                settings.pool_size
-            )));
-        }
-        if settings.max_keys < 1 {
-            return Err(Error::config(format!(
-                "invalid max_keys {}: give at least 1",
-                settings.max_keys
-            )));
-        }
-        let options = StoreOptions {
-            prefix: settings.prefix.to_owned(),
-            timeout: seconds("timeout", settings.timeout, false)?,
-            connect_timeout: seconds("connect_timeout", settings.connect_timeout, false)?,
-            pool_size: settings.pool_size as u32,
-            max_keys: settings.max_keys as usize,
-        };
-        let cache = seconds("denial_cache", settings.denial_cache, true)?;
-        let refresh = seconds("policy_refresh", settings.policy_refresh, false)?;
-        let limiter = Limiter::open(rules, settings.store, &options, on_error)?
-            .with_scope(settings.scope)?
-            .with_tiers(settings.tiers.clone())?
-            .with_policy_refresh(refresh)?
-            .with_records(settings.policies);
+    /// A limiter for `rules` built from `settings` (see [`Settings`]).
+    pub fn from_settings(rules: RuleSet, settings: &Settings) -> Result<Limiter> {
+        let limiter = Limiter::open(
+            rules,
+            &settings.store,
+            &settings.store_options(),
+            settings.on_error,
+        )?
+        .with_scope(&settings.scope)?
+        .with_tiers(settings.tiers.clone())?
+        .with_policy_refresh(settings.policy_refresh)?
+        .with_records(settings.policies);
         // the memory store answers in-process already: nothing to spare it
         Ok(if limiter.waits_on_io() {
-            limiter.with_denial_cache(cache)
+            limiter.with_denial_cache(settings.denial_cache)
         } else {
             limiter
         })
@@ -92,91 +291,76 @@ impl Limiter {
 mod tests {
     use super::*;
 
-    fn settings() -> Settings<'static> {
-        Settings {
-            store: "memory://",
-            prefix: "rk",
-            on_error: "allow",
-            timeout: 0.05,
-            connect_timeout: 0.05,
-            pool_size: 16,
-            max_keys: 1_000_000,
-            denial_cache: 1.0,
-            scope: "",
-            tiers: Vec::new(),
-            policy_refresh: 2.0,
-            policies: true,
-        }
+    fn with(name: &str, value: OptionValue) -> Result<Settings> {
+        let mut settings = Settings::default();
+        settings.set(name, value).map(|_| settings)
+    }
+
+    #[test]
+    fn every_option_has_a_default_and_a_kind() {
+        let Plain::Map(defaults) = Settings::defaults() else {
+            panic!("a map")
+        };
+        let names: Vec<&str> = defaults
+            .iter()
+            .map(|(key, _)| match key {
+                Key::Name(n) => *n,
+                Key::Seconds(_) => panic!("named"),
+            })
+            .collect();
+        let options: Vec<&str> = OPTIONS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, options);
+        assert_eq!(Settings::default().timeout, Duration::from_millis(250));
     }
 
     #[test]
     fn names_the_bad_option() {
         let rules = || RuleSet::parse("1/s").unwrap();
-        assert!(Limiter::from_settings(rules(), &settings()).is_ok());
-        for (bad, name) in [
+        assert!(Limiter::from_settings(rules(), &Settings::default()).is_ok());
+        for (name, value, word) in [
+            ("timeout", OptionValue::Seconds(0.0), "timeout"),
             (
-                Settings {
-                    timeout: 0.0,
-                    ..settings()
-                },
-                "timeout",
-            ),
-            (
-                Settings {
-                    connect_timeout: f64::NAN,
-                    ..settings()
-                },
+                "connect_timeout",
+                OptionValue::Seconds(f64::NAN),
                 "connect_timeout",
             ),
+            ("pool_size", OptionValue::Count(0), "pool_size"),
+            ("max_keys", OptionValue::Count(-5), "max_keys"),
+            ("denial_cache", OptionValue::Seconds(-1.0), "denial_cache"),
             (
-                Settings {
-                    pool_size: 0,
-                    ..settings()
-                },
-                "pool_size",
+                "policy_refresh",
+                OptionValue::Seconds(0.05),
+                "policy_refresh",
             ),
+            ("on_error", OptionValue::Text("explode".into()), "explode"),
+            ("prefix", OptionValue::Text("a{b".into()), "prefix"),
+            ("scope", OptionValue::Text("a b".into()), "scope"),
+            ("store", OptionValue::Text("mysql://h".into()), "mysql://h"),
             (
-                Settings {
-                    max_keys: -5,
-                    ..settings()
-                },
-                "max_keys",
+                "timeout",
+                OptionValue::Text("fast".into()),
+                "number of seconds",
             ),
-            (
-                Settings {
-                    denial_cache: -1.0,
-                    ..settings()
-                },
-                "denial_cache",
-            ),
-            (
-                Settings {
-                    on_error: "explode",
-                    ..settings()
-                },
-                "explode",
-            ),
-            (
-                Settings {
-                    prefix: "a{b",
-                    ..settings()
-                },
-                "prefix",
-            ),
+            ("colour", OptionValue::Flag(true), "unknown option 'colour'"),
         ] {
-            let message = Limiter::from_settings(rules(), &bad)
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(message.contains(name), "{message}");
+            let message = with(name, value).unwrap_err().to_string();
+            assert!(message.contains(word), "{name}: {message}");
         }
-        assert!(Limiter::from_settings(
-            rules(),
-            &Settings {
-                denial_cache: 0.0,
-                ..settings()
-            }
+        let huge = with("max_keys", OptionValue::Count(i128::MAX)).unwrap();
+        assert_eq!(huge.max_keys, usize::MAX);
+        assert!(with("denial_cache", OptionValue::Seconds(0.0)).is_ok());
+    }
+
+    #[test]
+    fn a_store_url_is_checked_without_connecting() {
+        // nothing listens on port 1: checking must not try
+        assert!(with("store", OptionValue::Text("redis://127.0.0.1:1/0".into())).is_ok());
+        let message = with(
+            "store",
+            OptionValue::Text("redis://u:hunter2@h:1/0?ssl_certfile=x".into()),
         )
-        .is_ok());
+        .unwrap_err()
+        .to_string();
+        assert!(!message.contains("hunter2"), "{message}");
     }
 }

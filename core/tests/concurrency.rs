@@ -19,7 +19,7 @@ fn hammer(store: Arc<dyn Store>, rules: &str, threads: usize, per_thread: usize)
             let admitted = admitted.clone();
             std::thread::spawn(move || {
                 for _ in 0..per_thread {
-                    if limiter.check(b"shared", 1, None).unwrap().allowed {
+                    if limiter.check(b"shared", 1, None).unwrap().allowed() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -63,9 +63,9 @@ fn braces_in_keys_cannot_pick_a_cluster_slot() {
     };
     let limiter = Limiter::with_store(RuleSet::parse("2/hour").unwrap(), store, OnError::Raise);
     for key in [&b"{user}:1"[..], b"{user}:2", b"a{b}c", b"}{", &[b'{'; 300]] {
-        assert!(limiter.check(key, 1, None).unwrap().allowed);
-        assert!(limiter.check(key, 1, None).unwrap().allowed);
-        assert!(!limiter.check(key, 1, None).unwrap().allowed, "{key:?}");
+        assert!(limiter.check(key, 1, None).unwrap().allowed());
+        assert!(limiter.check(key, 1, None).unwrap().allowed());
+        assert!(!limiter.check(key, 1, None).unwrap().allowed(), "{key:?}");
     }
     let tag = ratekeeper_core::keys::key_tag(b"{user}:1");
     assert!(tag.starts_with(b"#") && !tag.contains(&b'{'));

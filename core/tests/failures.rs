@@ -45,7 +45,7 @@ fn load(limiter: &Arc<Limiter>, threads: usize, during: impl FnOnce()) -> Vec<Se
                     let start = Instant::now();
                     let outcome = limiter
                         .check(format!("load:{t}:{}", i % 50).as_bytes(), 1, None)
-                        .map(|d| (d.allowed, d.degraded));
+                        .map(|d| (d.allowed(), d.degraded()));
                     seen.lock().unwrap().push(Seen {
                         took: start.elapsed(),
                         outcome,
@@ -78,7 +78,7 @@ fn assert_exact(limiter: &Arc<Limiter>) {
             let limiter = limiter.clone();
             std::thread::spawn(move || {
                 (0..3)
-                    .filter(|_| limiter.check(b"exact", 1, None).unwrap().allowed)
+                    .filter(|_| limiter.check(b"exact", 1, None).unwrap().allowed())
                     .count()
             })
         })
@@ -94,7 +94,7 @@ fn sleep_ms(ms: u64) {
 /// Waits (bounded) until a check is answered by Redis again.
 fn wait_for_recovery(limiter: &Limiter) {
     for _ in 0..100 {
-        if matches!(limiter.peek(b"probe", 1, None), Ok(d) if !d.degraded) {
+        if matches!(limiter.peek(b"probe", 1, None), Ok(d) if !d.degraded()) {
             return;
         }
         sleep_ms(50);
@@ -172,8 +172,8 @@ fn hammer_one_key(limiter: &Arc<Limiter>, threads: usize, during: impl FnOnce())
                 let (mut degraded, mut admitted) = (0, 0);
                 while !stop.load(Ordering::Relaxed) {
                     let d = limiter.check(b"hot", 1, None).unwrap();
-                    degraded += d.degraded as usize;
-                    admitted += d.allowed as usize;
+                    degraded += d.degraded() as usize;
+                    admitted += d.allowed() as usize;
                 }
                 (degraded, admitted)
             })
@@ -237,7 +237,7 @@ fn a_redis_hiccup_costs_at_most_the_checks_in_flight() {
         assert_eq!(main.store_stats().short_circuits, 0, "the breaker opened");
         let after = main.check(b"hot", 1, None).unwrap();
         assert!(
-            !after.degraded && !after.allowed,
+            !after.degraded() && !after.allowed(),
             "limiting is exact again at once"
         );
     }
@@ -314,7 +314,7 @@ fn script_flush_under_load_loses_nothing() {
 fn raise_reports_the_outage() {
     let mut redis = OwnRedis::start(&[]);
     let main = limiter(&redis.url(), "10/hour", OnError::Raise);
-    assert!(main.check(b"k", 1, None).unwrap().allowed);
+    assert!(main.check(b"k", 1, None).unwrap().allowed());
     redis.stop();
     let start = Instant::now();
     let err = main.check(b"k", 1, None).unwrap_err();
@@ -327,7 +327,7 @@ fn the_first_fallback_of_an_outage_carries_one_warning() {
     let main = limiter("redis://127.0.0.1:1/0", "10/hour", OnError::Allow);
     let first = main.check(b"k", 1, None).unwrap();
     let second = main.check(b"k", 1, None).unwrap();
-    assert!(first.degraded && second.degraded);
+    assert!(first.degraded() && second.degraded());
     assert!(first
         .warning
         .as_deref()
@@ -347,7 +347,7 @@ fn a_strike_in_an_outage_leaves_the_warning_to_the_first_check() {
         .unwrap();
     assert!(!strike.banned);
     let first = main.check(b"k", 1, None).unwrap();
-    assert!(first.degraded);
+    assert!(first.degraded());
     assert!(
         first.warning.is_some(),
         "the strike swallowed the outage's warning"
@@ -372,12 +372,10 @@ fn redis_that_needs_a_password() {
         "{refused}"
     );
     let right = format!("redis://:s3cret@127.0.0.1:{}/0", redis.port);
-    assert!(
-        limiter(&right, "10/hour", OnError::Raise)
-            .check(b"k", 1, None)
-            .unwrap()
-            .allowed
-    );
+    assert!(limiter(&right, "10/hour", OnError::Raise)
+        .check(b"k", 1, None)
+        .unwrap()
+        .allowed());
 }
 
 #[test]
@@ -554,7 +552,7 @@ fn sentinel_failover_under_load_recovers() {
     }
     let before = limiter(&url, "5/hour", OnError::Raise);
     for _ in 0..3 {
-        assert!(before.check(b"kept", 1, None).unwrap().allowed);
+        assert!(before.check(b"kept", 1, None).unwrap().allowed());
     }
     let _: i64 = redis::cmd("WAIT")
         .arg(1)
@@ -605,6 +603,6 @@ fn sentinel_failover_under_load_recovers() {
     );
     // the units logged before the failover were replicated and still count
     let d = before.check(b"kept", 1, None).unwrap();
-    assert!(d.allowed && d.rules[0].remaining == 1, "{d:?}");
+    assert!(d.allowed() && d.rules[0].remaining == 1, "{d:?}");
     assert_exact(&limiter(&url, "5/hour", OnError::Raise));
 }

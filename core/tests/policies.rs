@@ -60,14 +60,17 @@ fn at(limiter: &Limiter, key: &str, now: f64) -> ratekeeper_core::Decision {
 fn a_blocked_key_is_refused_by_every_process_at_once_until_its_ttl() {
     for (name, here, there) in pairs() {
         let app = limiter(&there, "100/minute");
-        assert!(at(&app, "user:1", T0).allowed, "{name}");
+        assert!(at(&app, "user:1", T0).allowed(), "{name}");
         let admin = Admin::new(here.clone());
         let entry = admin
             .add(List::Block, b"user:1", Some(60.0), "chargeback", Some(T0))
             .unwrap();
         assert_eq!(entry.until_ms, Some(1_700_000_060_000));
         let d = at(&app, "user:1", T0 + 1.0);
-        assert!(!d.allowed && d.blocked, "{name}: blocked on the next check");
+        assert!(
+            !d.allowed() && d.blocked(),
+            "{name}: blocked on the next check"
+        );
         assert_eq!(d.reason.as_deref(), Some("chargeback"));
         assert_eq!(
             d.retry_after_ms,
@@ -75,21 +78,24 @@ fn a_blocked_key_is_refused_by_every_process_at_once_until_its_ttl() {
             "{name}: until the entry lapses"
         );
         assert!(
-            at(&app, "user:2", T0 + 1.0).allowed,
+            at(&app, "user:2", T0 + 1.0).allowed(),
             "{name}: other keys pass"
         );
         let d = at(&app, "user:1", T0 + 61.0);
         assert!(
-            d.allowed && !d.blocked,
+            d.allowed() && !d.blocked(),
             "{name}: the block lapsed after its TTL"
         );
         // unblock before the TTL
         admin
             .add(List::Block, b"user:1", None, "", Some(T0 + 100.0))
             .unwrap();
-        assert!(!at(&app, "user:1", T0 + 101.0).allowed, "{name}");
+        assert!(!at(&app, "user:1", T0 + 101.0).allowed(), "{name}");
         assert!(admin.remove(List::Block, b"user:1").unwrap(), "{name}");
-        assert!(at(&app, "user:1", T0 + 102.0).allowed, "{name}: unblocked");
+        assert!(
+            at(&app, "user:1", T0 + 102.0).allowed(),
+            "{name}: unblocked"
+        );
         assert!(!admin.remove(List::Block, b"user:1").unwrap(), "{name}");
     }
 }
@@ -104,14 +110,14 @@ fn a_safelisted_key_skips_limiting_and_is_not_counted() {
             .unwrap();
         for i in 0..5 {
             let d = at(&app, "office", T0 + f64::from(i));
-            assert!(d.allowed && d.safelisted, "{name}");
+            assert!(d.allowed() && d.safelisted(), "{name}");
         }
         admin.remove(List::Safe, b"office").unwrap();
         assert!(
-            at(&app, "office", T0 + 10.0).allowed,
+            at(&app, "office", T0 + 10.0).allowed(),
             "{name}: nothing was counted"
         );
-        assert!(!at(&app, "office", T0 + 11.0).allowed, "{name}");
+        assert!(!at(&app, "office", T0 + 11.0).allowed(), "{name}");
         assert_eq!(app.stats().safelisted, 5, "{name}");
     }
 }
@@ -141,23 +147,23 @@ fn addresses_and_ranges_are_matched_against_the_client_address() {
             ..CheckOptions::default()
         };
         let d = app.check_with(b"user:5", &opts("203.0.113.77")).unwrap();
-        assert!(!d.allowed && d.blocked, "{name}: in the range");
+        assert!(!d.allowed() && d.blocked(), "{name}: in the range");
         assert_eq!(d.reason.as_deref(), Some("botnet"));
         assert!(
             app.check_with(b"user:5", &opts("203.0.114.1"))
                 .unwrap()
-                .allowed,
+                .allowed(),
             "{name}"
         );
         let d = app.check_with(b"user:5", &opts("203.0.113.9")).unwrap();
         assert!(
-            d.allowed && d.safelisted,
+            d.allowed() && d.safelisted(),
             "{name}: the safelist comes first"
         );
         // a key that is itself an address is matched without `ip`
-        assert!(at(&app, "203.0.113.200", T0 + 1.0).blocked, "{name}");
+        assert!(at(&app, "203.0.113.200", T0 + 1.0).blocked(), "{name}");
         assert!(
-            !at(&app, "203.0.113.200", T0 + 61.0).blocked,
+            !at(&app, "203.0.113.200", T0 + 61.0).blocked(),
             "{name}: lapsed"
         );
         let entries = Admin::new(there.clone()).entries(Some(T0 + 1.0)).unwrap();
@@ -174,15 +180,15 @@ fn a_stored_override_is_obeyed_on_the_next_check_and_removing_it_restores_the_ru
     for (name, here, there) in pairs() {
         let app = limiter(&there, "2/minute");
         let admin = Admin::new(here);
-        assert!(at(&app, "acme", T0).allowed);
-        assert!(at(&app, "acme", T0 + 1.0).allowed);
-        assert!(!at(&app, "acme", T0 + 2.0).allowed, "{name}");
+        assert!(at(&app, "acme", T0).allowed());
+        assert!(at(&app, "acme", T0 + 1.0).allowed());
+        assert!(!at(&app, "acme", T0 + 2.0).allowed(), "{name}");
         admin
             .set_override(b"acme", Some(&RuleSet::parse("5/minute; 50/hour").unwrap()))
             .unwrap();
         let d = at(&app, "acme", T0 + 3.0);
         assert!(
-            d.allowed && d.overridden,
+            d.allowed() && d.overridden,
             "{name}: the override admits more"
         );
         assert_eq!(d.rules.len(), 2);
@@ -193,7 +199,7 @@ fn a_stored_override_is_obeyed_on_the_next_check_and_removing_it_restores_the_ru
         );
         admin.set_override(b"acme", None).unwrap();
         let d = at(&app, "acme", T0 + 4.0);
-        assert!(!d.allowed && !d.overridden, "{name}: back to 2/minute");
+        assert!(!d.allowed() && !d.overridden, "{name}: back to 2/minute");
         assert_eq!(d.rules.len(), 1);
     }
 }
@@ -212,9 +218,9 @@ fn tiers_come_from_the_caller_or_from_the_store() {
             ..CheckOptions::default()
         };
         let d = app.check_with(b"u", &free(T0)).unwrap();
-        assert!(d.allowed && d.tier.as_deref() == Some("free"), "{name}");
+        assert!(d.allowed() && d.tier.as_deref() == Some("free"), "{name}");
         assert!(
-            !app.check_with(b"u", &free(T0 + 1.0)).unwrap().allowed,
+            !app.check_with(b"u", &free(T0 + 1.0)).unwrap().allowed(),
             "{name}"
         );
         Admin::new(here.clone())
@@ -222,7 +228,7 @@ fn tiers_come_from_the_caller_or_from_the_store() {
             .unwrap();
         let d = app.check_with(b"u", &free(T0 + 2.0)).unwrap();
         assert!(
-            d.allowed && d.tier.as_deref() == Some("pro"),
+            d.allowed() && d.tier.as_deref() == Some("pro"),
             "{name}: the stored tier wins"
         );
         assert_eq!(d.rules[0].limit, 3);
@@ -241,7 +247,7 @@ fn tiers_come_from_the_caller_or_from_the_store() {
         assert_eq!(inspected.record.tier.as_deref(), Some("pro"), "{name}");
         Admin::new(here).set_tier(b"u", None).unwrap();
         assert!(
-            !app.check_with(b"u", &free(T0 + 3.0)).unwrap().allowed,
+            !app.check_with(b"u", &free(T0 + 3.0)).unwrap().allowed(),
             "{name}"
         );
     }
@@ -257,25 +263,32 @@ fn switches_turn_limiting_off_shadow_it_or_scale_it() {
         wait();
         for i in 0..4 {
             let d = at(&app, "s", T0 + f64::from(i));
-            assert!(d.allowed, "{name}: shadow mode never denies");
-            assert_eq!(d.shadowed, i >= 2, "{name}: but reports what it would deny");
+            assert!(d.allowed(), "{name}: shadow mode never denies");
+            assert_eq!(
+                d.shadowed(),
+                i >= 2,
+                "{name}: but reports what it would deny"
+            );
         }
         assert_eq!(app.stats().denied, 2, "{name}: shadow denials are counted");
         admin.set_shadow(false).unwrap();
         admin.set_multiplier(2.0).unwrap();
         wait();
         let d = at(&app, "s", T0 + 5.0);
-        assert!(d.allowed && d.rules[0].limit == 4, "{name}: limits doubled");
+        assert!(
+            d.allowed() && d.rules[0].limit == 4,
+            "{name}: limits doubled"
+        );
         assert!(admin.set_multiplier(0.0).is_err());
         admin.set_multiplier(1.0).unwrap();
         admin.set_enabled(false).unwrap();
         wait();
         for _ in 0..5 {
-            assert!(at(&app, "s", T0 + 6.0).allowed, "{name}: switched off");
+            assert!(at(&app, "s", T0 + 6.0).allowed(), "{name}: switched off");
         }
         admin.set_enabled(true).unwrap();
         wait();
-        assert!(!at(&app, "s", T0 + 7.0).allowed, "{name}: on again");
+        assert!(!at(&app, "s", T0 + 7.0).allowed(), "{name}: on again");
         assert_eq!(
             Admin::new(there).switches().unwrap(),
             ratekeeper_core::Switches::default()
@@ -319,10 +332,13 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
         assert!(third.banned && third.strikes == 3, "{name}");
         let d = at(&app, "eve", t + 3.0);
         assert!(
-            d.blocked && d.reason.as_deref() == Some("fail2ban logins"),
+            d.blocked() && d.reason.as_deref() == Some("fail2ban logins"),
             "{name}"
         );
-        assert!(at(&app, "eve", t + 603.0).allowed, "{name}: the ban lapsed");
+        assert!(
+            at(&app, "eve", t + 603.0).allowed(),
+            "{name}: the ban lapsed"
+        );
         // the client address is banned as an address: any key checked from it is refused
         for i in 0..3 {
             strikes
@@ -339,7 +355,10 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
             ip: Some("198.51.100.4"),
             ..CheckOptions::default()
         };
-        assert!(app.check_with(b"user:9", &from).unwrap().blocked, "{name}");
+        assert!(
+            app.check_with(b"user:9", &from).unwrap().blocked(),
+            "{name}"
+        );
         let listed = Admin::new(here).entries(Some(t + 4.0)).unwrap();
         assert!(
             listed
@@ -355,7 +374,7 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
                     .penalize(Offender::Key(key.as_bytes()), &rule, Some(t + f64::from(i)))
                     .unwrap();
             }
-            assert!(at(&app, key, t + 4.0).blocked, "{name}: {key}");
+            assert!(at(&app, key, t + 4.0).blocked(), "{name}: {key}");
         }
         std::thread::sleep(Duration::from_millis(150));
         let elsewhere = CheckOptions {
@@ -364,7 +383,7 @@ fn fail2ban_bans_after_maxretry_within_findtime_and_the_ban_lapses() {
             ..CheckOptions::default()
         };
         let d = app.check_with(b"user:10", &elsewhere).unwrap();
-        assert!(!d.blocked, "{name}: a typed key banned every client");
+        assert!(!d.blocked(), "{name}: a typed key banned every client");
         assert!(strikes
             .penalize(Offender::Address("0.0.0.0/0"), &rule, Some(t))
             .unwrap_err()
@@ -379,20 +398,20 @@ fn scopes_keep_logs_apart_but_share_the_key_policies() {
         let api = limiter(&here, "1/minute").with_scope("api").unwrap();
         let web = limiter(&here, "1/minute").with_scope("web").unwrap();
         assert!(
-            at(&api, "k", T0).allowed && at(&web, "k", T0).allowed,
+            at(&api, "k", T0).allowed() && at(&web, "k", T0).allowed(),
             "{name}"
         );
-        assert!(!at(&api, "k", T0 + 1.0).allowed, "{name}");
+        assert!(!at(&api, "k", T0 + 1.0).allowed(), "{name}");
         web.reset(b"k").unwrap();
         assert!(
-            !at(&api, "k", T0 + 2.0).allowed,
+            !at(&api, "k", T0 + 2.0).allowed(),
             "{name}: reset is per scope"
         );
         Admin::new(here.clone())
             .add(List::Block, b"k", None, "", Some(T0))
             .unwrap();
         assert!(
-            at(&web, "k", T0 + 3.0).blocked && at(&api, "k", T0 + 3.0).blocked,
+            at(&web, "k", T0 + 3.0).blocked() && at(&api, "k", T0 + 3.0).blocked(),
             "{name}"
         );
         assert!(limiter(&here, "1/s").with_scope("has space").is_err());

@@ -91,7 +91,7 @@ impl Model {
 
 fn shown(d: &Decision) -> Expected {
     Expected {
-        allowed: d.allowed,
+        allowed: d.allowed(),
         retry_after_ms: d.retry_after_ms,
         remaining: d.rules.iter().map(|r| r.remaining).collect(),
         reset_after_ms: d.rules.iter().map(|r| r.reset_after_ms).collect(),

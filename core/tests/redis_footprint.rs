@@ -27,7 +27,7 @@ fn steady(limiter: &Limiter, key: &[u8], first: u64, checks: u64, spacing: f64) 
             limiter
                 .check(key, 1, Some(START + i as f64 * spacing))
                 .unwrap()
-                .allowed,
+                .allowed(),
             "check {i}"
         );
     }
@@ -132,11 +132,10 @@ fn log_costs_at_most_six_bytes_a_unit_and_checks_do_not_grow_with_the_limit() {
     );
     for i in 0..800u64 {
         // one unit every 4.5 minutes fits all four rules
-        assert!(
-            four.check(b"four", 1, Some(1_700_000_000.0 + i as f64 * 108.0))
-                .unwrap()
-                .allowed
-        );
+        assert!(four
+            .check(b"four", 1, Some(1_700_000_000.0 + i as f64 * 108.0))
+            .unwrap()
+            .allowed());
     }
     let four_bytes = memory_usage(&mut con, &format!("{prefix}:{{four}}:l"));
     println!(

@@ -57,8 +57,8 @@ fn run_case(case: &Value, store: Arc<dyn Store>) -> Result<(), String> {
         let secs = |ms: u64| ms as f64 / 1000.0;
         let mut wrong = Vec::new();
         if let Some(allowed) = expect.get("allowed") {
-            if allowed.as_bool() != Some(d.allowed) {
-                wrong.push(format!("allowed {}", d.allowed));
+            if allowed.as_bool() != Some(d.allowed()) {
+                wrong.push(format!("allowed {}", d.allowed()));
             }
         }
         if let Some(retry) = expect.get("retry_after") {

@@ -3,14 +3,24 @@
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, final
 
 __version__: str
+DEFAULTS: Dict[str, Any]
 
 def _panic_for_tests() -> None: ...
 def check_all(
-    items: Iterable[Union[Tuple["Limiter", _KeyLike], Tuple["Limiter", _KeyLike, int]]],
+    items: Iterable[
+        Union[
+            Tuple["Limiter", _KeyLike],
+            Tuple["Limiter", _KeyLike, int],
+            Tuple["Limiter", _KeyLike, int, Optional[str]],
+        ]
+    ],
     now: Optional[float] = None,
     *,
     ip: Optional[str] = None,
 ) -> List["Decision"]: ...
+def parse_rules(rules: "_RulesLike") -> List["Rule"]: ...
+def check_option(name: str, value: object) -> None: ...
+def scope_name(name: str) -> str: ...
 
 _KeyLike = Union[str, bytes]
 _RuleLike = Union[str, "Rule", Tuple[int, float]]
@@ -27,6 +37,8 @@ class Rule:
     def limit(self) -> int: ...
     @property
     def window(self) -> float: ...
+    @property
+    def window_name(self) -> str: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -45,6 +57,8 @@ class RuleState:
 
 @final
 class Decision:
+    @property
+    def outcome(self) -> str: ...
     @property
     def allowed(self) -> bool: ...
     @property
@@ -78,26 +92,83 @@ class Decision:
     @property
     def overridden(self) -> bool: ...
     def headers(self) -> Dict[str, str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
     def __bool__(self) -> bool: ...
+
+@final
+class Fail2Ban:
+    def __new__(
+        cls,
+        name: Optional[str] = None,
+        *,
+        maxretry: Optional[int] = None,
+        findtime: Optional[float] = None,
+        bantime: Optional[float] = None,
+    ) -> "Fail2Ban": ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def maxretry(self) -> int: ...
+    @property
+    def findtime(self) -> float: ...
+    @property
+    def bantime(self) -> float: ...
+
+@final
+class Answer:
+    @property
+    def status(self) -> Optional[int]: ...
+    @property
+    def headers(self) -> Dict[str, str]: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def passes(self) -> bool: ...
+
+@final
+class Responses:
+    def __new__(
+        cls,
+        *,
+        status: Optional[int] = None,
+        blocked_status: Optional[int] = None,
+        headers: Optional[str] = None,
+        log_keys: bool = False,
+    ) -> "Responses": ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def blocked_status(self) -> int: ...
+    @property
+    def headers(self) -> str: ...
+    @property
+    def log_keys(self) -> bool: ...
+    def answer(self, decision: Decision) -> Answer: ...
+    def blocked(self) -> Answer: ...
+    def pass_headers(self, decision: Decision) -> Dict[str, str]: ...
+    def denial_headers(self, decision: Decision) -> Dict[str, str]: ...
+    def denial_log(
+        self, decision: Decision, scope: str, key: _KeyLike, method: str = "", path: str = ""
+    ) -> Tuple[str, Dict[str, Any]]: ...
 
 @final
 class Limiter:
     def __new__(
         cls,
         rules: _RulesLike,
-        store: str = "memory://",
+        store: Optional[str] = None,
         *,
-        prefix: str = "rk",
-        on_error: str = "allow",
-        timeout: float = 0.25,
-        connect_timeout: float = 0.25,
-        pool_size: int = 16,
-        max_keys: int = 1000000,
-        denial_cache: float = 1.0,
-        scope: str = "",
+        prefix: Optional[str] = None,
+        on_error: Optional[str] = None,
+        timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
+        pool_size: Optional[int] = None,
+        max_keys: Optional[int] = None,
+        denial_cache: Optional[float] = None,
+        scope: Optional[str] = None,
         tiers: Optional[Dict[str, _RulesLike]] = None,
-        policy_refresh: float = 2.0,
-        policies: bool = True,
+        policy_refresh: Optional[float] = None,
+        policies: Optional[bool] = None,
     ) -> "Limiter": ...
     def check(
         self,
@@ -122,10 +193,11 @@ class Limiter:
         key: Optional[_KeyLike] = None,
         *,
         ip: Optional[str] = None,
-        maxretry: int = 5,
-        findtime: float = 600.0,
-        bantime: float = 3600.0,
-        name: str = "default",
+        ban: Optional[Fail2Ban] = None,
+        maxretry: Optional[int] = None,
+        findtime: Optional[float] = None,
+        bantime: Optional[float] = None,
+        name: Optional[str] = None,
         now: Optional[float] = None,
     ) -> bool: ...
     def admin(self) -> "Admin": ...
@@ -135,7 +207,7 @@ class Limiter:
     ) -> List[Decision]: ...
     def reset(self, key: _KeyLike) -> None: ...
     def with_rules(
-        self, rules: _RulesLike, *, scope: str = "", tiers: Optional[Dict[str, _RulesLike]] = None
+        self, rules: _RulesLike, *, scope: Optional[str] = None, tiers: Optional[Dict[str, _RulesLike]] = None
     ) -> "Limiter": ...
     @property
     def scope(self) -> str: ...

@@ -13,27 +13,21 @@ Every limited response carries the rate-limit headers; a denied request gets
 
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from ratekeeper._ratekeeper import Decision, Limiter, TrustedProxies
-from ratekeeper.http import (
-    BLOCKED_BODY,
-    BLOCKED_STATUS,
-    DEFAULT_STATUS,
-    denial_body,
-    denial_headers,
-    header_items,
-    log_denial,
-)
+from http import HTTPStatus
+
+from ratekeeper._ratekeeper import Answer, Decision, Limiter, Responses, TrustedProxies
+from ratekeeper.http import log_denial
 
 Environ = dict
 StartResponse = Callable[..., Any]
 KeyFunc = Callable[[Environ], Optional[Union[str, bytes]]]
 Responder = Callable[[Environ, StartResponse, Decision], Iterable[bytes]]
 
-_REASONS = {429: "Too Many Requests", 403: "Forbidden", 503: "Service Unavailable"}
-
-
 def _status_line(status: int) -> str:
-    return f"{status} {_REASONS.get(status, 'Rate Limited')}"
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Rate Limited"
 
 
 class RateLimitMiddleware:
@@ -46,6 +40,8 @@ class RateLimitMiddleware:
     - ``status``: the status of a denial (429); ``responder`` replaces the
       whole denial response.
     - ``blocked_status``: the status of a blocked client's answer (403).
+    - ``headers``: which rate-limit headers to send: "all" (default),
+      "draft", "legacy" or "none" (see README).
     - ``cost(environ)``: units a request costs (default 1).
     - ``log_level``: one line per denial on the ``ratekeeper.denials`` logger
       at this level ("INFO"; None: off), with the key hashed unless ``log_keys``.
@@ -58,12 +54,13 @@ class RateLimitMiddleware:
         key: Optional[KeyFunc] = None,
         exempt: Union[Sequence[str], Callable[[Environ], bool]] = (),
         trusted_proxies: Sequence[str] = (),
-        status: int = DEFAULT_STATUS,
+        status: Optional[int] = None,
         responder: Optional[Responder] = None,
-        blocked_status: int = BLOCKED_STATUS,
+        blocked_status: Optional[int] = None,
         cost: Optional[Callable[[Environ], int]] = None,
         log_level: Optional[Union[int, str]] = "INFO",
         log_keys: bool = False,
+        headers: Optional[str] = None,
     ) -> None:
         if not isinstance(limiter, Limiter):
             raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
@@ -74,12 +71,10 @@ class RateLimitMiddleware:
         self.proxies = TrustedProxies(list(trusted_proxies))
         self.key = key or self.client_ip
         self.exempt = exempt
-        self.status = status
-        self.blocked_status = blocked_status
+        self.responses = Responses(status=status, blocked_status=blocked_status, headers=headers, log_keys=log_keys)
         self.responder = responder or self.deny
         self.cost = cost
         self.log_level = log_level
-        self.log_keys = log_keys
 
     def client_ip(self, environ: Environ) -> str:
         """The client's IP, believing X-Forwarded-For only from trusted proxies."""
@@ -93,18 +88,19 @@ class RateLimitMiddleware:
         return any(path.startswith(prefix) for prefix in self.exempt)
 
     def deny(self, environ: Environ, start_response: StartResponse, decision: Decision) -> Iterable[bytes]:
-        """The default denial: ``status`` with Retry-After and a JSON body."""
-        body = denial_body(decision)
-        headers = denial_headers(decision)
-        headers["Content-Length"] = str(len(body))
-        start_response(_status_line(self.status), list(headers.items()))
-        return [body]
+        """The default denial: the core's answer (``status``, Retry-After, a JSON body)."""
+        return self.render(self.responses.answer(decision), start_response)
 
     def blocked(self, start_response: StartResponse) -> Iterable[bytes]:
         """The answer to a blocked client: ``blocked_status`` with a JSON body."""
-        start_response(_status_line(self.blocked_status),
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(BLOCKED_BODY)))])
-        return [BLOCKED_BODY]
+        return self.render(self.responses.blocked(), start_response)
+
+    @staticmethod
+    def render(answer: Answer, start_response: StartResponse) -> Iterable[bytes]:
+        """An answer that ends the request, as WSGI sends it."""
+        assert answer.status is not None
+        start_response(_status_line(answer.status), list(answer.headers.items()))
+        return [answer.body]
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self.is_exempt(environ):
@@ -126,9 +122,9 @@ class RateLimitMiddleware:
             return self.app(environ, start_response)
         if not decision.allowed:
             method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
-            log_denial(self.log_level, "wsgi", key, decision, method, path, self.log_keys)
+            log_denial(self.log_level, self.responses, "wsgi", key, decision, method, path)
             return self.responder(environ, start_response, decision)
-        extra = header_items(decision)
+        extra = list(self.responses.pass_headers(decision).items())
 
         def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
             present = {name.lower() for name, _ in headers}

@@ -2,13 +2,13 @@
 //! override, and the global switches, changed and read through the core's
 //! `Admin`. Entries and inspections come back as plain dicts.
 
+use crate::call::run_core;
 use crate::convert;
 use crate::errors::guard;
-use crate::limiter::run_core;
+use crate::plain::to_dict;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ratekeeper_core as core;
-use ratekeeper_core::policy::Listing;
 
 /// Changes and reads the policies in a store (see `ratekeeper.Admin`).
 #[pyclass(frozen, module = "ratekeeper")]
@@ -56,40 +56,12 @@ impl Admin {
     }
 }
 
-fn seconds(ms: u64) -> f64 {
-    ms as f64 / 1000.0
-}
-
 fn entry_dict(py: Python<'_>, entry: &core::Entry) -> PyResult<Py<PyDict>> {
-    let dict = PyDict::new(py);
-    dict.set_item("kind", entry.field.name())?;
-    dict.set_item("target", String::from_utf8_lossy(&entry.target))?;
-    dict.set_item("network", entry.network)?;
-    dict.set_item("expires_at", entry.until_ms.map(seconds))?;
-    dict.set_item("detail", &entry.detail)?;
-    Ok(dict.unbind())
-}
-
-fn listing_dict<'py>(
-    py: Python<'py>,
-    listing: Option<&Listing>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
-    listing
-        .map(|l| {
-            let dict = PyDict::new(py);
-            dict.set_item("expires_at", seconds(l.until_ms))?;
-            dict.set_item("reason", &l.reason)?;
-            Ok(dict)
-        })
-        .transpose()
+    Ok(to_dict(py, &entry.plain())?.unbind())
 }
 
 fn switches_dict(py: Python<'_>, switches: core::Switches) -> PyResult<Py<PyDict>> {
-    let dict = PyDict::new(py);
-    dict.set_item("enabled", switches.enabled)?;
-    dict.set_item("shadow", switches.shadow)?;
-    dict.set_item("multiplier", switches.multiplier)?;
-    Ok(dict.unbind())
+    Ok(to_dict(py, &switches.plain())?.unbind())
 }
 
 #[pymethods]
@@ -179,25 +151,7 @@ impl Admin {
         let now = convert::now(now)?;
         let admin = &self.inner;
         let seen = run_core(py, true, || admin.inspect(&key, now))?;
-        let dict = PyDict::new(py);
-        dict.set_item("safelist", listing_dict(py, seen.record.safe.as_ref())?)?;
-        dict.set_item("blocklist", listing_dict(py, seen.record.block.as_ref())?)?;
-        dict.set_item("tier", seen.record.tier.as_deref())?;
-        dict.set_item(
-            "override",
-            seen.record.rules.as_ref().map(|r| r.to_string()),
-        )?;
-        let address = match &seen.address {
-            Some((list, listing)) => {
-                let d = listing_dict(py, Some(listing))?.expect("a listing");
-                d.set_item("kind", list.name())?;
-                Some(d)
-            }
-            None => None,
-        };
-        dict.set_item("address", address)?;
-        dict.set_item("now", seconds(seen.now_ms))?;
-        Ok(dict)
+        to_dict(py, &seen.plain())
     }
 
     /// Stores `tier` for `key` (None removes it): limiters that have the tier

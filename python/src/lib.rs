@@ -3,10 +3,14 @@
 //! errors; every decision is made in the core.
 
 mod admin;
+mod call;
 mod convert;
 mod errors;
+mod http;
 mod limiter;
 mod net;
+mod plain;
+mod settings;
 mod types;
 
 use pyo3::prelude::*;
@@ -16,9 +20,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
     let outcome = py.detach(|| {
-        limiter::guard_free(|| -> ratekeeper_core::Result<()> {
-            panic!("deliberate panic for tests")
-        })
+        call::guard_free(|| -> ratekeeper_core::Result<()> { panic!("deliberate panic for tests") })
     });
     errors::guard(py, || outcome)
 }
@@ -31,11 +33,18 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Rule>()?;
     m.add_class::<types::RuleState>()?;
     m.add_class::<types::Decision>()?;
+    m.add_class::<types::Fail2Ban>()?;
+    m.add_class::<http::Responses>()?;
+    m.add_class::<http::Answer>()?;
     m.add_class::<net::TrustedProxies>()?;
+    m.add("DEFAULTS", settings::defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(limiter::check_all, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
+    m.add_function(wrap_pyfunction!(scope_name, m)?)?;
+    m.add_function(wrap_pyfunction!(types::parse_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(settings::check_option, m)?)?;
     Ok(())
 }
 
@@ -45,4 +54,11 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn identity(text: &str) -> Option<String> {
     ratekeeper_core::identity(text)
+}
+
+/// A limiter scope from a name (a path, a view, a throttle): characters
+/// outside printable ASCII, and spaces, become `_`; at most 128 are kept.
+#[pyfunction]
+fn scope_name(name: &str) -> String {
+    ratekeeper_core::scope_name(name)
 }

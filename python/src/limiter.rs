@@ -1,9 +1,11 @@
-//! The `Limiter` class and `check_all`: convert arguments, release the GIL
-//! around store I/O, call the core, log its once-per-outage warning.
+//! The `Limiter` class and `check_all`: convert arguments, call the core
+//! (see `call`), hand back its decisions.
 
+use crate::call::{deliver, run_core};
 use crate::convert;
-use crate::errors::{guard, panic_message};
-use crate::types::{Decision, Rule};
+use crate::errors::guard;
+use crate::settings;
+use crate::types::{Decision, Fail2Ban, Rule};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -17,40 +19,6 @@ pub struct Limiter {
     store: String,
 }
 
-/// Catches a panic (without the GIL); `guard` turns the result into Python errors.
-pub fn guard_free<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        Err(core::Error::storage(format!(
-            "internal error: {}",
-            panic_message(&panic)
-        )))
-    })
-}
-
-/// Runs core code that may wait on the store: without the GIL when it does.
-pub fn run_core<T: Send>(
-    py: Python<'_>,
-    waits: bool,
-    f: impl FnOnce() -> core::Result<T> + Send,
-) -> PyResult<T> {
-    let outcome = if waits {
-        py.detach(|| guard_free(f))
-    } else {
-        guard_free(f)
-    };
-    guard(py, || outcome)
-}
-
-/// A core decision for Python, logging its once-per-outage warning on the `ratekeeper` logger.
-fn deliver(py: Python<'_>, inner: core::Decision) -> PyResult<Decision> {
-    if let Some(warning) = &inner.warning {
-        py.import("logging")?
-            .call_method1("getLogger", ("ratekeeper",))?
-            .call_method1("warning", (warning.as_str(),))?;
-    }
-    Ok(Decision { inner })
-}
-
 /// Runs a batch of checks and delivers their decisions.
 fn run_batch(
     py: Python<'_>,
@@ -62,29 +30,6 @@ fn run_batch(
     decisions
         .into_iter()
         .map(|inner| deliver(py, inner))
-        .collect()
-}
-
-/// Tiers from a dict of name to rules.
-fn tiers(
-    py: Python<'_>,
-    tiers: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Vec<(String, core::RuleSet)>> {
-    let Some(tiers) = tiers else {
-        return Ok(Vec::new());
-    };
-    let dict = tiers.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(
-            "tiers must be a dict of tier name to rules, such as {'free': '100/hour'}",
-        )
-    })?;
-    dict.iter()
-        .map(|(name, rules)| {
-            let name: String = name
-                .extract()
-                .map_err(|_| PyTypeError::new_err("tier names must be str"))?;
-            Ok((name, convert::rule_set(py, &rules)?))
-        })
         .collect()
 }
 
@@ -141,46 +86,53 @@ impl Limiter {
 
 #[pymethods]
 impl Limiter {
+    /// `Limiter(rules, store="memory://", **options)`: every option not
+    /// given (or None) takes its default from the core (`ratekeeper.DEFAULTS`).
     #[new]
-    #[pyo3(signature = (rules, store = "memory://", *, prefix = "rk", on_error = "allow", timeout = 0.25,
-                        connect_timeout = 0.25, pool_size = 16, max_keys = 1_000_000, denial_cache = 1.0,
-                        scope = "", tiers = None, policy_refresh = 2.0, policies = true))]
+    #[pyo3(signature = (rules, store = None, *, prefix = None, on_error = None, timeout = None,
+                        connect_timeout = None, pool_size = None, max_keys = None, denial_cache = None,
+                        scope = None, tiers = None, policy_refresh = None, policies = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         rules: &Bound<'_, PyAny>,
-        store: &str,
-        prefix: &str,
-        on_error: &str,
-        timeout: f64,
-        connect_timeout: f64,
-        pool_size: i128,
-        max_keys: i128,
-        denial_cache: f64,
-        scope: &str,
+        store: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        on_error: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        pool_size: Option<&Bound<'_, PyAny>>,
+        max_keys: Option<&Bound<'_, PyAny>>,
+        denial_cache: Option<&Bound<'_, PyAny>>,
+        scope: Option<&Bound<'_, PyAny>>,
         tiers: Option<&Bound<'_, PyAny>>,
-        policy_refresh: f64,
-        policies: bool,
+        policy_refresh: Option<&Bound<'_, PyAny>>,
+        policies: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
-        let settings = core::Settings {
-            store,
-            prefix,
-            on_error,
-            timeout,
-            connect_timeout,
-            pool_size,
-            max_keys,
-            denial_cache,
-            scope,
-            tiers: self::tiers(py, tiers)?,
-            policy_refresh,
-            policies,
-        };
-        let inner = guard(py, || core::Limiter::from_settings(rules, &settings))?;
+        let mut given = core::Settings::default();
+        settings::apply(
+            py,
+            &mut given,
+            &[
+                ("store", store),
+                ("prefix", prefix),
+                ("on_error", on_error),
+                ("timeout", timeout),
+                ("connect_timeout", connect_timeout),
+                ("pool_size", pool_size),
+                ("max_keys", max_keys),
+                ("denial_cache", denial_cache),
+                ("scope", scope),
+                ("tiers", tiers),
+                ("policy_refresh", policy_refresh),
+                ("policies", policies),
+            ],
+        )?;
+        let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
         Ok(Limiter {
             inner,
-            store: core::store::redact(store),
+            store: core::store::redact(&given.store),
         })
     }
 
@@ -220,26 +172,45 @@ impl Limiter {
     /// Counts one fail2ban strike against `key` (a bad request, a failed
     /// login), or against the client address `ip` (what a middleware saw):
     /// the strike that makes `maxretry` within `findtime` seconds blocks that
-    /// exact key, or that address, for `bantime` seconds. Returns True when
-    /// this strike banned it. A store failure follows `on_error`.
-    #[pyo3(signature = (key = None, *, ip = None, maxretry = 5, findtime = 600.0, bantime = 3600.0, name = "default", now = None))]
+    /// exact key, or that address, for `bantime` seconds. The parameters come
+    /// as `ban` (a `Fail2Ban`) or one by one (each not given takes its
+    /// default). Returns True when this strike banned it. A store failure
+    /// follows `on_error`.
+    #[pyo3(signature = (key = None, *, ip = None, ban = None, maxretry = None, findtime = None,
+                        bantime = None, name = None, now = None))]
     #[allow(clippy::too_many_arguments)]
     fn penalize(
         &self,
         py: Python<'_>,
         key: Option<&Bound<'_, PyAny>>,
         ip: Option<String>,
-        maxretry: i64,
-        findtime: f64,
-        bantime: f64,
-        name: &str,
+        ban: Option<PyRef<'_, Fail2Ban>>,
+        maxretry: Option<i64>,
+        findtime: Option<f64>,
+        bantime: Option<f64>,
+        name: Option<&str>,
         now: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let key = key.map(convert::key_bytes).transpose()?;
         let now = convert::now(now)?;
-        let rule = guard(py, || {
-            core::Fail2Ban::new(name, maxretry, findtime, bantime)
-        })?;
+        let rule = match ban {
+            Some(ban)
+                if maxretry.is_none()
+                    && findtime.is_none()
+                    && bantime.is_none()
+                    && name.is_none() =>
+            {
+                ban.inner.clone()
+            }
+            Some(_) => {
+                return Err(PyTypeError::new_err(
+                    "penalize takes ban= or maxretry/findtime/bantime/name, not both",
+                ))
+            }
+            None => guard(py, || {
+                core::Fail2Ban::given(name, maxretry, findtime, bantime)
+            })?,
+        };
         let offender = match (&key, &ip) {
             (Some(key), None) => core::Offender::Key(key),
             (None, Some(ip)) => core::Offender::Address(ip),
@@ -303,21 +274,22 @@ impl Limiter {
     /// A limiter for other rules sharing this one's store (its Redis pool or
     /// its memory), on_error, denial cache and policy refresh; with its own
     /// `scope` (logs kept apart) and `tiers`.
-    #[pyo3(signature = (rules, *, scope = "", tiers = None))]
+    #[pyo3(signature = (rules, *, scope = None, tiers = None))]
     fn with_rules(
         &self,
         py: Python<'_>,
         rules: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Option<&Bound<'_, PyAny>>,
         tiers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
-        let tiers = self::tiers(py, tiers)?;
+        let mut given = core::Settings::default();
+        settings::apply(py, &mut given, &[("scope", scope), ("tiers", tiers)])?;
         let inner = guard(py, || {
             self.inner
                 .with_rules(rules)
-                .with_scope(scope)?
-                .with_tiers(tiers)
+                .with_scope(&given.scope)?
+                .with_tiers(given.tiers)
         })?;
         Ok(Limiter {
             inner,
@@ -352,29 +324,16 @@ impl Limiter {
     /// breaker: a dict with `attempts`, `failures` and `short_circuits`.
     #[getter]
     fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let dict = PyDict::new(py);
-        for (name, value) in self.inner.store_stats().counts() {
-            dict.set_item(name, value)?;
-        }
-        Ok(dict)
+        crate::plain::to_dict(py, &self.inner.store_stats().plain())
     }
 
     /// What this limiter decided so far: a dict of `allowed`, `denied`,
-    /// `cached_denials`, `errors`, `fail_open`, `fail_closed` counts, and
-    /// `peak_used`: window seconds to the most units seen in use in it.
+    /// `cached_denials`, `errors`, `fail_open`, `fail_closed`, `blocked` and
+    /// `safelisted` counts, and `peak_used`: window seconds to the most units
+    /// seen in use in it.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let stats = self.inner.stats();
-        let dict = PyDict::new(py);
-        for (name, value) in stats.counts() {
-            dict.set_item(name, value)?;
-        }
-        let peaks = PyDict::new(py);
-        for (window_ms, used) in stats.peak_used {
-            peaks.set_item(window_ms as f64 / 1000.0, used)?;
-        }
-        dict.set_item("peak_used", peaks)?;
-        Ok(dict)
+        crate::plain::to_dict(py, &self.inner.stats().plain())
     }
 
     /// How many checks found the store failing and fell back to on_error.
@@ -388,9 +347,13 @@ impl Limiter {
     }
 }
 
-/// Checks `(limiter, key)` or `(limiter, key, cost)` items at once: limiters
-/// sharing a store (see `Limiter.with_rules`) are asked in one round trip.
-/// `ip`, the client address, is matched against listed addresses for every item.
+/// One converted `check_all` item: limiter, key, cost, tier.
+type Item<'py> = (Bound<'py, Limiter>, Vec<u8>, u64, Option<String>);
+
+/// Checks `(limiter, key)`, `(limiter, key, cost)` or `(limiter, key,
+/// cost, tier)` items at once: limiters sharing a store (see
+/// `Limiter.with_rules`) are asked in one round trip. `ip`, the client
+/// address, is matched against listed addresses for every item.
 #[pyfunction]
 #[pyo3(signature = (items, now = None, *, ip = None))]
 pub fn check_all(
@@ -399,15 +362,19 @@ pub fn check_all(
     now: Option<&Bound<'_, PyAny>>,
     ip: Option<String>,
 ) -> PyResult<Vec<Decision>> {
-    let shape = || PyTypeError::new_err("each item must be (limiter, key) or (limiter, key, cost)");
+    let shape = || {
+        PyTypeError::new_err(
+            "each item must be (limiter, key), (limiter, key, cost) or (limiter, key, cost, tier)",
+        )
+    };
     let now = convert::now(now)?;
-    let mut owned: Vec<(Bound<'_, Limiter>, Vec<u8>, u64)> = Vec::new();
+    let mut owned: Vec<Item<'_>> = Vec::new();
     for item in items.try_iter()? {
         let parts: Vec<Bound<'_, PyAny>> = item?
             .try_iter()
             .map_err(|_| shape())?
             .collect::<PyResult<_>>()?;
-        if !(2..=3).contains(&parts.len()) {
+        if !(2..=4).contains(&parts.len()) {
             return Err(shape());
         }
         let limiter = parts[0]
@@ -417,12 +384,20 @@ pub fn check_all(
             })?
             .clone();
         let key = convert::key_bytes(&parts[1])?.into_owned();
-        owned.push((limiter, key, convert::cost(py, parts.get(2))?));
+        let tier =
+            match parts.get(3) {
+                Some(tier) if !tier.is_none() => Some(tier.extract::<String>().map_err(|_| {
+                    PyTypeError::new_err("the tier of an item must be a str or None")
+                })?),
+                _ => None,
+            };
+        owned.push((limiter, key, convert::cost(py, parts.get(2))?, tier));
     }
     let items: Vec<core::BatchItem<'_>> = owned
         .iter()
-        .map(|(l, k, c)| core::BatchItem {
+        .map(|(l, k, c, tier)| core::BatchItem {
             ip: ip.as_deref(),
+            tier: tier.as_deref(),
             ..core::BatchItem::new(&l.get().inner, k, *c)
         })
         .collect();

@@ -1,13 +1,12 @@
-//! The value classes Python sees: `Rule`, `RuleState` and `Decision`.
+//! The value classes Python sees: `Rule`, `RuleState`, `Decision` and
+//! `Fail2Ban`, and `parse_rules`.
 
+use crate::errors::{guard, to_py};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ratekeeper_core as core;
-
-fn seconds(ms: u64) -> f64 {
-    ms as f64 / 1000.0
-}
+use ratekeeper_core::time::seconds;
 
 /// One rule: at most `limit` units in any window of `window` seconds.
 #[pyclass(frozen, eq, hash, module = "ratekeeper")]
@@ -29,7 +28,7 @@ impl Rule {
                         "Rule takes a str such as '20/minute', or (limit, window_seconds)",
                     )
                 })?;
-                core::rule::parse_rule(&text).map_err(|e| crate::errors::to_py(py, e))?
+                core::rule::parse_rule(&text).map_err(|e| to_py(py, e))?
             }
             Some(window) => {
                 if !limit.is_instance_of::<pyo3::types::PyInt>()
@@ -41,7 +40,7 @@ impl Rule {
                     )));
                 }
                 core::Rule::from_seconds(limit.extract::<i128>().unwrap_or(i128::MAX), window)
-                    .map_err(|e| crate::errors::to_py(py, e))?
+                    .map_err(|e| to_py(py, e))?
             }
         };
         Ok(Rule { inner })
@@ -57,6 +56,12 @@ impl Rule {
     #[getter]
     fn window(&self) -> f64 {
         seconds(self.inner.window_ms)
+    }
+
+    /// The window's short name, as headers show it: `1s`, `5m`, `1d`, `500ms`.
+    #[getter]
+    fn window_name(&self) -> String {
+        self.inner.window_name()
     }
 
     fn __str__(&self) -> String {
@@ -128,7 +133,7 @@ impl Decision {
     /// Whether the check was admitted.
     #[getter]
     fn allowed(&self) -> bool {
-        self.inner.allowed
+        self.inner.allowed()
     }
 
     /// Seconds to wait before the same check would pass: 0.0 when admitted,
@@ -181,7 +186,7 @@ impl Decision {
     /// True when the store failed and this is the on_error fallback.
     #[getter]
     fn degraded(&self) -> bool {
-        self.inner.degraded
+        self.inner.degraded()
     }
 
     /// True when this denial was remembered in-process (Redis was not asked).
@@ -190,18 +195,24 @@ impl Decision {
         self.inner.cached
     }
 
-    /// The response headers for this decision, as a dict of str to str.
+    /// What the check came to: "admitted", "denied", "blocked",
+    /// "safelisted", "degraded" or "shadowed".
+    #[getter]
+    fn outcome(&self) -> &'static str {
+        self.inner.outcome.name()
+    }
+
     /// True when the key or the client address is on the blocklist (or was
     /// banned by fail2ban); `retry_after` is then the time until that lapses.
     #[getter]
     fn blocked(&self) -> bool {
-        self.inner.blocked
+        self.inner.blocked()
     }
 
     /// True when the key or the client address is on the safelist: admitted, not counted.
     #[getter]
     fn safelisted(&self) -> bool {
-        self.inner.safelisted
+        self.inner.safelisted()
     }
 
     /// Why the key or address is listed ("" when no reason was given), else None.
@@ -213,7 +224,7 @@ impl Decision {
     /// True in shadow mode when the rules would have denied (`allowed` is True anyway).
     #[getter]
     fn shadowed(&self) -> bool {
-        self.inner.shadowed
+        self.inner.shadowed()
     }
 
     /// The tier whose rules decided (named by the caller or stored for the key), or None.
@@ -228,6 +239,14 @@ impl Decision {
         self.inner.overridden
     }
 
+    /// The decision as a dict: `outcome`, `allowed`, `retry_after`, `limit`,
+    /// `remaining`, `reset_after`, `window`, `degraded`, `blocked`,
+    /// `safelisted`, `shadowed`, `cached`, `tier`, `overridden`, `reason`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::plain::to_dict(py, &self.inner.plain())
+    }
+
+    /// The response headers for this decision (all styles), as a dict of str to str.
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         for (name, value) in self.inner.headers() {
@@ -237,7 +256,7 @@ impl Decision {
     }
 
     fn __bool__(&self) -> bool {
-        self.inner.allowed
+        self.inner.allowed()
     }
 
     fn __repr__(&self) -> String {
@@ -248,13 +267,82 @@ impl Decision {
         };
         format!(
             "Decision(allowed={}, retry_after={retry}, limit={}, remaining={}, reset_after={:?}, rule='{}/{}'{})",
-            if self.inner.allowed { "True" } else { "False" },
+            if self.inner.allowed() { "True" } else { "False" },
             bind.limit,
             bind.remaining,
             seconds(bind.reset_after_ms),
             bind.limit,
             bind.window_name(),
-            if self.inner.degraded { ", degraded=True" } else { "" }
+            if self.inner.degraded() { ", degraded=True" } else { "" }
+        )
+    }
+}
+
+/// The rules a text (or a list of rule texts, `Rule`s and `(limit,
+/// window_seconds)` pairs) holds, shortest window first, as a `Limiter`
+/// would take them; a `ConfigurationError` quotes a bad one.
+#[pyfunction]
+pub fn parse_rules(py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<Vec<Rule>> {
+    let set = crate::convert::rule_set(py, rules)?;
+    Ok(set.rules().iter().map(|&inner| Rule { inner }).collect())
+}
+
+/// Fail2ban parameters, checked when made: `maxretry` strikes within
+/// `findtime` seconds ban for `bantime` seconds; `name` keeps the strikes of
+/// different bans apart. Each not given takes its default.
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct Fail2Ban {
+    pub inner: core::Fail2Ban,
+}
+
+#[pymethods]
+impl Fail2Ban {
+    #[new]
+    #[pyo3(signature = (name = None, *, maxretry = None, findtime = None, bantime = None))]
+    fn new(
+        py: Python<'_>,
+        name: Option<&str>,
+        maxretry: Option<i64>,
+        findtime: Option<f64>,
+        bantime: Option<f64>,
+    ) -> PyResult<Fail2Ban> {
+        let inner = guard(py, || {
+            core::Fail2Ban::given(name, maxretry, findtime, bantime)
+        })?;
+        Ok(Fail2Ban { inner })
+    }
+
+    /// The ban's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Strikes that ban.
+    #[getter]
+    fn maxretry(&self) -> u64 {
+        self.inner.maxretry
+    }
+
+    /// The window strikes are counted in, in seconds.
+    #[getter]
+    fn findtime(&self) -> f64 {
+        seconds(self.inner.findtime_ms)
+    }
+
+    /// How long a ban lasts, in seconds.
+    #[getter]
+    fn bantime(&self) -> f64 {
+        seconds(self.inner.bantime_ms)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Fail2Ban('{}', maxretry={}, findtime={:?}, bantime={:?})",
+            self.inner.name,
+            self.inner.maxretry,
+            seconds(self.inner.findtime_ms),
+            seconds(self.inner.bantime_ms)
         )
     }
 }

@@ -47,7 +47,6 @@ require "ratekeeper/errors"
 require "ratekeeper/ratekeeper"
 require "ratekeeper/limiter"
 require "ratekeeper/admin"
-require "ratekeeper/decision"
 require "ratekeeper/rack/middleware"
 if defined?(Rails::Railtie)
   require "ratekeeper/railtie"

@@ -127,12 +127,12 @@ def test_a_blocked_client_gets_403_blocked_as_from_django_and_rack(serve, redis_
 
     assert get(url)[0] == 200
     admin.block("user:bad")
-    assert get(url, "user:bad") == (403, b'{"error": "blocked"}')
+    assert get(url, "user:bad") == (403, b'{"error":"blocked"}')
     assert get(teapot, "user:bad")[0] == 418
     admin.block("127.0.0.1", ttl=60)
     limiter.check("refresh")  # the process that blocked sees it at once; this one within policy_refresh
     import time
 
     time.sleep(0.25)
-    assert get(url, "anyone") == (403, b'{"error": "blocked"}'), "the client address is screened"
+    assert get(url, "anyone") == (403, b'{"error":"blocked"}'), "the client address is screened"
     admin.unblock("127.0.0.1")

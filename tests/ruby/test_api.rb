@@ -45,7 +45,7 @@ class TestApi < Minitest::Test
     assert_includes assert_raises(TypeError) { limiter.check("k", now: "now") }.message, "now must be a Float"
     assert_includes assert_raises(TypeError) { Ratekeeper::Limiter.new(12) }.message, "rules must be a String"
     assert_includes assert_raises(TypeError) { Ratekeeper::Limiter.new([Object.new]) }.message, "each rule must be"
-    assert_includes assert_raises(TypeError) { Ratekeeper::Limiter.new("1/s", store: 5) }.message, "store must be a String"
+    assert_includes assert_raises(TypeError) { Ratekeeper::Limiter.new("1/s", store: 5) }.message, "store must be a string, not Integer"
   end
 
   def test_bad_values_raise_configuration_error
@@ -83,7 +83,9 @@ class TestApi < Minitest::Test
     assert_equal({ "X-RateLimit-Limit" => "1", "X-RateLimit-Remaining" => "0", "X-RateLimit-Used" => "1",
                    "X-RateLimit-Reset" => "1700000001", "RateLimit-Policy" => '"1s";q=1;w=1, "1m";q=20;w=60',
                    "RateLimit" => '"1s";r=0;t=1', "Retry-After" => "1" }, d.headers)
-    assert_equal({ "error" => "rate_limited", "retry_after" => 1 }, JSON.parse(d.denial_body))
+    answer = Ratekeeper::Responses.new.answer(d)
+    assert_equal 429, answer.status
+    assert_equal({ "error" => "rate_limited", "retry_after" => 1 }, JSON.parse(answer.body))
   end
 
   def test_cost_above_every_limit_never_passes

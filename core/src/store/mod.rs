@@ -171,12 +171,7 @@ impl Default for StoreOptions {
 impl StoreOptions {
     /// Checks the options, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
-        if self.prefix.is_empty() || self.prefix.len() > 64 || self.prefix.contains(['{', '}']) {
-            return Err(Error::config(format!(
-                "invalid prefix '{}': give 1 to 64 characters without '{{' or '}}'",
-                self.prefix
-            )));
-        }
+        check_prefix(&self.prefix)?;
         for (name, value) in [
             ("timeout", self.timeout),
             ("connect_timeout", self.connect_timeout),
@@ -200,28 +195,25 @@ impl StoreOptions {
     }
 }
 
-/// Opens the store a URL names: `memory://`, `redis://host:port/db`,
-/// `rediss://...` or `redis+cluster://host1:port1,host2:port2`.
-pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
-    options.validate()?;
+/// The two kinds of store a URL can name.
+enum UrlKind {
+    Memory,
+    Redis,
+}
+
+/// Which kind of store `url` names, refusing what names none.
+fn url_kind(url: &str) -> Result<UrlKind> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
-        Some("memory") => {
-            let rest = &url["memory://".len()..];
-            if !rest.is_empty() {
-                return Err(Error::config(format!(
-                    "invalid store URL '{}': memory:// takes no host or path (set max_keys as an option)",
-                    redact(url)
-                )));
-            }
-            Ok(Arc::new(MemoryStore::new(options.max_keys)))
-        }
+        Some("memory") if url["memory://".len()..].is_empty() => Ok(UrlKind::Memory),
+        Some("memory") => Err(Error::config(format!(
+            "invalid store URL '{}': memory:// takes no host or path (set max_keys as an option)",
+            redact(url)
+        ))),
         Some(
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
             | "rediss+sentinel",
-        ) => {
-            Ok(Arc::new(RedisStore::open(url, options)?))
-        }
+        ) => Ok(UrlKind::Redis),
         _ => Err(Error::config(format!(
             "invalid store URL '{}': use memory://, redis://host:port/db, rediss://..., redis+cluster://host:port,host:port or redis+sentinel://host:port/master",
             redact(url)
@@ -229,12 +221,38 @@ pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
     }
 }
 
-/// Milliseconds since the Unix epoch by the system clock.
-pub fn system_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+/// Checks a store URL as [`open`] would, without connecting to anything
+/// (the files its TLS parameters name are read).
+pub fn check_url(url: &str) -> Result<()> {
+    match url_kind(url)? {
+        UrlKind::Memory => Ok(()),
+        UrlKind::Redis => self::url::StoreUrl::parse(url).map(|_| ()),
+    }
 }
+
+/// Checks a key prefix: 1 to 64 characters without `{` or `}` (which
+/// would pick the Cluster slot).
+pub fn check_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() || prefix.len() > 64 || prefix.contains(['{', '}']) {
+        return Err(Error::config(format!(
+            "invalid prefix '{}': give 1 to 64 characters without '{{' or '}}'",
+            prefix.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// Opens the store a URL names: `memory://`, `redis://host:port/db`,
+/// `rediss://...` or `redis+cluster://host1:port1,host2:port2`.
+pub fn open(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>> {
+    options.validate()?;
+    match url_kind(url)? {
+        UrlKind::Memory => Ok(Arc::new(MemoryStore::new(options.max_keys))),
+        UrlKind::Redis => Ok(Arc::new(RedisStore::open(url, options)?)),
+    }
+}
+
+pub use crate::time::system_now_ms;
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@
         "ALLOW2BAN": [{"name": "logins", "paths": ["^/login"], "methods": ["POST"],
                        "maxretry": 20, "findtime": 60, "bantime": 3600}],  # let through until the ban
         "BLOCKED_STATUS": 403, "POLICY_REFRESH": 2.0,
+        "HEADERS": "all",                      # rate-limit headers: "all", "draft", "legacy" or "none"
         "EXEMPT_PATHS": ["/health", "/static/"],
         "TRUSTED_PROXIES": ["10.0.0.0/8"],
         "ON_ERROR": "allow", "TIMEOUT": 0.25, "CONNECT_TIMEOUT": 0.25, "PREFIX": "rk",
@@ -40,15 +41,29 @@ from django.core.signals import setting_changed
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from ratekeeper._ratekeeper import ConfigurationError, Limiter, TrustedProxies
+from ratekeeper._ratekeeper import (
+    ConfigurationError,
+    Fail2Ban,
+    Limiter,
+    Responses,
+    TrustedProxies,
+    check_option,
+    parse_rules,
+    scope_name,
+)
 from ratekeeper.django.keys import KeyFunc, key_function
-from ratekeeper.http import DEFAULT_STATUS
 
 KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
-    "POLICY_REFRESH", "SCOPE",
+    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES",
+}
+# The settings that are Limiter options (each checked by the core, named here).
+LIMITER_OPTIONS = {
+    "STORE": "store", "PREFIX": "prefix", "ON_ERROR": "on_error", "TIMEOUT": "timeout",
+    "CONNECT_TIMEOUT": "connect_timeout", "POOL_SIZE": "pool_size", "MAX_KEYS": "max_keys",
+    "POLICY_REFRESH": "policy_refresh", "DENIAL_CACHE": "denial_cache", "POLICIES": "policies",
 }
 BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
 
@@ -58,7 +73,7 @@ CHECK_IDS = {
     "store": "ratekeeper.E002",  # STORE and its options
     "rules": "ratekeeper.E003",  # RULES, TIERS, PATHS, VIEWS
     "requests": "ratekeeper.E004",  # KEY, TIER, TRUSTED_PROXIES, EXEMPT_PATHS
-    "responses": "ratekeeper.E005",  # STATUS, BLOCKED_STATUS, RESPONDER, LOG_LEVEL
+    "responses": "ratekeeper.E005",  # STATUS, BLOCKED_STATUS, HEADERS, RESPONDER, LOG_LEVEL
     "bans": "ratekeeper.E006",  # FAIL2BAN, ALLOW2BAN
 }
 
@@ -102,14 +117,13 @@ class Policy:
 
 @dataclass
 class Ban:
-    """A FAIL2BAN or ALLOW2BAN entry: requests it matches count strikes against the client IP."""
+    """A FAIL2BAN or ALLOW2BAN entry: requests it matches count strikes
+    against the client IP, by the core's `rule` (checked when built)."""
 
     name: str
     paths: List["re.Pattern[str]"]
     methods: Optional[frozenset]
-    maxretry: int
-    findtime: float
-    bantime: float
+    rule: Fail2Ban
     allow: bool
 
     def matches(self, request: HttpRequest) -> bool:
@@ -132,13 +146,11 @@ class Config:
     tiers: Dict[str, Any] = field(default_factory=dict)
     tier: Optional[Callable[[HttpRequest], Optional[str]]] = None
     exempt: Tuple[str, ...] = ()
-    status: int = DEFAULT_STATUS
+    responses: Responses = field(default_factory=Responses)
     responder: Optional[Callable[..., Any]] = None
     raise_exception: bool = False
     default_key: Any = "ip"
     log_level: Any = "INFO"
-    log_keys: bool = False
-    blocked_status: int = 403
     bans: List[Ban] = field(default_factory=list)
     _limiters: Dict[str, Limiter] = field(default_factory=dict)
 
@@ -147,7 +159,7 @@ class Config:
         under `scope` (one per scope)."""
         assert self.base is not None
         if scope not in self._limiters:
-            self._limiters[scope] = self.base.with_rules(rules, scope=scope_name(scope), tiers=tiers)
+            self._limiters[scope] = self.base.with_rules(rules, scope=scope_name(scope), tiers=tiers or None)
         return self._limiters[scope]
 
     def limiters(self) -> Dict[str, Limiter]:
@@ -196,14 +208,10 @@ class Config:
 def _scope(value: Any) -> str:
     """A scope named in the settings: the name a Rack throttle (or any limiter
     with this scope) uses for the same quota."""
-    if not isinstance(value, str) or not value or scope_name(value) != value:
-        raise ConfigurationError(f"the scope {value!r} must be printable ASCII without spaces, such as 'api'")
-    return value
-
-
-def scope_name(scope: str) -> str:
-    """A scope as a limiter takes it: printable ASCII without spaces."""
-    return "".join(c if "!" <= c <= "~" else "_" for c in scope)[:128]
+    check_option("scope", value)
+    if not value:
+        raise ConfigurationError("the scope must not be empty: give a name such as 'api'")
+    return str(value)
 
 
 def _methods(scope: str, methods: Any) -> Optional[frozenset]:
@@ -255,10 +263,14 @@ def build(raw: Any) -> Config:
         cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
     with _setting("RATEKEEPER['EXEMPT_PATHS']", "requests"):
         cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
-    with _setting("RATEKEEPER['STATUS']", "responses"):
-        cfg.status = _status("STATUS", raw.get("STATUS", DEFAULT_STATUS))
-    with _setting("RATEKEEPER['BLOCKED_STATUS']", "responses"):
-        cfg.blocked_status = _status("BLOCKED_STATUS", raw.get("BLOCKED_STATUS", 403))
+    answers: Dict[str, Any] = {"log_keys": bool(raw.get("LOG_KEYS", False))}
+    for name, option in (("STATUS", "status"), ("BLOCKED_STATUS", "blocked_status"), ("HEADERS", "headers")):
+        with _setting(f"RATEKEEPER['{name}']", "responses"):
+            value = raw.get(name)
+            if option != "headers" and isinstance(value, bool):
+                raise ConfigurationError(f"must be an HTTP error status (400-599), not {value!r}")
+            answers[option] = value
+            cfg.responses = Responses(**answers)
     with _setting("RATEKEEPER['RESPONDER']", "responses"):
         cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
     with _setting("RATEKEEPER['TIER']", "requests"):
@@ -268,27 +280,16 @@ def build(raw: Any) -> Config:
     with _setting("RATEKEEPER['LOG_LEVEL']", "responses"):
         if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
             raise ConfigurationError(f"must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
-    cfg.log_keys = bool(raw.get("LOG_KEYS", False))
     cfg.default_key = raw.get("KEY", "ip")
     with _setting("RATEKEEPER['KEY']", "requests"):
         key_function(cfg.default_key, cfg.proxies)  # validate early
-    options = {
-        "prefix": ("PREFIX", "rk"),
-        "on_error": ("ON_ERROR", "allow"),
-        "timeout": ("TIMEOUT", 0.25),
-        "connect_timeout": ("CONNECT_TIMEOUT", 0.25),
-        "pool_size": ("POOL_SIZE", 16),
-        "max_keys": ("MAX_KEYS", 1_000_000),
-        "policy_refresh": ("POLICY_REFRESH", 2.0),
-    }
-    for option, (name, default) in options.items():  # each alone, so that an error names its setting
-        with _setting(f"RATEKEEPER['{name}']", "store"):
-            Limiter("1/second", **{option: raw.get(name, default)})
-    store = raw.get("STORE", "memory://")
-    with _setting("RATEKEEPER['STORE']", "store"):
-        if not isinstance(store, str):
-            raise ConfigurationError(f"must be a URL string, not {store!r}")
-        cfg.base = Limiter("1/second", store, **{o: raw.get(n, d) for o, (n, d) in options.items()})
+    given = {}
+    for name, option in LIMITER_OPTIONS.items():  # each alone, so that an error names its setting
+        if raw.get(name) is not None:
+            with _setting(f"RATEKEEPER['{name}']", "store"):
+                check_option(option, raw[name])
+            given[option] = raw[name]
+    cfg.base = Limiter("1/second", **given)
     tiers = raw.get("TIERS", {})
     with _setting("RATEKEEPER['TIERS']", "rules"):
         if not isinstance(tiers, dict):
@@ -296,7 +297,7 @@ def build(raw: Any) -> Config:
         cfg.tiers = {str(name): rules for name, rules in tiers.items()}
         for name, rules in cfg.tiers.items():
             with _setting(f"RATEKEEPER['TIERS'][{name!r}]", "rules"):
-                Limiter(rules)
+                parse_rules(rules)
         if raw.get("RULES") is None and tiers:
             raise ConfigurationError("is set but RATEKEEPER['RULES'] (the rules of requests with no tier) is not")
     with _setting("RATEKEEPER['SCOPE']", "rules"):
@@ -344,12 +345,6 @@ def build(raw: Any) -> Config:
     return cfg
 
 
-def _status(name: str, status: Any) -> int:
-    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
-        raise ConfigurationError(f"RATEKEEPER['{name}'] must be an HTTP error status (400-599), not {status!r}")
-    return status
-
-
 def _ban(scope: str, entry: Any, allow: bool) -> Ban:
     """A FAIL2BAN/ALLOW2BAN entry, validated (the core checks the numbers)."""
     if not isinstance(entry, dict) or not {"name", "paths", "maxretry", "findtime", "bantime"} <= set(entry):
@@ -364,14 +359,12 @@ def _ban(scope: str, entry: Any, allow: bool) -> Ban:
         paths = [re.compile(p) for p in raw_paths]
     except re.error as exc:
         raise ConfigurationError(f"{scope}: bad path pattern ({exc})") from None
-    ban = Ban(str(entry["name"]), paths, _methods(scope, entry.get("methods")), entry["maxretry"],
-              entry["findtime"], entry["bantime"], allow)
     try:  # the core checks the numbers and the name: fail at start-up, not per request
-        Limiter("1/s").penalize("probe", maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
-                                name=scope_name(ban.name), now=0.0)
-    except (ConfigurationError, TypeError) as exc:
+        rule = Fail2Ban(scope_name(str(entry["name"])), maxretry=entry["maxretry"], findtime=entry["findtime"],
+                        bantime=entry["bantime"])
+    except (ConfigurationError, TypeError, OverflowError) as exc:
         raise ConfigurationError(f"{scope}: {exc}") from None
-    return ban
+    return Ban(str(entry["name"]), paths, _methods(scope, entry.get("methods")), rule, allow)
 
 
 _lock = threading.Lock()

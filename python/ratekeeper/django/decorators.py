@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import HttpRequest
 
-from ratekeeper._ratekeeper import ConfigurationError
+from ratekeeper._ratekeeper import ConfigurationError, parse_rules
 from ratekeeper.django.conf import Config, Policy, get_config
 from ratekeeper.django.keys import key_function
 from ratekeeper.django.limiting import add_headers, check, deny
@@ -35,9 +35,7 @@ def ratelimit(
     group: Optional[str] = None,
 ) -> Callable[[View], View]:
     """Limits the decorated view by ``rules`` per ``key``."""
-    from ratekeeper._ratekeeper import Limiter
-
-    Limiter(rules)  # a bad rule fails at import time, naming the text
+    parse_rules(rules)  # a bad rule fails at import time, naming the text
     if isinstance(method, str):
         method = (method,)
     methods = None if method is None else frozenset(m.upper() for m in method)

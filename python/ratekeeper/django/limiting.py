@@ -6,11 +6,12 @@ from typing import Optional
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision
-from ratekeeper.django.conf import Ban, Config, Policy, get_config, scope_name
+from ratekeeper._ratekeeper import Answer
+from ratekeeper.django.conf import Ban, Config, Policy, get_config
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import client_ip
 from ratekeeper.django.signals import rate_limited
-from ratekeeper.http import BLOCKED_BODY, denial_body, denial_headers, log_denial
+from ratekeeper.http import log_denial
 
 
 def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
@@ -34,8 +35,7 @@ def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
 def _strike(config: Config, ban: Ban, ip: str) -> bool:
     """Counts one strike of `ban` against `ip`; True when it banned the address."""
     assert config.base is not None
-    return config.base.penalize(ip=ip, maxretry=ban.maxretry, findtime=ban.findtime, bantime=ban.bantime,
-                                name=scope_name(ban.name))
+    return config.base.penalize(ip=ip, ban=ban.rule)
 
 
 def penalize(request: HttpRequest, name: str) -> bool:
@@ -48,9 +48,17 @@ def penalize(request: HttpRequest, name: str) -> bool:
     raise ConfigurationError(f"no FAIL2BAN or ALLOW2BAN entry is named {name!r}: known {[b.name for b in config.bans]}")
 
 
+def rendered(answer: Answer) -> HttpResponse:
+    """The core's answer as a Django response."""
+    response = HttpResponse(answer.body, status=answer.status)
+    for name, value in answer.headers.items():
+        response[name] = value
+    return response
+
+
 def blocked(config: Config) -> HttpResponse:
     """The answer to a blocked request: BLOCKED_STATUS (403) with a JSON body."""
-    return HttpResponse(BLOCKED_BODY, status=config.blocked_status, content_type="application/json")
+    return rendered(config.responses.blocked())
 
 
 def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
@@ -68,7 +76,7 @@ def check(request: HttpRequest, policy: Policy) -> Optional[Decision]:
     request.ratelimit = decision  # type: ignore[attr-defined]
     request.limited = getattr(request, "limited", False) or not decision.allowed  # type: ignore[attr-defined]
     if not decision.allowed and not decision.blocked:
-        log_denial(config.log_level, policy.scope, key, decision, request.method or "", request.path, config.log_keys)
+        log_denial(config.log_level, config.responses, policy.scope, key, decision, request.method or "", request.path)
         rate_limited.send(sender=Policy, request=request, decision=decision, scope=policy.scope)
     return decision
 
@@ -80,21 +88,20 @@ def deny(request: HttpRequest, decision: Decision, config: Config) -> HttpRespon
         return blocked(config)
     if config.raise_exception:
         raise Ratelimited(decision)
-    if config.responder is not None:
-        response = config.responder(request, decision)
-    else:
-        response = HttpResponse(denial_body(decision), status=config.status, content_type="application/json")
-    for name, value in denial_headers(decision).items():
-        if name not in response:
+    if config.responder is None:
+        return rendered(config.responses.answer(decision))
+    response = config.responder(request, decision)
+    for name, value in config.responses.denial_headers(decision).items():
+        if name not in response and name != "Content-Length":
             response[name] = value
     return response  # type: ignore[no-any-return]
 
 
 def add_headers(response: HttpResponseBase, decision: Optional[Decision]) -> HttpResponseBase:
-    """Adds the rate-limit headers of the decision (none for a listed key),
-    keeping any the view set."""
-    if decision is not None and not (decision.safelisted or decision.blocked):
-        for name, value in decision.headers().items():
+    """Adds the rate-limit headers of the decision in the configured style
+    (none for a listed key), keeping any the view set."""
+    if decision is not None:
+        for name, value in get_config().responses.pass_headers(decision).items():
             if name not in response:
                 response[name] = value
     return response

@@ -15,7 +15,7 @@ module Ratekeeper
   class Admin
     # An admin for the store a URL names, with the limiters' +prefix+.
     def self.new(store: "memory://", prefix: "rk")
-      _open(Limiter.string_option(:store, store), Limiter.string_option(:prefix, prefix))
+      _open(store.to_s, prefix.to_s)
     end
 
     # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds
@@ -23,14 +23,12 @@ module Ratekeeper
     # +key: true+ lists +target+ as an exact key even when it reads as an
     # address; +force: true+ allows a range wider than a /8 (IPv6: /32).
     def block(target, ttl: nil, reason: "", now: nil, key: false, force: false)
-      _add("block", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now, key ? true : false,
-           force ? true : false)
+      _add("block", target, ttl, reason.to_s, now, key ? true : false, force ? true : false)
     end
 
     # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default one week).
     def safelist(target, ttl: nil, reason: "", now: nil, key: false, force: false)
-      _add("safe", target, ttl && Limiter.number_option(:ttl, ttl), reason.to_s, now, key ? true : false,
-           force ? true : false)
+      _add("safe", target, ttl, reason.to_s, now, key ? true : false, force ? true : false)
     end
 
     # Removes +target+ from the blocklist; true when it was on it.
@@ -62,13 +60,12 @@ module Ratekeeper
 
     # Stores +rules+ as +key+'s own (nil restores the configured rules).
     def set_override(key, rules)
-      _set_override(key, rules.nil? ? nil : Limiter.normalize_rules(rules))
+      _set_override(key, rules)
     end
 
     # Changes the switches given (nil leaves one as it is); returns them all.
     def set_switches(enabled: nil, shadow: nil, multiplier: nil)
-      _set_switches(enabled.nil? ? nil : enabled == true, shadow.nil? ? nil : shadow == true,
-                    multiplier && Limiter.number_option(:multiplier, multiplier))
+      _set_switches(enabled.nil? ? nil : enabled == true, shadow.nil? ? nil : shadow == true, multiplier)
     end
   end
 end

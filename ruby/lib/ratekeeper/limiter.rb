@@ -3,40 +3,16 @@
 module Ratekeeper
   # Checks keys against a rule set on a store. The native half (converting,
   # releasing the GVL, calling the core) is in ext/ratekeeper; this half takes
-  # Ruby keyword arguments and passes them on positionally.
+  # Ruby keyword arguments and passes them on.
   class Limiter
-    ON_ERROR = %w[allow deny raise].freeze
-
-    # Limiter.new(rules, store: "memory://", prefix: "rk", on_error: :allow,
-    #             timeout: 0.25, connect_timeout: 0.25, pool_size: 16, max_keys: 1_000_000,
-    #             denial_cache: 1.0, scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
+    # Limiter.new(rules, store: "memory://", **options)
     #
-    # rules: "1/second; 20/minute", or an Array of rule Strings and
-    # [limit, window_seconds] pairs. denial_cache: seconds a denial is
-    # remembered in-process at most (0 turns it off; Redis stores only).
-    # scope: keeps this limiter's logs apart from others' for the same keys.
-    # tiers: { "free" => "100/hour", "pro" => "10000/hour" }, named by a
-    # check's tier: or stored per key (Admin#set_tier). policy_refresh: seconds
-    # between reads of the switches and address lists. policies: false skips
-    # reading each key's listings, tier and override.
-    def self.new(rules, store: "memory://", prefix: "rk", on_error: :allow, timeout: 0.25,
-                 connect_timeout: 0.25, pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0,
-                 scope: "", tiers: nil, policy_refresh: 2.0, policies: true)
-      _new(
-        Limiter.normalize_rules(rules),
-        Limiter.string_option(:store, store),
-        Limiter.string_option(:prefix, prefix),
-        Limiter.string_option(:on_error, on_error),
-        Limiter.number_option(:timeout, timeout),
-        Limiter.number_option(:connect_timeout, connect_timeout),
-        Limiter.integer_option(:pool_size, pool_size),
-        Limiter.integer_option(:max_keys, max_keys),
-        Limiter.number_option(:denial_cache, denial_cache),
-        Limiter.string_option(:scope, scope),
-        Limiter.tier_pairs(tiers),
-        Limiter.number_option(:policy_refresh, policy_refresh),
-        policies ? true : false
-      )
+    # rules: "1/second; 20/minute", a Ratekeeper::Rule, or an Array of rule
+    # Strings, Rules and [limit, window_seconds] pairs. The options and their
+    # defaults are Ratekeeper::DEFAULTS (from the core, as README lists them);
+    # each is checked by the core, and an unknown one is a ConfigurationError.
+    def self.new(rules, **options)
+      _new(rules, options)
     end
 
     # Checks +key+ (a String, binary or not; a Symbol is taken by name) for
@@ -45,23 +21,23 @@ module Ratekeeper
     # tier stored for the key wins); +ip+ is the client address, matched
     # against listed addresses. Returns a Decision.
     def check(key, cost: 1, now: nil, tier: nil, ip: nil)
-      _check(key.is_a?(Symbol) ? key.name : key, cost, now, tier&.to_s, ip&.to_s)
+      _check(Limiter.key_text(key), cost, now, tier, ip)
     end
 
     # What a check of +cost+ would decide now, without logging anything.
     def peek(key, cost: 1, now: nil, tier: nil, ip: nil)
-      _peek(key.is_a?(Symbol) ? key.name : key, cost, now, tier&.to_s, ip&.to_s)
+      _peek(Limiter.key_text(key), cost, now, tier, ip)
     end
 
     # Counts one fail2ban strike against +key+ (a bad request, a failed
     # login), or against the client address +ip+ (what a middleware saw): the
     # strike that makes +maxretry+ within +findtime+ seconds blocks that exact
-    # key, or that address, for +bantime+ seconds. Returns true when this
-    # strike banned it. A store failure follows on_error.
-    def penalize(key = nil, ip: nil, maxretry: 5, findtime: 600, bantime: 3600, name: "default", now: nil)
-      _penalize(key.is_a?(Symbol) ? key.name : key, ip, Limiter.integer_option(:maxretry, maxretry),
-                Limiter.number_option(:findtime, findtime), Limiter.number_option(:bantime, bantime),
-                Limiter.string_option(:name, name), now)
+    # key, or that address, for +bantime+ seconds. The parameters come as
+    # +ban+ (a Ratekeeper::Fail2Ban) or one by one (each not given takes its
+    # default). Returns true when this strike banned it. A store failure
+    # follows on_error.
+    def penalize(key = nil, ip: nil, ban: nil, maxretry: nil, findtime: nil, bantime: nil, name: nil, now: nil)
+      _penalize(key && Limiter.key_text(key), ip, ban, maxretry, findtime, bantime, name, now)
     end
 
     # Checks several keys against these rules in one Redis round trip (a
@@ -69,57 +45,48 @@ module Ratekeeper
     def check_many(keys, cost: 1, now: nil)
       raise TypeError, "keys must be an Array, not #{keys.class}" unless keys.is_a?(Array)
 
-      _check_many(keys.map { |key| key.is_a?(Symbol) ? key.name : key }, cost, now)
+      _check_many(keys.map { |key| Limiter.key_text(key) }, cost, now)
     end
 
     # Forgets everything logged for +key+ (and a denial remembered for it here).
     def reset(key)
-      _reset(key.is_a?(Symbol) ? key.name : key)
+      _reset(Limiter.key_text(key))
     end
 
     # A limiter for other rules on the same store (its Redis pool or memory),
     # with its own +scope+ (logs kept apart) and +tiers+.
-    def with_rules(rules, scope: "", tiers: nil)
-      _with_rules(Limiter.normalize_rules(rules), Limiter.string_option(:scope, scope), Limiter.tier_pairs(tiers))
+    def with_rules(rules, scope: nil, tiers: nil)
+      _with_rules(rules, { scope: scope, tiers: tiers }.compact)
     end
 
-    class << self
-      # Rules as the native layer takes them: a String or an Array of Strings and pairs.
-      def normalize_rules(rules)
-        case rules
-        when String then rules
-        when Rule then [rules.to_s]
-        when Array then rules.map { |r| r.is_a?(Rule) ? r.to_s : r }
-        else
-          raise TypeError, "rules must be a String such as \"10/minute\" or an Array of them, not #{rules.class}"
-        end
-      end
+    # A key as the native layer takes it: a Symbol by its name.
+    def self.key_text(key)
+      key.is_a?(Symbol) ? key.name : key
+    end
+  end
 
-      # Tiers as the native layer takes them: [[name, rules], ...].
-      def tier_pairs(tiers)
-        return [] if tiers.nil?
-        raise TypeError, "tiers must be a Hash of tier name to rules, not #{tiers.class}" unless tiers.is_a?(Hash)
+  # Fail2ban parameters, checked when made: +maxretry+ strikes within
+  # +findtime+ seconds ban for +bantime+ seconds; +name+ keeps the strikes of
+  # different bans apart. Each not given takes its default (from the core).
+  class Fail2Ban
+    def self.new(name = nil, maxretry: nil, findtime: nil, bantime: nil)
+      _new(name, maxretry, findtime, bantime)
+    end
+  end
 
-        tiers.map { |name, rules| [name.to_s, normalize_rules(rules)] }
-      end
+  # How an adapter answers (see Responses#answer): +status+ of a denial
+  # (429), +blocked_status+ of a blocked client (403), which rate-limit
+  # +headers+ to send (:all, :draft, :legacy or :none), and whether denial
+  # log lines show keys as they are (+log_keys+) rather than hashed. The
+  # defaults come from the core.
+  class Responses
+    def self.new(status: nil, blocked_status: nil, headers: nil, log_keys: false)
+      _new(status, blocked_status, headers, log_keys ? true : false)
+    end
 
-      def string_option(name, value)
-        return value.to_s if value.is_a?(String) || value.is_a?(Symbol)
-
-        raise TypeError, "#{name} must be a String, not #{value.class}"
-      end
-
-      def number_option(name, value)
-        return value.to_f if value.is_a?(Numeric)
-
-        raise TypeError, "#{name} must be a number of seconds, not #{value.class}"
-      end
-
-      def integer_option(name, value)
-        return value if value.is_a?(Integer)
-
-        raise TypeError, "#{name} must be an Integer, not #{value.class}"
-      end
+    # The log line of a denial of +key+ under +scope+: [text, fields].
+    def denial_log(decision, scope, key, method: "", path: "")
+      _denial_log(decision, scope.to_s, Limiter.key_text(key), method.to_s, path.to_s)
     end
   end
 end

@@ -3,20 +3,16 @@
 //! `Admin`. lib/ratekeeper/admin.rb adds the keyword-argument methods;
 //! entries and inspections come back as Hashes with Symbol keys.
 
+use crate::call::run_core;
 use crate::convert;
 use crate::errors::{guard, type_error};
-use crate::limiter::run_core;
-use magnus::{prelude::*, Error, RArray, RHash, Ruby, Value};
+use crate::plain::to_hash;
+use magnus::{function, method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
 use ratekeeper_core as core;
-use ratekeeper_core::policy::Listing;
 
 #[magnus::wrap(class = "Ratekeeper::Admin", free_immediately, size)]
 pub struct Admin {
     inner: core::Admin,
-}
-
-fn seconds(ms: u64) -> f64 {
-    ms as f64 / 1000.0
 }
 
 fn list(ruby: &Ruby, name: &str) -> Result<core::List, Error> {
@@ -28,35 +24,7 @@ fn list(ruby: &Ruby, name: &str) -> Result<core::List, Error> {
 }
 
 fn entry_hash(ruby: &Ruby, entry: &core::Entry) -> Result<RHash, Error> {
-    let out = ruby.hash_new();
-    out.aset(ruby.to_symbol("kind"), entry.field.name())?;
-    out.aset(
-        ruby.to_symbol("target"),
-        String::from_utf8_lossy(&entry.target).into_owned(),
-    )?;
-    out.aset(ruby.to_symbol("network"), entry.network)?;
-    out.aset(ruby.to_symbol("expires_at"), entry.until_ms.map(seconds))?;
-    out.aset(ruby.to_symbol("detail"), entry.detail.as_str())?;
-    Ok(out)
-}
-
-fn listing_hash(ruby: &Ruby, listing: Option<&Listing>) -> Result<Option<RHash>, Error> {
-    listing
-        .map(|l| {
-            let out = ruby.hash_new();
-            out.aset(ruby.to_symbol("expires_at"), seconds(l.until_ms))?;
-            out.aset(ruby.to_symbol("reason"), l.reason.as_str())?;
-            Ok(out)
-        })
-        .transpose()
-}
-
-fn switches_hash(ruby: &Ruby, switches: core::Switches) -> Result<RHash, Error> {
-    let out = ruby.hash_new();
-    out.aset(ruby.to_symbol("enabled"), switches.enabled)?;
-    out.aset(ruby.to_symbol("shadow"), switches.shadow)?;
-    out.aset(ruby.to_symbol("multiplier"), switches.multiplier)?;
-    Ok(out)
+    to_hash(ruby, &entry.plain())
 }
 
 impl Admin {
@@ -66,7 +34,7 @@ impl Admin {
     }
 
     /// `Admin._open(store, prefix)`.
-    pub fn open(ruby: &Ruby, store: String, prefix: String) -> Result<Admin, Error> {
+    fn open(ruby: &Ruby, store: String, prefix: String) -> Result<Admin, Error> {
         Ok(Admin {
             inner: guard(ruby, || core::Admin::open(&store, &prefix))?,
         })
@@ -76,7 +44,7 @@ impl Admin {
     /// or "safe"; `key` lists the target as an exact key, `force` allows a
     /// range wider than a /8 (IPv6: /32).
     #[allow(clippy::too_many_arguments)]
-    pub fn add(
+    fn add(
         ruby: &Ruby,
         rb_self: &Self,
         which: String,
@@ -99,7 +67,7 @@ impl Admin {
     }
 
     /// `_remove(list, target, key)`: whether it was listed.
-    pub fn remove(
+    fn remove(
         ruby: &Ruby,
         rb_self: &Self,
         which: String,
@@ -114,7 +82,7 @@ impl Admin {
     }
 
     /// `_entries(now)`: every standing listing, tier and override.
-    pub fn entries(ruby: &Ruby, rb_self: &Self, now: Value) -> Result<RArray, Error> {
+    fn entries(ruby: &Ruby, rb_self: &Self, now: Value) -> Result<RArray, Error> {
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
         let entries = run_core(ruby, true, || admin.entries(now))?;
@@ -126,40 +94,16 @@ impl Admin {
     }
 
     /// `_inspect(key, now)`: what is stored for the key.
-    pub fn inspect(ruby: &Ruby, rb_self: &Self, key: Value, now: Value) -> Result<RHash, Error> {
+    fn inspect(ruby: &Ruby, rb_self: &Self, key: Value, now: Value) -> Result<RHash, Error> {
         let key = convert::key_bytes(ruby, key)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
         let seen = run_core(ruby, true, || admin.inspect(&key, now))?;
-        let out = ruby.hash_new();
-        out.aset(
-            ruby.to_symbol("safelist"),
-            listing_hash(ruby, seen.record.safe.as_ref())?,
-        )?;
-        out.aset(
-            ruby.to_symbol("blocklist"),
-            listing_hash(ruby, seen.record.block.as_ref())?,
-        )?;
-        out.aset(ruby.to_symbol("tier"), seen.record.tier.clone())?;
-        out.aset(
-            ruby.to_symbol("override"),
-            seen.record.rules.as_ref().map(|r| r.to_string()),
-        )?;
-        let address = match &seen.address {
-            Some((which, listing)) => {
-                let hash = listing_hash(ruby, Some(listing))?.expect("a listing");
-                hash.aset(ruby.to_symbol("kind"), which.name())?;
-                Some(hash)
-            }
-            None => None,
-        };
-        out.aset(ruby.to_symbol("address"), address)?;
-        out.aset(ruby.to_symbol("now"), seconds(seen.now_ms))?;
-        Ok(out)
+        to_hash(ruby, &seen.plain())
     }
 
     /// `_set_tier(key, tier)`: nil removes it.
-    pub fn set_tier(
+    fn set_tier(
         ruby: &Ruby,
         rb_self: &Self,
         key: Value,
@@ -171,12 +115,7 @@ impl Admin {
     }
 
     /// `_set_override(key, rules)`: nil restores the configured rules.
-    pub fn set_override(
-        ruby: &Ruby,
-        rb_self: &Self,
-        key: Value,
-        rules: Value,
-    ) -> Result<(), Error> {
+    fn set_override(ruby: &Ruby, rb_self: &Self, key: Value, rules: Value) -> Result<(), Error> {
         let key = convert::key_bytes(ruby, key)?;
         let rules = if rules.is_nil() {
             None
@@ -188,14 +127,14 @@ impl Admin {
     }
 
     /// `switches`: {enabled:, shadow:, multiplier:}.
-    pub fn switches(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+    fn switches(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let admin = &rb_self.inner;
         let switches = run_core(ruby, true, || admin.switches())?;
-        switches_hash(ruby, switches)
+        to_hash(ruby, &switches.plain())
     }
 
     /// `_set_switches(enabled, shadow, multiplier)`: nil leaves one as it is.
-    pub fn set_switches(
+    fn set_switches(
         ruby: &Ruby,
         rb_self: &Self,
         enabled: Option<bool>,
@@ -206,6 +145,21 @@ impl Admin {
         let switches = run_core(ruby, true, || {
             admin.set_switches(enabled, shadow, multiplier)
         })?;
-        switches_hash(ruby, switches)
+        to_hash(ruby, &switches.plain())
     }
+}
+
+/// Defines `Ratekeeper::Admin`'s native methods.
+pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+    let class = module.define_class("Admin", ruby.class_object())?;
+    class.define_singleton_method("_open", function!(Admin::open, 2))?;
+    class.define_method("_add", method!(Admin::add, 7))?;
+    class.define_method("_remove", method!(Admin::remove, 3))?;
+    class.define_method("_entries", method!(Admin::entries, 1))?;
+    class.define_method("_inspect", method!(Admin::inspect, 2))?;
+    class.define_method("_set_tier", method!(Admin::set_tier, 2))?;
+    class.define_method("_set_override", method!(Admin::set_override, 2))?;
+    class.define_method("switches", method!(Admin::switches, 0))?;
+    class.define_method("_set_switches", method!(Admin::set_switches, 3))?;
+    Ok(())
 }

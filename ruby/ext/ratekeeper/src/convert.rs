@@ -1,7 +1,8 @@
 //! Ruby values to core values, with `TypeError`s that say what was expected.
 
 use crate::errors::{config_error, to_ruby, type_error};
-use magnus::{prelude::*, Error, Float, Integer, RArray, RString, Ruby, Value};
+use crate::types::Rule;
+use magnus::{prelude::*, typed_data::Obj, Error, Float, Integer, RArray, RString, Ruby, Value};
 use ratekeeper_core::{RuleSet, RuleSpec};
 
 fn class_name(value: Value) -> String {
@@ -59,11 +60,25 @@ pub fn now(ruby: &Ruby, now: Value) -> Result<Option<f64>, Error> {
     ))
 }
 
-/// A rule set from a String, or an Array of Strings and [limit, window_seconds] pairs.
+/// Optional seconds: nil, or an Integer or Float; a `TypeError` names `name`.
+pub fn seconds(ruby: &Ruby, name: &str, value: Value) -> Result<Option<f64>, Error> {
+    now(ruby, value).map_err(|_| {
+        type_error(
+            ruby,
+            format!(
+                "{name} must be a number of seconds, not {}",
+                class_name(value)
+            ),
+        )
+    })
+}
+
+/// A rule set from a String, a `Ratekeeper::Rule`, or an Array of Strings,
+/// Rules and [limit, window_seconds] pairs.
 pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
     let mut specs = Vec::new();
-    if let Some(text) = RString::from_value(rules) {
-        specs.push(RuleSpec::Text(text.to_string()?));
+    if RString::from_value(rules).is_some() || Obj::<Rule>::try_convert(rules).is_ok() {
+        specs.push(rule_spec(ruby, rules)?);
     } else if let Some(items) = RArray::from_value(rules) {
         for item in items.into_iter() {
             specs.push(rule_spec(ruby, item)?);
@@ -72,7 +87,7 @@ pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
         return Err(type_error(
             ruby,
             format!(
-                "rules must be a String such as \"10/minute\" or an Array of them, not {}",
+                "rules must be a String such as \"10/minute\", a Ratekeeper::Rule or an Array of them, not {}",
                 class_name(rules)
             ),
         ));
@@ -83,6 +98,9 @@ pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
 fn rule_spec(ruby: &Ruby, item: Value) -> Result<RuleSpec, Error> {
     if let Some(text) = RString::from_value(item) {
         return Ok(RuleSpec::Text(text.to_string()?));
+    }
+    if let Ok(rule) = Obj::<Rule>::try_convert(item) {
+        return Ok(RuleSpec::Rule(rule.inner));
     }
     if let Some(pair) = RArray::from_value(item) {
         if pair.len() == 2 {

@@ -1,13 +1,14 @@
 //! `Ratekeeper::Limiter`'s native half and `Ratekeeper.check_all`: convert
-//! arguments, release the GVL around store I/O, call the core, log its
-//! once-per-outage warning. lib/ratekeeper/limiter.rb adds the
-//! keyword-argument methods users call.
+//! arguments, call the core (see `call`), hand back its decisions.
+//! lib/ratekeeper/limiter.rb adds the keyword-argument methods users call.
 
+use crate::call::{deliver, run_core};
 use crate::convert;
-use crate::errors::{guard, settle, type_error};
-use crate::gvl::without_gvl;
-use crate::types::{Decision, Rule};
-use magnus::{prelude::*, typed_data::Obj, Error, RArray, RHash, RModule, Ruby, Value};
+use crate::errors::{guard, type_error};
+use crate::types::{Decision, Fail2Ban, Rule};
+use magnus::{
+    function, method, prelude::*, typed_data::Obj, Error, RArray, RHash, RModule, Ruby, Value,
+};
 use ratekeeper_core as core;
 
 #[magnus::wrap(class = "Ratekeeper::Limiter", free_immediately, size)]
@@ -15,29 +16,6 @@ pub struct Limiter {
     inner: core::Limiter,
     /// The store URL as `inspect` shows it (no password).
     store: String,
-}
-
-/// Runs core code that may wait on the store: without the GVL when it does.
-pub fn run_core<T>(
-    ruby: &Ruby,
-    waits: bool,
-    f: impl FnOnce() -> core::Result<T>,
-) -> Result<T, Error> {
-    let outcome = if waits {
-        without_gvl(f)
-    } else {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-    };
-    settle(ruby, outcome)
-}
-
-/// A core decision for Ruby, handing its once-per-outage warning to `Ratekeeper.log_warning`.
-fn deliver(ruby: &Ruby, inner: core::Decision) -> Result<Decision, Error> {
-    if let Some(warning) = &inner.warning {
-        let module: RModule = ruby.class_object().const_get("Ratekeeper")?;
-        let _: Value = module.funcall("log_warning", (warning.as_str(),))?;
-    }
-    Ok(Decision { inner })
 }
 
 /// Runs a batch of checks and delivers their decisions as an Array.
@@ -55,83 +33,42 @@ fn run_batch(
     Ok(out)
 }
 
-/// Tiers from an Array of [name, rules] pairs (lib/ratekeeper/limiter.rb
-/// turns a Hash into one).
-fn tiers(ruby: &Ruby, tiers: RArray) -> Result<Vec<(String, core::RuleSet)>, Error> {
-    tiers
-        .into_iter()
-        .map(|pair| {
-            let pair = RArray::from_value(pair)
-                .filter(|p| p.len() == 2)
-                .ok_or_else(|| type_error(ruby, "tiers must be a Hash of tier name to rules"))?;
-            let name: String = pair.entry(0)?;
-            Ok((name, convert::rule_set(ruby, pair.entry(1)?)?))
-        })
-        .collect()
-}
-
-/// An optional String argument (nil: none).
-fn optional_text(value: Value) -> Result<Option<String>, Error> {
+/// An optional String argument (nil: none; a Symbol by name).
+pub fn optional_text(value: Value) -> Result<Option<String>, Error> {
     if value.is_nil() {
         Ok(None)
+    } else if let Some(symbol) = magnus::Symbol::from_value(value) {
+        Ok(Some(symbol.name()?.into_owned()))
     } else {
         Ok(Some(String::try_convert(value)?))
     }
 }
 
+/// An optional argument of a Ruby type (nil: none).
+fn optional<T: magnus::TryConvert>(value: Value) -> Result<Option<T>, Error> {
+    if value.is_nil() {
+        Ok(None)
+    } else {
+        T::try_convert(value).map(Some)
+    }
+}
+
 impl Limiter {
-    /// `Limiter._new(rules, store, prefix, on_error, timeout, connect_timeout,
-    /// pool_size, max_keys, denial_cache, scope, tiers, policy_refresh, policies)`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn native_new(
-        ruby: &Ruby,
-        rules: Value,
-        store: String,
-        prefix: String,
-        on_error: String,
-        timeout: f64,
-        connect_timeout: f64,
-        pool_size: i128,
-        max_keys: i128,
-        denial_cache: f64,
-        scope: String,
-        tier_pairs: RArray,
-        policy_refresh: f64,
-        policies: bool,
-    ) -> Result<Limiter, Error> {
+    /// `Limiter._new(rules, options)`: options is a Hash; each not given
+    /// takes the core's default (`Ratekeeper::DEFAULTS`).
+    fn native_new(ruby: &Ruby, rules: Value, options: RHash) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
-        let settings = core::Settings {
-            store: &store,
-            prefix: &prefix,
-            on_error: &on_error,
-            timeout,
-            connect_timeout,
-            pool_size,
-            max_keys,
-            denial_cache,
-            scope: &scope,
-            tiers: tiers(ruby, tier_pairs)?,
-            policy_refresh,
-            policies,
-        };
+        let settings = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter {
             inner,
-            store: core::store::redact(&store),
+            store: core::store::redact(&settings.store),
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn decide(
-        ruby: &Ruby,
-        rb_self: &Self,
-        key: Value,
-        cost: Value,
-        now: Value,
-        tier: Value,
-        ip: Value,
-        check: bool,
-    ) -> Result<Decision, Error> {
+    fn decide(ruby: &Ruby, rb_self: &Self, args: &[Value], check: bool) -> Result<Decision, Error> {
+        let [key, cost, now, tier, ip] =
+            <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))?;
         let key = convert::key_bytes(ruby, key)?;
         let tier = optional_text(tier)?;
         let ip = optional_text(ip)?;
@@ -153,23 +90,23 @@ impl Limiter {
     }
 
     /// `_check(key, cost, now, tier, ip)`.
-    pub fn check(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
-        let [key, cost, now, tier, ip] = five(ruby, args)?;
-        Limiter::decide(ruby, rb_self, key, cost, now, tier, ip, true)
+    fn check(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
+        Limiter::decide(ruby, rb_self, args, true)
     }
 
     /// `_peek(key, cost, now, tier, ip)`.
-    pub fn peek(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
-        let [key, cost, now, tier, ip] = five(ruby, args)?;
-        Limiter::decide(ruby, rb_self, key, cost, now, tier, ip, false)
+    fn peek(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
+        Limiter::decide(ruby, rb_self, args, false)
     }
 
-    /// `_penalize(key, ip, maxretry, findtime, bantime, name, now)`: one
-    /// fail2ban strike against the key or (key nil) the client address `ip`;
-    /// true when it banned it.
-    pub fn penalize(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<bool, Error> {
-        let [key, ip, maxretry, findtime, bantime, name, now] = <[Value; 7]>::try_from(args)
-            .map_err(|_| type_error(ruby, "_penalize takes 7 arguments"))?;
+    /// `_penalize(key, ip, ban, maxretry, findtime, bantime, name, now)`:
+    /// one fail2ban strike against the key or (key nil) the client address
+    /// `ip`, by `ban` (a Fail2Ban) or the parameters given; true when it
+    /// banned it.
+    fn penalize(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<bool, Error> {
+        let [key, ip, ban, maxretry, findtime, bantime, name, now] =
+            <[Value; 8]>::try_from(args)
+                .map_err(|_| type_error(ruby, "_penalize takes 8 arguments"))?;
         let key = if key.is_nil() {
             None
         } else {
@@ -177,15 +114,24 @@ impl Limiter {
         };
         let ip = optional_text(ip)?;
         let now = convert::now(ruby, now)?;
-        let name: String = String::try_convert(name)?;
-        let (maxretry, findtime, bantime) = (
-            i64::try_convert(maxretry)?,
-            f64::try_convert(findtime)?,
-            f64::try_convert(bantime)?,
+        let parts = (
+            optional_text(name)?,
+            optional::<i64>(maxretry)?,
+            convert::seconds(ruby, "findtime", findtime)?,
+            convert::seconds(ruby, "bantime", bantime)?,
         );
-        let rule = guard(ruby, || {
-            core::Fail2Ban::new(&name, maxretry, findtime, bantime)
-        })?;
+        let rule = match optional::<Obj<Fail2Ban>>(ban)? {
+            Some(ban) if parts == (None, None, None, None) => ban.inner.clone(),
+            Some(_) => {
+                return Err(type_error(
+                    ruby,
+                    "penalize takes ban: or maxretry/findtime/bantime/name, not both",
+                ))
+            }
+            None => guard(ruby, || {
+                core::Fail2Ban::given(parts.0.as_deref(), parts.1, parts.2, parts.3)
+            })?,
+        };
         let offender = match (&key, &ip) {
             (Some(key), None) => core::Offender::Key(key),
             (None, Some(ip)) => core::Offender::Address(ip),
@@ -201,19 +147,19 @@ impl Limiter {
     /// `screen(ip)`: how the address lists judge the client address now (a
     /// blocked or safelisted Decision), or nil. Asks no store.
     /// (Without the GVL: the first read of the lists in a process may wait on the store.)
-    pub fn screen(ruby: &Ruby, rb_self: &Self, ip: String) -> Result<Option<Decision>, Error> {
+    fn screen(ruby: &Ruby, rb_self: &Self, ip: String) -> Result<Option<Decision>, Error> {
         let limiter = &rb_self.inner;
         let listed = run_core(ruby, limiter.waits_on_io(), || Ok(limiter.screen(&ip)))?;
         listed.map(|inner| deliver(ruby, inner)).transpose()
     }
 
     /// `admin`: the admin interface to this limiter's store.
-    pub fn admin(&self) -> crate::admin::Admin {
+    fn admin(&self) -> crate::admin::Admin {
         crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
     }
 
     /// `_check_many(keys, cost, now)`: one Redis round trip (a pipeline).
-    pub fn check_many(
+    fn check_many(
         ruby: &Ruby,
         rb_self: &Self,
         keys: RArray,
@@ -234,28 +180,28 @@ impl Limiter {
     }
 
     /// `_reset(key)`.
-    pub fn reset(ruby: &Ruby, rb_self: &Self, key: Value) -> Result<(), Error> {
+    fn reset(ruby: &Ruby, rb_self: &Self, key: Value) -> Result<(), Error> {
         let key = convert::key_bytes(ruby, key)?;
         let limiter = &rb_self.inner;
         run_core(ruby, limiter.waits_on_io(), || limiter.reset(&key))
     }
 
-    /// `_with_rules(rules, scope, tiers)`: another limiter on the same store.
-    pub fn with_rules(
+    /// `_with_rules(rules, options)`: another limiter on the same store;
+    /// options may hold `scope` and `tiers`.
+    fn with_rules(
         ruby: &Ruby,
         rb_self: &Self,
         rules: Value,
-        scope: String,
-        tier_pairs: RArray,
+        options: RHash,
     ) -> Result<Limiter, Error> {
         let rules = convert::rule_set(ruby, rules)?;
-        let tiers = tiers(ruby, tier_pairs)?;
+        let given = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || {
             rb_self
                 .inner
                 .with_rules(rules)
-                .with_scope(&scope)?
-                .with_tiers(tiers)
+                .with_scope(&given.scope)?
+                .with_tiers(given.tiers)
         })?;
         Ok(Limiter {
             inner,
@@ -264,12 +210,17 @@ impl Limiter {
     }
 
     /// `scope`: the scope ("" for none).
-    pub fn scope(&self) -> String {
+    fn scope(&self) -> String {
         self.inner.scope().to_owned()
     }
 
+    /// `tiers`: the tiers' names.
+    fn tiers(&self) -> Vec<String> {
+        self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
+    }
+
     /// `rules`: the rules, shortest window first.
-    pub fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
+    fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new();
         for &inner in rb_self.inner.rules().rules() {
             out.push(Rule { inner })?;
@@ -278,36 +229,23 @@ impl Limiter {
     }
 
     /// `store_stats`: {attempts:, failures:, short_circuits:} of the store.
-    pub fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let out = ruby.hash_new();
-        for (name, value) in rb_self.inner.store_stats().counts() {
-            out.aset(ruby.to_symbol(name), value)?;
-        }
-        Ok(out)
+    fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        crate::plain::to_hash(ruby, &rb_self.inner.store_stats().plain())
     }
 
     /// `stats`: {allowed:, denied:, cached_denials:, errors:, fail_open:,
-    /// fail_closed:, peak_used: {window_seconds => units}}.
-    pub fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let stats = rb_self.inner.stats();
-        let out = ruby.hash_new();
-        for (name, value) in stats.counts() {
-            out.aset(ruby.to_symbol(name), value)?;
-        }
-        let peaks = ruby.hash_new();
-        for (window_ms, used) in stats.peak_used {
-            peaks.aset(window_ms as f64 / 1000.0, used)?;
-        }
-        out.aset(ruby.to_symbol("peak_used"), peaks)?;
-        Ok(out)
+    /// fail_closed:, blocked:, safelisted:, peak_used: {window_seconds => units}}.
+    fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        crate::plain::to_hash(ruby, &rb_self.inner.stats().plain())
     }
 
     /// `error_count`: checks that fell back to on_error.
-    pub fn error_count(&self) -> u64 {
+    fn error_count(&self) -> u64 {
         self.inner.error_count()
     }
 
-    pub fn inspect(&self) -> String {
+    /// `inspect`: the rules and the store URL without its password.
+    fn inspect(&self) -> String {
         format!(
             "#<Ratekeeper::Limiter {} store={}>",
             self.inner.rules(),
@@ -319,15 +257,11 @@ impl Limiter {
 /// One converted `check_all` item: limiter, key, cost, tier.
 type Item = (Obj<Limiter>, Vec<u8>, u64, Option<String>);
 
-/// Five positional arguments.
-fn five(ruby: &Ruby, args: &[Value]) -> Result<[Value; 5], Error> {
-    <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))
-}
-
-/// `Ratekeeper._check_all(items, now, ip)`: items are [limiter, key, cost]
-/// Arrays; limiters sharing a store are asked in one round trip; `ip` (the
-/// client address, or nil) is matched against listed addresses.
-pub fn check_all(ruby: &Ruby, items: RArray, now: Value, ip: Value) -> Result<RArray, Error> {
+/// `Ratekeeper._check_all(items, now, ip)`: items are [limiter, key, cost,
+/// tier] Arrays (cost and tier optional); limiters sharing a store are asked
+/// in one round trip; `ip` (the client address, or nil) is matched against
+/// listed addresses.
+fn check_all(ruby: &Ruby, items: RArray, now: Value, ip: Value) -> Result<RArray, Error> {
     let now = convert::now(ruby, now)?;
     let ip = optional_text(ip)?;
     let mut owned: Vec<Item> = Vec::with_capacity(items.len());
@@ -370,4 +304,27 @@ pub fn check_all(ruby: &Ruby, items: RArray, now: Value, ip: Value) -> Result<RA
         })
         .collect();
     run_batch(ruby, &items, now)
+}
+
+/// Defines `Ratekeeper::Limiter`'s native methods and `Ratekeeper._check_all`.
+pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+    module.define_singleton_method("_check_all", function!(check_all, 3))?;
+    let class = module.define_class("Limiter", ruby.class_object())?;
+    class.define_singleton_method("_new", function!(Limiter::native_new, 2))?;
+    class.define_method("_check", method!(Limiter::check, -1))?;
+    class.define_method("_peek", method!(Limiter::peek, -1))?;
+    class.define_method("_penalize", method!(Limiter::penalize, -1))?;
+    class.define_method("admin", method!(Limiter::admin, 0))?;
+    class.define_method("screen", method!(Limiter::screen, 1))?;
+    class.define_method("scope", method!(Limiter::scope, 0))?;
+    class.define_method("tiers", method!(Limiter::tiers, 0))?;
+    class.define_method("_reset", method!(Limiter::reset, 1))?;
+    class.define_method("_check_many", method!(Limiter::check_many, 3))?;
+    class.define_method("_with_rules", method!(Limiter::with_rules, 2))?;
+    class.define_method("rules", method!(Limiter::rules, 0))?;
+    class.define_method("error_count", method!(Limiter::error_count, 0))?;
+    class.define_method("store_stats", method!(Limiter::store_stats, 0))?;
+    class.define_method("stats", method!(Limiter::stats, 0))?;
+    class.define_method("inspect", method!(Limiter::inspect, 0))?;
+    Ok(())
 }

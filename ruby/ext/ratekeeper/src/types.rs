@@ -1,11 +1,11 @@
-//! The value classes Ruby sees: `Ratekeeper::Rule`, `RuleState` and `Decision`.
+//! The value classes Ruby sees: `Ratekeeper::Rule`, `RuleState`, `Decision`
+//! and `Fail2Ban`, and `Ratekeeper.parse_rules`; each class registers its
+//! methods in its own `init`.
 
-use magnus::{Error, RArray, RHash, Ruby};
+use crate::errors::{guard, to_ruby, type_error};
+use magnus::{function, method, prelude::*, Error, Integer, RArray, RHash, RModule, Ruby, Value};
 use ratekeeper_core as core;
-
-fn seconds(ms: u64) -> f64 {
-    ms as f64 / 1000.0
-}
+use ratekeeper_core::time::seconds;
 
 /// One rule: `limit` units per `window` seconds.
 #[magnus::wrap(class = "Ratekeeper::Rule", free_immediately, size)]
@@ -14,24 +14,74 @@ pub struct Rule {
 }
 
 impl Rule {
-    pub fn limit(&self) -> u64 {
+    /// `Rule.new("20/minute")` or `Rule.new(20, 60)` (window in seconds).
+    fn new(ruby: &Ruby, args: &[Value]) -> Result<Rule, Error> {
+        let inner = match args {
+            [text] => {
+                let text: String = String::try_convert(*text).map_err(|_| {
+                    type_error(
+                        ruby,
+                        "Rule.new takes a String such as \"20/minute\", or (limit, window_seconds)",
+                    )
+                })?;
+                core::rule::parse_rule(&text).map_err(|e| to_ruby(ruby, e))?
+            }
+            [limit, window] => {
+                let limit = Integer::from_value(*limit)
+                    .ok_or_else(|| type_error(ruby, "limit must be an Integer"))?;
+                let window = crate::convert::seconds(ruby, "window", *window)?
+                    .ok_or_else(|| type_error(ruby, "window must be a number of seconds"))?;
+                let limit = limit.to_i64().map(i128::from).unwrap_or(i128::MAX);
+                guard(ruby, || core::Rule::from_seconds(limit, window))?
+            }
+            _ => return Err(type_error(ruby, "Rule.new takes 1 or 2 arguments")),
+        };
+        Ok(Rule { inner })
+    }
+
+    fn limit(&self) -> u64 {
         self.inner.limit
     }
 
-    pub fn window(&self) -> f64 {
+    fn window(&self) -> f64 {
         seconds(self.inner.window_ms)
     }
 
-    pub fn to_s(&self) -> String {
+    fn window_name(&self) -> String {
+        self.inner.window_name()
+    }
+
+    fn to_s(&self) -> String {
         self.inner.to_string()
     }
 
-    pub fn inspect(&self) -> String {
+    fn inspect(&self) -> String {
         format!("#<Ratekeeper::Rule {}>", self.inner)
     }
 
-    pub fn eq(&self, other: &Rule) -> bool {
-        self.inner == other.inner
+    fn eq(&self, other: Value) -> bool {
+        magnus::typed_data::Obj::<Rule>::try_convert(other).is_ok_and(|o| self.inner == o.inner)
+    }
+
+    fn hash(&self) -> u64 {
+        self.inner
+            .limit
+            .wrapping_mul(31)
+            .wrapping_add(self.inner.window_ms)
+    }
+
+    fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+        let class = module.define_class("Rule", ruby.class_object())?;
+        class.define_singleton_method("new", function!(Rule::new, -1))?;
+        class.define_method("limit", method!(Rule::limit, 0))?;
+        class.define_method("window", method!(Rule::window, 0))?;
+        class.define_method("window_name", method!(Rule::window_name, 0))?;
+        class.define_method("to_s", method!(Rule::to_s, 0))?;
+        class.define_method("inspect", method!(Rule::inspect, 0))?;
+        class.define_method("==", method!(Rule::eq, 1))?;
+        class.define_method("eql?", method!(Rule::eq, 1))?;
+        class.define_method("hash", method!(Rule::hash, 0))?;
+        Ok(())
     }
 }
 
@@ -42,27 +92,27 @@ pub struct RuleState {
 }
 
 impl RuleState {
-    pub fn limit(&self) -> u64 {
+    fn limit(&self) -> u64 {
         self.inner.limit
     }
 
-    pub fn window(&self) -> f64 {
+    fn window(&self) -> f64 {
         seconds(self.inner.window_ms)
     }
 
-    pub fn remaining(&self) -> u64 {
+    fn remaining(&self) -> u64 {
         self.inner.remaining
     }
 
-    pub fn used(&self) -> u64 {
+    fn used(&self) -> u64 {
         self.inner.used()
     }
 
-    pub fn reset_after(&self) -> f64 {
+    fn reset_after(&self) -> f64 {
         seconds(self.inner.reset_after_ms)
     }
 
-    pub fn inspect(&self) -> String {
+    fn inspect(&self) -> String {
         format!(
             "#<Ratekeeper::RuleState rule={}/{} remaining={} reset_after={:?}>",
             self.inner.limit,
@@ -70,6 +120,17 @@ impl RuleState {
             self.inner.remaining,
             seconds(self.inner.reset_after_ms)
         )
+    }
+
+    fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+        let class = module.define_class("RuleState", ruby.class_object())?;
+        class.define_method("limit", method!(RuleState::limit, 0))?;
+        class.define_method("window", method!(RuleState::window, 0))?;
+        class.define_method("remaining", method!(RuleState::remaining, 0))?;
+        class.define_method("used", method!(RuleState::used, 0))?;
+        class.define_method("reset_after", method!(RuleState::reset_after, 0))?;
+        class.define_method("inspect", method!(RuleState::inspect, 0))?;
+        Ok(())
     }
 }
 
@@ -80,67 +141,71 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn allowed(&self) -> bool {
-        self.inner.allowed
+    fn allowed(&self) -> bool {
+        self.inner.allowed()
     }
 
-    pub fn retry_after(&self) -> Option<f64> {
+    fn outcome(&self) -> &'static str {
+        self.inner.outcome.name()
+    }
+
+    fn retry_after(&self) -> Option<f64> {
         self.inner.retry_after_ms.map(seconds)
     }
 
-    pub fn limit(&self) -> u64 {
+    fn limit(&self) -> u64 {
         self.inner.binding_state().limit
     }
 
-    pub fn remaining(&self) -> u64 {
+    fn remaining(&self) -> u64 {
         self.inner.binding_state().remaining
     }
 
-    pub fn reset_after(&self) -> f64 {
+    fn reset_after(&self) -> f64 {
         seconds(self.inner.binding_state().reset_after_ms)
     }
 
-    pub fn window(&self) -> f64 {
+    fn window(&self) -> f64 {
         seconds(self.inner.binding_state().window_ms)
     }
 
-    pub fn now(&self) -> f64 {
+    fn now(&self) -> f64 {
         seconds(self.inner.now_ms)
     }
 
-    pub fn degraded(&self) -> bool {
-        self.inner.degraded
+    fn degraded(&self) -> bool {
+        self.inner.degraded()
     }
 
-    pub fn cached(&self) -> bool {
+    fn cached(&self) -> bool {
         self.inner.cached
     }
 
-    pub fn blocked(&self) -> bool {
-        self.inner.blocked
+    fn blocked(&self) -> bool {
+        self.inner.blocked()
     }
 
-    pub fn safelisted(&self) -> bool {
-        self.inner.safelisted
+    fn safelisted(&self) -> bool {
+        self.inner.safelisted()
     }
 
-    pub fn reason(&self) -> Option<String> {
+    fn reason(&self) -> Option<String> {
         self.inner.reason.clone()
     }
 
-    pub fn shadowed(&self) -> bool {
-        self.inner.shadowed
+    fn shadowed(&self) -> bool {
+        self.inner.shadowed()
     }
 
-    pub fn tier(&self) -> Option<String> {
+    fn tier(&self) -> Option<String> {
         self.inner.tier.clone()
     }
 
-    pub fn overridden(&self) -> bool {
+    fn overridden(&self) -> bool {
         self.inner.overridden
     }
 
-    pub fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
+    fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new_capa(rb_self.inner.rules.len());
         for &inner in &rb_self.inner.rules {
             out.push(RuleState { inner })?;
@@ -148,7 +213,7 @@ impl Decision {
         Ok(out)
     }
 
-    pub fn headers(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+    fn headers(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let out = ruby.hash_new();
         for (name, value) in rb_self.inner.headers() {
             out.aset(name, value)?;
@@ -156,7 +221,11 @@ impl Decision {
         Ok(out)
     }
 
-    pub fn inspect(&self) -> String {
+    fn to_h(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        crate::plain::to_hash(ruby, &rb_self.inner.plain())
+    }
+
+    fn inspect(&self) -> String {
         let bind = self.inner.binding_state();
         let retry = match self.inner.retry_after_ms {
             Some(ms) => format!("{:?}", seconds(ms)),
@@ -164,13 +233,130 @@ impl Decision {
         };
         format!(
             "#<Ratekeeper::Decision allowed={} retry_after={retry} limit={} remaining={} reset_after={:?} rule={}/{}{}>",
-            self.inner.allowed,
+            self.inner.allowed(),
             bind.limit,
             bind.remaining,
             seconds(bind.reset_after_ms),
             bind.limit,
             bind.window_name(),
-            if self.inner.degraded { " degraded" } else { "" }
+            if self.inner.degraded() { " degraded" } else { "" }
         )
     }
+
+    fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+        let class = module.define_class("Decision", ruby.class_object())?;
+        class.define_method("allowed?", method!(Decision::allowed, 0))?;
+        class.define_method("allowed", method!(Decision::allowed, 0))?;
+        class.define_method("outcome", method!(Decision::outcome, 0))?;
+        class.define_method("retry_after", method!(Decision::retry_after, 0))?;
+        class.define_method("limit", method!(Decision::limit, 0))?;
+        class.define_method("remaining", method!(Decision::remaining, 0))?;
+        class.define_method("reset_after", method!(Decision::reset_after, 0))?;
+        class.define_method("window", method!(Decision::window, 0))?;
+        class.define_method("now", method!(Decision::now, 0))?;
+        class.define_method("degraded?", method!(Decision::degraded, 0))?;
+        class.define_method("cached?", method!(Decision::cached, 0))?;
+        class.define_method("blocked?", method!(Decision::blocked, 0))?;
+        class.define_method("safelisted?", method!(Decision::safelisted, 0))?;
+        class.define_method("reason", method!(Decision::reason, 0))?;
+        class.define_method("shadowed?", method!(Decision::shadowed, 0))?;
+        class.define_method("tier", method!(Decision::tier, 0))?;
+        class.define_method("overridden?", method!(Decision::overridden, 0))?;
+        class.define_method("rules", method!(Decision::rules, 0))?;
+        class.define_method("headers", method!(Decision::headers, 0))?;
+        class.define_method("to_h", method!(Decision::to_h, 0))?;
+        class.define_method("inspect", method!(Decision::inspect, 0))?;
+        Ok(())
+    }
+}
+
+/// Fail2ban parameters, checked when made (see `Limiter#penalize`).
+#[magnus::wrap(class = "Ratekeeper::Fail2Ban", free_immediately, size)]
+pub struct Fail2Ban {
+    pub inner: core::Fail2Ban,
+}
+
+impl Fail2Ban {
+    /// `Fail2Ban._new(name, maxretry, findtime, bantime)`: nil takes the default.
+    fn new(
+        ruby: &Ruby,
+        name: Value,
+        maxretry: Value,
+        findtime: Value,
+        bantime: Value,
+    ) -> Result<Fail2Ban, Error> {
+        let name = crate::limiter::optional_text(name)?;
+        let maxretry = if maxretry.is_nil() {
+            None
+        } else {
+            Some(
+                i64::try_convert(maxretry)
+                    .map_err(|_| type_error(ruby, "maxretry must be an Integer"))?,
+            )
+        };
+        let findtime = crate::convert::seconds(ruby, "findtime", findtime)?;
+        let bantime = crate::convert::seconds(ruby, "bantime", bantime)?;
+        let inner = guard(ruby, || {
+            core::Fail2Ban::given(name.as_deref(), maxretry, findtime, bantime)
+        })?;
+        Ok(Fail2Ban { inner })
+    }
+
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    fn maxretry(&self) -> u64 {
+        self.inner.maxretry
+    }
+
+    fn findtime(&self) -> f64 {
+        seconds(self.inner.findtime_ms)
+    }
+
+    fn bantime(&self) -> f64 {
+        seconds(self.inner.bantime_ms)
+    }
+
+    fn inspect(&self) -> String {
+        format!(
+            "#<Ratekeeper::Fail2Ban {} maxretry={} findtime={:?} bantime={:?}>",
+            self.inner.name,
+            self.inner.maxretry,
+            seconds(self.inner.findtime_ms),
+            seconds(self.inner.bantime_ms)
+        )
+    }
+
+    fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+        let class = module.define_class("Fail2Ban", ruby.class_object())?;
+        class.define_singleton_method("_new", function!(Fail2Ban::new, 4))?;
+        class.define_method("name", method!(Fail2Ban::name, 0))?;
+        class.define_method("maxretry", method!(Fail2Ban::maxretry, 0))?;
+        class.define_method("findtime", method!(Fail2Ban::findtime, 0))?;
+        class.define_method("bantime", method!(Fail2Ban::bantime, 0))?;
+        class.define_method("inspect", method!(Fail2Ban::inspect, 0))?;
+        Ok(())
+    }
+}
+
+/// `Ratekeeper.parse_rules(rules)`: the Rules a String (or an Array of
+/// Strings, Rules and pairs) holds, shortest window first.
+fn parse_rules(ruby: &Ruby, rules: Value) -> Result<RArray, Error> {
+    let set = crate::convert::rule_set(ruby, rules)?;
+    let out = ruby.ary_new();
+    for &inner in set.rules() {
+        out.push(Rule { inner })?;
+    }
+    Ok(out)
+}
+
+/// Defines the value classes and `Ratekeeper.parse_rules`.
+pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+    Rule::init(ruby, module)?;
+    RuleState::init(ruby, module)?;
+    Decision::init(ruby, module)?;
+    Fail2Ban::init(ruby, module)?;
+    module.define_singleton_method("parse_rules", function!(parse_rules, 1))?;
+    Ok(())
 }

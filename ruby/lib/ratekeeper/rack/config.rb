@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "ratekeeper/rack/rules"
+
 module Ratekeeper
   module Rack
     # What the middleware does, said in a short DSL in the spirit of rack-attack:
@@ -16,34 +18,33 @@ module Ratekeeper
     #     rk.throttle "api", rules: "100/hour", tiers: { "pro" => "10000/hour" },
     #                        tier: ->(req) { req.get_header("HTTP_X_PLAN") }
     #     rk.fail2ban("scanners", maxretry: 3, findtime: 600, bantime: 3600) { |req| req.path.end_with?(".php") }
+    #     rk.headers = :draft   # which rate-limit headers: :all (default), :draft, :legacy, :none
     #     rk.allow2ban("logins", maxretry: 20, findtime: 60, bantime: 3600) { |req| req.post? && req.path == "/login" }
     #   end
     #
     # Blocklisted and safelisted keys, addresses and ranges (Ratekeeper::Admin,
     # the `ratekeeper` command) apply to every request through the store.
     class Config
-      Throttle = Struct.new(:name, :rules, :key, :methods, :paths, :tiers, :tier, :limiter, keyword_init: true)
-      Rule = Struct.new(:name, :block)
-      Ban = Struct.new(:name, :maxretry, :findtime, :bantime, :block, :allow, keyword_init: true)
+      # Limiter options the middleware passes on (Ratekeeper::DEFAULTS has
+      # their defaults; scope and tiers belong to each throttle).
+      LIMITER_OPTIONS = (Ratekeeper::DEFAULTS.keys - %i[scope tiers]).freeze
 
-      attr_accessor :store, :prefix, :on_error, :timeout, :connect_timeout, :pool_size,
-                    :status, :blocked_status, :responder, :blocked_responder, :enabled,
-                    :log_level, :log_keys, :policy_refresh
+      attr_accessor :responder, :blocked_responder, :enabled, :log_level
       attr_reader :throttles, :safelists, :blocklists, :bans, :exempt_paths, :trusted_proxies
 
+      LIMITER_OPTIONS.each do |name|
+        define_method(name) { @limiter_options.fetch(name) { Ratekeeper::DEFAULTS[name] } }
+        define_method("#{name}=") do |value|
+          Ratekeeper.check_option(name, value)
+          @limiter_options[name] = value
+        end
+      end
+
       def initialize(**options)
-        @store = "memory://"
-        @prefix = "rk"
-        @on_error = :allow
-        @timeout = 0.25
-        @connect_timeout = 0.25
-        @pool_size = 16
-        @status = 429
-        @blocked_status = 403
+        @limiter_options = {}
+        @responses = Ratekeeper::Responses.new
         @enabled = true
         @log_level = :info # one line per denial on Ratekeeper.logger; nil: off
-        @log_keys = false  # log keys as they are, not hashed
-        @policy_refresh = 2.0 # seconds between reads of the switches and address lists
         @throttles = []
         @bans = []
         @safelists = []
@@ -57,9 +58,47 @@ module Ratekeeper
         end
       end
 
-      # Address ranges whose X-Forwarded-For is believed.
+      # The options given for the middleware's limiters.
+      def limiter_options
+        @limiter_options.dup
+      end
+
+      # How the middleware answers (statuses, header style, log keys).
+      attr_reader :responses
+
+      # The status of a denial (429).
+      def status=(value)
+        @responses = responses_with(status: value)
+      end
+
+      # The status of a blocked client's answer (403).
+      def blocked_status=(value)
+        @responses = responses_with(blocked_status: value)
+      end
+
+      # Which rate-limit headers to send: :all (default), :draft, :legacy or :none.
+      def headers=(value)
+        @responses = responses_with(headers: value)
+      end
+
+      # Log keys as they are, not hashed.
+      def log_keys=(value)
+        @responses = responses_with(log_keys: value)
+      end
+
+      %i[status blocked_status headers].each do |name|
+        define_method(name) { @responses.public_send(name) }
+      end
+
+      def log_keys
+        @responses.log_keys?
+      end
+
+      # Address ranges whose X-Forwarded-For is believed (checked now).
       def trusted_proxies=(ranges)
-        @trusted_proxies = Array(ranges).map(&:to_s)
+        ranges = Array(ranges).map(&:to_s)
+        TrustedProxies.new(ranges)
+        @trusted_proxies = ranges
       end
 
       # Limits requests by +rules+ per the key the block returns (default: the
@@ -68,52 +107,38 @@ module Ratekeeper
       # names other rule sets; +tier+ (a callable taking the request) picks
       # one per request, and a tier stored for the key (Admin#set_tier) wins.
       def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, &key)
-        name = name.to_s
-        raise ConfigurationError, "throttle #{name.inspect} is defined twice" if @throttles.any? { |t| t.name == name }
-        raise ConfigurationError, "throttle #{name.inspect}: tier must be callable" unless tier.nil? || tier.respond_to?(:call)
+        raise ConfigurationError, "throttle #{name.to_s.inspect} is defined twice" if @throttles.any? { |t| t.name == name.to_s }
 
-        Limiter.normalize_rules(rules)
-        @throttles << Throttle.new(name: name, rules: rules, key: key, tiers: tiers, tier: tier,
-                                   methods: methods && Array(methods).map { |m| m.to_s.upcase },
-                                   paths: paths && Array(paths).map(&:to_s))
+        @throttles << Throttle.new(name, rules: rules, methods: methods, paths: paths, tiers: tiers, tier: tier, &key)
         self
       end
 
       # Fail2ban: a request the block is true for is refused (403) and counts
       # a strike against the client IP; +maxretry+ strikes within +findtime+
-      # seconds block the IP for +bantime+ seconds, in every process.
+      # seconds block the IP for +bantime+ seconds, in every process. The
+      # numbers are checked here.
       def fail2ban(name, maxretry:, findtime:, bantime:, &block)
-        add_ban(name, maxretry, findtime, bantime, block, false)
+        @bans << Fail2Ban.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
+        self
       end
 
       # Allow2ban: like fail2ban, but the requests the block is true for are
       # let through until the client IP makes +maxretry+ of them within
       # +findtime+ seconds; then the IP is blocked for +bantime+ seconds.
       def allow2ban(name, maxretry:, findtime:, bantime:, &block)
-        add_ban(name, maxretry, findtime, bantime, block, true)
+        @bans << Allow2Ban.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
+        self
       end
 
       # Requests the block is true for skip every throttle.
       def safelist(name, &block)
-        raise ArgumentError, "safelist #{name.inspect} needs a block" unless block
-
-        @safelists << Rule.new(name.to_s, block)
+        @safelists << Safelist.new(name, &block)
         self
       end
 
       # Requests the block is true for are refused (403).
       def blocklist(name, &block)
-        raise ArgumentError, "blocklist #{name.inspect} needs a block" unless block
-
-        @blocklists << Rule.new(name.to_s, block)
-        self
-      end
-
-      private def add_ban(name, maxretry, findtime, bantime, block, allow)
-        raise ArgumentError, "fail2ban/allow2ban #{name.inspect} needs a block" unless block
-
-        @bans << Ban.new(name: name.to_s, maxretry: maxretry, findtime: findtime, bantime: bantime,
-                         block: block, allow: allow)
+        @blocklists << Blocklist.new(name, &block)
         self
       end
 
@@ -121,6 +146,14 @@ module Ratekeeper
       def exempt(*paths)
         @exempt_paths.concat(paths.flatten.map(&:to_s))
         self
+      end
+
+      private
+
+      def responses_with(**changed)
+        current = { status: @responses.status, blocked_status: @responses.blocked_status,
+                    headers: @responses.headers, log_keys: @responses.log_keys? }
+        Ratekeeper::Responses.new(**current, **changed)
       end
     end
   end

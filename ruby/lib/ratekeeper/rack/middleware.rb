@@ -1,8 +1,6 @@
 # frozen_string_literal: true
 
 require "json"
-
-require "digest"
 require "rack"
 require "ratekeeper/rack/config"
 
@@ -51,7 +49,8 @@ module Ratekeeper
     end
 
     # Rack middleware: safelists, blocklists and throttles, with rate-limit
-    # headers on every limited response and a 429 JSON answer on denial.
+    # headers on every limited response and a 429 JSON answer on denial,
+    # every answer rendered by the core (Ratekeeper::Responses).
     #
     # All throttles that apply to a request are checked in ONE Redis round
     # trip (a pipeline; each atomically on its own); each one that admits the
@@ -64,16 +63,9 @@ module Ratekeeper
         @config = config || Config.new(**options)
         yield @config if block_given?
         @proxies = TrustedProxies.new(@config.trusted_proxies)
-        @base = Limiter.new("1/second", store: @config.store, prefix: @config.prefix, on_error: @config.on_error,
-                                        timeout: @config.timeout, connect_timeout: @config.connect_timeout,
-                                        pool_size: @config.pool_size, policy_refresh: @config.policy_refresh)
-        @throttles = @config.throttles.map do |t|
-          t.dup.tap { |copy| copy.limiter = @base.with_rules(t.rules, scope: Middleware.scope(t.name), tiers: t.tiers) }
-        end
-        @bans = @config.bans.map do |b|
-          # checked here, at boot: a bad parameter is a ConfigurationError now, not per request
-          b.dup.tap { |copy| copy.name = Middleware.scope(b.name) }
-        end
+        @responses = @config.responses
+        @base = Limiter.new("1/second", **@config.limiter_options)
+        @throttles = @config.throttles.map { |throttle| throttle.bind(@base) }
         @counts = Hash.new(0)
         @counts_lock = Mutex.new
       end
@@ -86,12 +78,7 @@ module Ratekeeper
         counts = @counts_lock.synchronize { @counts.dup }
         { throttles: @throttles.to_h { |t| [t.name, t.limiter.stats] },
           blocked: counts[:blocked], safelisted: counts[:safelisted],
-          store: @throttles.first&.limiter&.store_stats || {} }
-      end
-
-      # A throttle or ban name as a limiter scope (printable ASCII, no spaces).
-      def self.scope(name)
-        name.to_s.encode("ASCII", invalid: :replace, undef: :replace, replace: "_").gsub(/[^!-~]/, "_")[0, 128]
+          store: @base.store_stats }
       end
 
       def call(env)
@@ -101,12 +88,12 @@ module Ratekeeper
         path = request.path_info.to_s
         return @app.call(env) if @config.exempt_paths.any? { |prefix| path.start_with?(prefix) }
 
-        if (rule = @config.safelists.find { |s| s.block.call(request) })
+        if (rule = @config.safelists.find { |s| s.matched_by?(request) })
           count(:safelisted)
           instrument("safelist", request, rule.name)
           return @app.call(env)
         end
-        if (rule = @config.blocklists.find { |b| b.block.call(request) })
+        if (rule = @config.blocklists.find { |b| b.matched_by?(request) })
           count(:blocked)
           instrument("blocklist", request, rule.name)
           return blocked(env)
@@ -121,11 +108,11 @@ module Ratekeeper
         end
 
         matched = @throttles.filter_map do |throttle|
-          key = key_for(throttle, request, path)
+          key = throttle.key_for(request)
           [throttle, key] unless key.nil?
         end
         shown = nil
-        items = matched.map { |t, key| [t.limiter, key.b, 1, t.tier&.call(request)&.to_s] }
+        items = matched.map { |t, key| [t.limiter, key.b, 1, t.tier_for(request)] }
         decisions = matched.empty? ? [] : Ratekeeper.check_all(items)
         matched.zip(decisions).each do |(throttle, key), decision|
           if decision.blocked? || decision.safelisted?
@@ -143,7 +130,7 @@ module Ratekeeper
         end
         env["ratekeeper.decision"] = shown if shown
         status, headers, body = @app.call(env)
-        [status, shown ? with_headers(headers, shown.headers) : headers, body]
+        [status, shown ? with_headers(headers, @responses.pass_headers(shown)) : headers, body]
       end
 
       private
@@ -161,48 +148,35 @@ module Ratekeeper
         decision.allowed? ? nil : blocked(env)
       end
 
-      # Fail2ban and allow2ban: a request a ban's block is true for counts a
-      # strike against the client IP. Returns a 403 for a fail2ban request
-      # (the bad request itself is refused) and for the strike that bans,
-      # else nil.
+      # Fail2ban and allow2ban: a request a ban matches counts a strike
+      # against the client IP. Returns a 403 for a fail2ban request (the bad
+      # request itself is refused) and for the strike that bans, else nil.
       def strike(request)
-        @bans.each do |ban|
-          next unless ban.block.call(request)
+        @config.bans.each do |rule|
+          next unless rule.matched_by?(request)
 
-          banned = @base.penalize(ip: request.client_ip, maxretry: ban.maxretry, findtime: ban.findtime,
-                                                     bantime: ban.bantime, name: ban.name)
-          instrument("ban", request, ban.name) if banned
-          next if ban.allow && !banned
+          banned = @base.penalize(ip: request.client_ip, ban: rule.ban)
+          instrument("ban", request, rule.name) if banned
+          next if rule.allow? && !banned
 
           count(:blocked)
-          instrument("fail2ban", request, ban.name)
+          instrument("fail2ban", request, rule.name)
           return blocked(request.env)
         end
         nil
-      end
-
-      # The throttle's key for this request, or nil when it does not apply.
-      def key_for(throttle, request, path)
-        return nil if throttle.methods && !throttle.methods.include?(request.request_method)
-        return nil if throttle.paths && throttle.paths.none? { |prefix| path.start_with?(prefix) }
-
-        key = throttle.key ? throttle.key.call(request) : request.client_ip
-        key&.to_s
       end
 
       def count(what)
         @counts_lock.synchronize { @counts[what] += 1 }
       end
 
-      # One logfmt line per denial on Ratekeeper.logger, the key hashed
-      # (SHA-256, 16 hex digits, as the Python side does) unless log_keys.
+      # One logfmt line per denial on Ratekeeper.logger (the core writes it;
+      # the key hashed unless log_keys).
       def log_denial(scope, key, decision, request)
         return if @config.log_level.nil?
 
-        shown = @config.log_keys ? key : "sha256:#{Digest::SHA256.hexdigest(key.b)[0, 16]}"
-        fields = { scope: scope, key: shown, limit: decision.limit, window: decision.window,
-                   retry_after: decision.retry_after, method: request.request_method, path: request.path }
-        Ratekeeper.logger.public_send(@config.log_level, "rate_limited #{fields.map { |k, v| "#{k}=#{JSON.generate(v)}" }.join(" ")}")
+        text, = @responses.denial_log(decision, scope, key, method: request.request_method, path: request.path)
+        Ratekeeper.logger.public_send(@config.log_level, text)
       end
 
       def with_headers(headers, extra)
@@ -214,17 +188,17 @@ module Ratekeeper
       def denied(env, decision)
         return @config.responder.call(env, decision) if @config.responder
 
-        body = decision.denial_body
-        headers = decision.denial_headers
-        headers["Content-Length"] = body.bytesize.to_s
-        [@config.status, headers, [body]]
+        rendered(@responses.answer(decision))
       end
 
       def blocked(env)
         return @config.blocked_responder.call(env) if @config.blocked_responder
 
-        body = JSON.generate({ "error" => "blocked" })
-        [@config.blocked_status, { "Content-Type" => "application/json", "Content-Length" => body.bytesize.to_s }, [body]]
+        rendered(@responses.blocked)
+      end
+
+      def rendered(answer)
+        [answer.status, answer.headers, [answer.body]]
       end
 
       def instrument(event, request, name, decision = nil)

@@ -1,0 +1,484 @@
+//! What every HTTP adapter answers, from one function: the rate-limit
+//! headers in a chosen style, the 429 denial (JSON body, `Retry-After`), the
+//! 403 for a blocked client, and the one log line per denial. The WSGI,
+//! Django and Rack middlewares render [`Responses::answer`] as it is; a new
+//! adapter does the same.
+
+use crate::decision::{Decision, Outcome};
+use crate::error::{Error, Result};
+use crate::plain::{Key, Plain};
+use crate::time::{ceil_seconds, seconds};
+use std::fmt::Write;
+use std::str::FromStr;
+
+/// Which rate-limit headers a response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeaderStyle {
+    /// `X-RateLimit-Limit/-Remaining/-Used/-Reset` and the IETF draft's
+    /// `RateLimit-Policy` and `RateLimit` (the default).
+    #[default]
+    All,
+    /// The IETF draft's `RateLimit-Policy` and `RateLimit` only.
+    Draft,
+    /// `X-RateLimit-*` only, as GitHub and most APIs send them.
+    Legacy,
+    /// No rate-limit headers (a denial still carries `Retry-After`).
+    None,
+}
+
+impl HeaderStyle {
+    /// Its name: `all`, `draft`, `legacy` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HeaderStyle::All => "all",
+            HeaderStyle::Draft => "draft",
+            HeaderStyle::Legacy => "legacy",
+            HeaderStyle::None => "none",
+        }
+    }
+
+    /// Whether a header of the decision's belongs to this style.
+    fn keeps(self, name: &str) -> bool {
+        match self {
+            HeaderStyle::All => true,
+            HeaderStyle::Draft => name.starts_with("RateLimit"),
+            HeaderStyle::Legacy => name.starts_with("X-RateLimit"),
+            HeaderStyle::None => false,
+        }
+    }
+}
+
+impl FromStr for HeaderStyle {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<HeaderStyle> {
+        match text {
+            "all" => Ok(HeaderStyle::All),
+            "draft" => Ok(HeaderStyle::Draft),
+            "legacy" => Ok(HeaderStyle::Legacy),
+            "none" => Ok(HeaderStyle::None),
+            other => Err(Error::config(format!(
+                "invalid headers '{}': use 'all', 'draft', 'legacy' or 'none'",
+                other.escape_debug()
+            ))),
+        }
+    }
+}
+
+/// The status of a denial unless one is given.
+pub const DEFAULT_STATUS: u16 = 429;
+/// The status of a blocked client's answer unless one is given.
+pub const DEFAULT_BLOCKED_STATUS: u16 = 403;
+
+/// How an adapter answers: the statuses, the header style, and whether
+/// denial log lines show keys as they are (else hashed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Responses {
+    /// The status of a denial (429).
+    pub status: u16,
+    /// The status of a blocked client's answer (403).
+    pub blocked_status: u16,
+    /// Which rate-limit headers to send.
+    pub headers: HeaderStyle,
+    /// Log keys as they are rather than as `sha256:` and 16 hex digits.
+    pub log_keys: bool,
+}
+
+impl Default for Responses {
+    fn default() -> Self {
+        Responses {
+            status: DEFAULT_STATUS,
+            blocked_status: DEFAULT_BLOCKED_STATUS,
+            headers: HeaderStyle::All,
+            log_keys: false,
+        }
+    }
+}
+
+/// What to do with a request, as headers and maybe a whole response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status to answer with, or `None` to pass the request on to the
+    /// application (adding `headers` to its response, without replacing any
+    /// it set).
+    pub status: Option<u16>,
+    /// The headers, in order.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body of an answer (empty when the request passes on).
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// Whether the request goes on to the application.
+    pub fn passes(&self) -> bool {
+        self.status.is_none()
+    }
+}
+
+/// One log line of a denial: its fields, and the line as text
+/// (`rate_limited scope="api" key="sha256:…" limit=5 …`, logfmt with
+/// JSON values).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenialLog {
+    /// `scope`, `key`, `limit`, `window`, `retry_after`, `method`, `path`.
+    pub fields: Plain,
+    /// The line.
+    pub text: String,
+}
+
+/// A status an adapter may answer with: an HTTP error, 400 to 599.
+pub fn check_status(name: &str, status: i64) -> Result<u16> {
+    if (400..=599).contains(&status) {
+        Ok(status as u16)
+    } else {
+        Err(Error::config(format!(
+            "invalid {name} {status}: give an HTTP error status, 400 to 599"
+        )))
+    }
+}
+
+impl Responses {
+    /// Checked responses: statuses 400 to 599, a header style by name.
+    pub fn new(status: i64, blocked_status: i64, headers: &str, log_keys: bool) -> Result<Self> {
+        Ok(Responses {
+            status: check_status("status", status)?,
+            blocked_status: check_status("blocked_status", blocked_status)?,
+            headers: headers.parse()?,
+            log_keys,
+        })
+    }
+
+    /// The answer to a request the decision decided:
+    /// - blocked (and not shadowed): `blocked_status`, `{"error": "blocked"}`;
+    /// - denied (by the rules, or by `on_error = deny`): `status`, the
+    ///   headers of the style, `Retry-After` (whole seconds, rounded up; 1
+    ///   when the cost can never pass) and `{"error": "rate_limited",
+    ///   "retry_after": N}`;
+    /// - safelisted, or a block let through by shadow mode: pass, no headers
+    ///   (no rule counted the request);
+    /// - otherwise: pass, with the headers of the style.
+    pub fn answer(&self, decision: &Decision) -> Answer {
+        match decision.outcome {
+            Outcome::Blocked => self.blocked(),
+            _ if decision.allowed() => Answer {
+                status: None,
+                headers: self.pass_headers(decision),
+                body: Vec::new(),
+            },
+            _ => self.denial(decision),
+        }
+    }
+
+    /// The headers to add to the application's response when the request
+    /// goes on (admitted, or denied but let through by the adapter, as
+    /// Django's `@ratelimit(block=False)` does): none when a list decided
+    /// (no rule counted the request), else the style's rate-limit headers
+    /// (with `Retry-After` for a denial).
+    pub fn pass_headers(&self, decision: &Decision) -> Vec<(&'static str, String)> {
+        if decision.is_listed() {
+            Vec::new()
+        } else {
+            self.rate_headers(decision)
+        }
+    }
+
+    /// The answer to a blocked client (a listing, a ban, or an adapter's own
+    /// blocklist rule).
+    pub fn blocked(&self) -> Answer {
+        json_answer(self.blocked_status, Vec::new(), "{\"error\":\"blocked\"}")
+    }
+
+    /// The headers of a denial, for an adapter's own responder to add where
+    /// its response lacks them: the style's, `Retry-After`, the JSON type.
+    pub fn denial_headers(&self, decision: &Decision) -> Vec<(&'static str, String)> {
+        self.denial(decision).headers
+    }
+
+    fn denial(&self, decision: &Decision) -> Answer {
+        let wait = retry_after_seconds(decision);
+        let mut headers = self.rate_headers(decision);
+        if !headers.iter().any(|(name, _)| *name == "Retry-After") {
+            headers.push(("Retry-After", wait.to_string()));
+        }
+        json_answer(
+            self.status,
+            headers,
+            &format!("{{\"error\":\"rate_limited\",\"retry_after\":{wait}}}"),
+        )
+    }
+
+    /// The decision's rate-limit headers in this style (a denial's
+    /// `Retry-After` whatever the style).
+    pub fn rate_headers(&self, decision: &Decision) -> Vec<(&'static str, String)> {
+        decision
+            .headers()
+            .into_iter()
+            .filter(|(name, _)| *name == "Retry-After" || self.headers.keeps(name))
+            .collect()
+    }
+
+    /// The log line of a denial of `key` under `scope` (a throttle, a path,
+    /// a view), with the request's method and path.
+    pub fn denial_log(
+        &self,
+        decision: &Decision,
+        scope: &str,
+        key: &[u8],
+        method: &str,
+        path: &str,
+    ) -> DenialLog {
+        let key = if self.log_keys {
+            escaped_bytes(key)
+        } else {
+            hashed_key(key)
+        };
+        let bind = decision.binding_state();
+        let fields: Vec<(&'static str, Plain)> = vec![
+            ("scope", scope.into()),
+            ("key", Plain::Text(key)),
+            ("limit", bind.limit.into()),
+            ("window", seconds(bind.window_ms).into()),
+            ("retry_after", decision.retry_after_ms.map(seconds).into()),
+            ("method", method.into()),
+            ("path", path.into()),
+        ];
+        let mut text = String::from("rate_limited");
+        for (name, value) in &fields {
+            let _ = write!(text, " {name}={}", json(value));
+        }
+        DenialLog {
+            fields: Plain::Map(
+                fields
+                    .into_iter()
+                    .map(|(name, value)| (Key::Name(name), value))
+                    .collect(),
+            ),
+            text,
+        }
+    }
+}
+
+/// `Retry-After` of a denial in whole seconds, rounded up (1 when the cost
+/// can never pass).
+pub fn retry_after_seconds(decision: &Decision) -> u64 {
+    decision.retry_after_ms.map_or(1, ceil_seconds)
+}
+
+fn json_answer(status: u16, mut headers: Vec<(&'static str, String)>, body: &str) -> Answer {
+    headers.push(("Content-Type", "application/json".to_owned()));
+    headers.push(("Content-Length", body.len().to_string()));
+    Answer {
+        status: Some(status),
+        headers,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// A key as a log shows it unless keys are logged as they are:
+/// `sha256:` and the first 16 hex digits of its SHA-256, which tell keys
+/// apart without revealing them.
+pub fn hashed_key(key: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key);
+    let mut out = String::from("sha256:");
+    for byte in &digest.as_ref()[..8] {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// Bytes as text: UTF-8 as it is, any other byte as `\xNN`.
+fn escaped_bytes(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            let _ = write!(out, "\\x{byte:02x}");
+        }
+    }
+    out
+}
+
+/// A plain value as JSON: strings ASCII-only (`\uXXXX` beyond), so that no
+/// key or path can break a log line.
+fn json(value: &Plain) -> String {
+    match value {
+        Plain::Null => "null".to_owned(),
+        Plain::Bool(b) => b.to_string(),
+        Plain::Int(n) => n.to_string(),
+        Plain::Float(f) if f.is_finite() => format!("{f:?}"),
+        Plain::Float(_) => "null".to_owned(),
+        Plain::Text(text) => json_string(text),
+        Plain::Map(fields) => {
+            let parts: Vec<String> = fields
+                .iter()
+                .map(|(key, value)| {
+                    let key = match key {
+                        Key::Name(name) => json_string(name),
+                        Key::Seconds(s) => json_string(&format!("{s:?}")),
+                    };
+                    format!("{key}: {}", json(value))
+                })
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+    }
+}
+
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Observation, RuleObservation};
+    use crate::policy::{List, Listing};
+    use crate::rule::RuleSet;
+
+    fn denied() -> Decision {
+        let rules = RuleSet::parse("1/s; 20/m").unwrap();
+        let obs = Observation {
+            verdict: Default::default(),
+            now_ms: 1_700_000_000_000,
+            allowed: false,
+            rules: vec![
+                RuleObservation {
+                    count: 1,
+                    oldest_ms: Some(1_699_999_999_500),
+                    free_at_ms: Some(1_700_000_000_500),
+                },
+                RuleObservation {
+                    count: 3,
+                    oldest_ms: Some(1_699_999_990_000),
+                    free_at_ms: None,
+                },
+            ],
+        };
+        Decision::from_observation(&rules, 1, &obs, true)
+    }
+
+    fn names(headers: &[(&'static str, String)]) -> Vec<&'static str> {
+        headers.iter().map(|(name, _)| *name).collect()
+    }
+
+    #[test]
+    fn a_denial_is_429_json_with_retry_after() {
+        let answer = Responses::default().answer(&denied());
+        assert_eq!(answer.status, Some(429));
+        assert_eq!(answer.body, br#"{"error":"rate_limited","retry_after":1}"#);
+        let h: std::collections::HashMap<_, _> = answer.headers.iter().cloned().collect();
+        assert_eq!(h["Retry-After"], "1");
+        assert_eq!(h["Content-Type"], "application/json");
+        assert_eq!(h["Content-Length"], answer.body.len().to_string());
+        assert_eq!(h["X-RateLimit-Remaining"], "0");
+    }
+
+    #[test]
+    fn styles_choose_the_headers() {
+        let style = |name: &str| Responses {
+            headers: name.parse().unwrap(),
+            ..Responses::default()
+        };
+        let decision = denied();
+        assert_eq!(
+            names(&style("draft").rate_headers(&decision)),
+            ["RateLimit-Policy", "RateLimit", "Retry-After"]
+        );
+        assert_eq!(
+            names(&style("legacy").rate_headers(&decision)),
+            [
+                "X-RateLimit-Limit",
+                "X-RateLimit-Remaining",
+                "X-RateLimit-Used",
+                "X-RateLimit-Reset",
+                "Retry-After"
+            ]
+        );
+        let none = style("none").answer(&decision);
+        assert_eq!(
+            names(&none.headers),
+            ["Retry-After", "Content-Type", "Content-Length"]
+        );
+        assert!("loud".parse::<HeaderStyle>().is_err());
+    }
+
+    #[test]
+    fn lists_answer_without_rate_headers() {
+        let rules = RuleSet::parse("5/s").unwrap();
+        let listing = Listing {
+            until_ms: 9_000,
+            reason: "scanner".into(),
+        };
+        let blocked = Decision::listed(&rules, 1_000, List::Block, &listing);
+        let answer = Responses::default().answer(&blocked);
+        assert_eq!(answer.status, Some(403));
+        assert_eq!(answer.body, br#"{"error":"blocked"}"#);
+        let safe = Decision::listed(&rules, 1_000, List::Safe, &listing);
+        assert_eq!(
+            Responses::default().answer(&safe),
+            Answer {
+                status: None,
+                headers: vec![],
+                body: vec![]
+            }
+        );
+        let shadowed = Responses::default().answer(&blocked.shadow());
+        assert!(shadowed.passes() && shadowed.headers.is_empty());
+        let admitted = Responses::default().answer(&Decision::unlimited(&rules, 1_000));
+        assert!(admitted.passes() && !admitted.headers.is_empty());
+    }
+
+    #[test]
+    fn statuses_are_checked() {
+        assert!(Responses::new(429, 403, "all", false).is_ok());
+        for (status, blocked) in [(200, 403), (429, 600), (-1, 403)] {
+            assert!(Responses::new(status, blocked, "all", false).is_err());
+        }
+    }
+
+    #[test]
+    fn the_log_line_hashes_keys_and_escapes_text() {
+        let decision = denied();
+        let line = Responses::default().denial_log(&decision, "api", b"user:1", "GET", "/x\n\"y\"");
+        assert_eq!(
+            line.text,
+            format!(
+                "rate_limited scope=\"api\" key=\"{}\" limit=1 window=1.0 retry_after=0.5 method=\"GET\" path=\"/x\\n\\\"y\\\"\"",
+                hashed_key(b"user:1")
+            )
+        );
+        // the SHA-256 of "abc" starts ba7816bf8f01cfea
+        assert_eq!(hashed_key(b"abc"), "sha256:ba7816bf8f01cfea");
+        let shown = Responses {
+            log_keys: true,
+            ..Responses::default()
+        };
+        let line = shown.denial_log(&decision, "api", b"caf\xc3\xa9\xff", "", "");
+        assert!(
+            line.text.contains(r#"key="caf\u00e9\\xff""#),
+            "{}",
+            line.text
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! The [`Limiter`]: a rule set, a store and a failure policy; what every
+//! binding wraps. Its options are in [`options`], the policy view each
+//! process holds in `view`, one check's way from arguments to decision in
+//! `pipeline`, and batches in [`batch`].
+
+pub mod batch;
+pub mod options;
+mod pipeline;
+mod view;
+
+pub use batch::{check_batch, BatchItem};
+pub use options::{CheckOptions, Offender, OnError};
+pub use view::DEFAULT_POLICY_REFRESH;
+
+use self::pipeline::{denial_key, finish};
+use self::view::{current_policies, policies, Policies};
+use crate::decision::Decision;
+use crate::denial_cache::{DenialCache, DEFAULT_CAP};
+use crate::error::{Error, Result};
+use crate::keys::{check_scope, key_tag};
+use crate::metrics::{Metrics, Stats};
+use crate::net::Cidr;
+use crate::policy::{self, write, Fail2Ban, List, Strike, Target};
+use crate::process::ProcessLocal;
+use crate::rule::RuleSet;
+use crate::store::{self, Mode, Store, StoreOptions};
+use crate::time::{now_to_ms, system_now_ms};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a limiter keeps per process: rebuilt, empty, in a forked child.
+pub(crate) struct ProcessState {
+    pub(crate) denials: DenialCache,
+    pub(crate) metrics: Metrics,
+    /// Whether the store was failing at the last check (one warning per outage).
+    pub(crate) in_outage: AtomicBool,
+    pub(crate) epoch_seen: AtomicU64,
+}
+
+fn process_state(cap: Duration, windows: Vec<u64>) -> ProcessLocal<ProcessState> {
+    ProcessLocal::new(move || ProcessState {
+        denials: DenialCache::new(cap),
+        metrics: Metrics::new(windows.clone()),
+        in_outage: AtomicBool::new(false),
+        epoch_seen: AtomicU64::new(policy::epoch()),
+    })
+}
+
+/// A rule set checked against a store, with its tiers and the policies.
+pub struct Limiter {
+    pub(crate) rules: RuleSet,
+    pub(crate) scope: String,
+    pub(crate) tiers: Vec<(String, RuleSet)>,
+    pub(crate) read_records: bool,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) shared: Policies,
+    pub(crate) on_error: OnError,
+    denial_cap: Duration,
+    local: ProcessLocal<ProcessState>,
+}
+
+impl Limiter {
+    /// A limiter for `rules` on the store `url` names (see [`store::open`]).
+    pub fn open(
+        rules: RuleSet,
+        url: &str,
+        options: &StoreOptions,
+        on_error: OnError,
+    ) -> Result<Limiter> {
+        Ok(Limiter::with_store(
+            rules,
+            store::open(url, options)?,
+            on_error,
+        ))
+    }
+
+    /// A limiter for `rules` on an existing store (several limiters may share one).
+    /// Denials are remembered for up to [`crate::denial_cache::DEFAULT_CAP`] when the
+    /// store is remote (see [`Limiter::with_denial_cache`]).
+    pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
+        let cap = if store.waits_on_io() {
+            DEFAULT_CAP
+        } else {
+            Duration::ZERO
+        };
+        Limiter::build(
+            rules,
+            store,
+            policies(DEFAULT_POLICY_REFRESH),
+            on_error,
+            cap,
+        )
+    }
+
+    fn build(
+        rules: RuleSet,
+        store: Arc<dyn Store>,
+        shared: Policies,
+        on_error: OnError,
+        cap: Duration,
+    ) -> Limiter {
+        let windows = rules.rules().iter().map(|r| r.window_ms).collect();
+        Limiter {
+            rules,
+            scope: String::new(),
+            tiers: Vec::new(),
+            read_records: true,
+            store,
+            shared,
+            on_error,
+            denial_cap: cap,
+            local: process_state(cap, windows),
+        }
+    }
+
+    /// This process's denial cache, counters and outage flag.
+    pub(crate) fn state(&self) -> &ProcessState {
+        self.local.get()
+    }
+
+    /// This limiter, remembering a denial in-process for at most `cap` (zero
+    /// turns it off). A `reset` in this process forgets at once; one made
+    /// elsewhere is seen within `cap`.
+    pub fn with_denial_cache(mut self, cap: Duration) -> Limiter {
+        let windows = self.rules.rules().iter().map(|r| r.window_ms).collect();
+        self.denial_cap = cap;
+        self.local = process_state(cap, windows);
+        self
+    }
+
+    /// This limiter, keeping its logs apart from other limiters' under
+    /// `scope` (say `"api"`) while sharing the keys' policy records.
+    pub fn with_scope(mut self, scope: &str) -> Result<Limiter> {
+        check_scope(scope)?;
+        self.scope = scope.to_owned();
+        Ok(self)
+    }
+
+    /// This limiter with named tiers: a check may name one, and a tier stored
+    /// for a key (see [`crate::admin::Admin::set_tier`]) selects one.
+    pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
+        crate::settings::check_tiers(&tiers)?;
+        self.tiers = tiers;
+        Ok(self)
+    }
+
+    /// This limiter reading the shared policies (switches, address lists)
+    /// again every `refresh` (0.1 to 60 seconds).
+    pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Limiter> {
+        if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
+            return Err(Error::config(format!(
+                "invalid policy_refresh {}: give 0.1 to 60 seconds",
+                crate::error::shown(refresh.as_secs_f64())
+            )));
+        }
+        self.shared = policies(refresh);
+        Ok(self)
+    }
+
+    /// This limiter reading (`true`, the default) or ignoring each key's
+    /// policy record (listings, tier, override) in its check. Ignoring it
+    /// spares Redis one hash read per check.
+    pub fn with_records(mut self, read: bool) -> Limiter {
+        self.read_records = read;
+        self
+    }
+
+    /// A limiter for other rules on the same store, with the same `on_error`,
+    /// denial cache and policy refresh (and no scope or tiers until given).
+    pub fn with_rules(&self, rules: RuleSet) -> Limiter {
+        Limiter::build(
+            rules,
+            self.store.clone(),
+            self.shared.clone(),
+            self.on_error,
+            self.denial_cap,
+        )
+        .with_records(self.read_records)
+    }
+
+    /// The rule set, shortest window first.
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// The scope ("" for none).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The tiers, by name.
+    pub fn tiers(&self) -> &[(String, RuleSet)] {
+        &self.tiers
+    }
+
+    /// The store this limiter checks against.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Whether a check may wait on the network (see [`Store::waits_on_io`]).
+    pub fn waits_on_io(&self) -> bool {
+        self.store.waits_on_io()
+    }
+
+    /// How often the store was called, failed, and was spared by its circuit breaker.
+    pub fn store_stats(&self) -> crate::store::StoreStats {
+        self.store.stats()
+    }
+
+    /// How many checks found the store failing (and fell back to `on_error`).
+    pub fn error_count(&self) -> u64 {
+        self.state().metrics.snapshot().errors
+    }
+
+    /// What this limiter decided so far: outcomes and the peak use of each window.
+    pub fn stats(&self) -> Stats {
+        self.state().metrics.snapshot()
+    }
+
+    /// Checks `key` for `cost` units at `now` (seconds; the store's clock when
+    /// `None`), logging them when every rule admits them.
+    pub fn check(&self, key: &[u8], cost: u64, now: Option<f64>) -> Result<Decision> {
+        self.check_with(
+            key,
+            &CheckOptions {
+                cost,
+                now,
+                ..CheckOptions::default()
+            },
+        )
+    }
+
+    /// Checks `key` as `options` say (cost, time, tier, client address).
+    pub fn check_with(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide(key, options, Mode::Check)
+    }
+
+    /// What a check of `cost` would decide now, without logging anything.
+    pub fn peek(&self, key: &[u8], cost: u64, now: Option<f64>) -> Result<Decision> {
+        self.peek_with(
+            key,
+            &CheckOptions {
+                cost,
+                now,
+                ..CheckOptions::default()
+            },
+        )
+    }
+
+    /// What a check as `options` say would decide now, without logging anything.
+    pub fn peek_with(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide(key, options, Mode::Peek)
+    }
+
+    /// Forgets everything logged for `key` by this limiter (its scope).
+    pub fn reset(&self, key: &[u8]) -> Result<()> {
+        let tag = key_tag(key);
+        let denials = &self.state().denials;
+        denials.forget(&tag);
+        for (name, _) in &self.tiers {
+            denials.forget(&denial_key(&tag, Some(name)));
+        }
+        self.store.reset(&tag, &self.scope)
+    }
+
+    /// Counts one fail2ban strike against `offender` (a bad request, a failed
+    /// login); the strike that makes `rule.maxretry` within `rule.findtime`
+    /// blocks it for `rule.bantime`, with the reason `fail2ban <name>`. A key
+    /// is banned as that exact key, even when its text reads as an address or
+    /// a range (it may be what a client typed); only [`Offender::Address`],
+    /// the client address a middleware saw, bans an address (never a range).
+    /// When the store fails, `on_error` applies as to a check: `raise`
+    /// returns the error, `allow` counts nothing and bans nothing, `deny`
+    /// reports a ban (the request is refused) without storing one. The
+    /// outage's one warning is left to the first check, which carries it to
+    /// the binding's logger.
+    pub fn penalize(
+        &self,
+        offender: Offender<'_>,
+        rule: &Fail2Ban,
+        now: Option<f64>,
+    ) -> Result<Strike> {
+        let now_ms = now.map(now_to_ms).transpose()?;
+        let (tag, target) = match offender {
+            Offender::Key(key) => {
+                if key.is_empty() {
+                    return Err(Error::config("the key is empty"));
+                }
+                (key_tag(key), Target::Key(key.to_vec()))
+            }
+            Offender::Address(ip) => {
+                let addr = crate::net::parse_hop(ip).ok_or_else(|| {
+                    Error::config(format!(
+                        "invalid client address '{}': give one IPv4 or IPv6 address",
+                        ip.escape_debug()
+                    ))
+                })?;
+                let text = crate::net::canonical(addr).to_string();
+                (key_tag(text.as_bytes()), Target::Net(Cidr::parse(&text)?))
+            }
+        };
+        let outcome = self.store.strike(&tag, rule, now_ms).and_then(|strike| {
+            if let Some(until_ms) = strike.until_ms {
+                let reason = format!("fail2ban {}", rule.name);
+                write::put_target(&*self.store, List::Block, target, until_ms, &reason, now_ms)?;
+            }
+            Ok(strike)
+        });
+        match outcome {
+            Err(Error::Storage(_)) if self.on_error != OnError::Raise => Ok(Strike {
+                strikes: 0,
+                banned: self.on_error == OnError::Deny,
+                until_ms: None,
+            }),
+            other => other,
+        }
+    }
+
+    /// How the address lists judge the client address `ip` now: a blocked or
+    /// safelisted decision (shadow mode applied), or `None` when it is not
+    /// listed. Asks no store (the lists are held in-process): middlewares
+    /// call it for every request, limited or not.
+    pub fn screen(&self, ip: &str) -> Option<Decision> {
+        let shared = current_policies(&self.shared, &self.store);
+        if !shared.switches.enabled || !shared.has_nets() {
+            return None;
+        }
+        let now_ms = system_now_ms();
+        let (list, listing) = shared.judge_ip(crate::net::parse_hop(ip)?, now_ms)?;
+        Some(finish(
+            Decision::listed(&self.rules, now_ms, list, listing),
+            &shared,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_error_parses() {
+        assert_eq!("deny".parse::<OnError>().unwrap(), OnError::Deny);
+        assert!("maybe"
+            .parse::<OnError>()
+            .unwrap_err()
+            .to_string()
+            .contains("'maybe'"));
+    }
+
+    #[test]
+    fn cost_zero_is_refused() {
+        let limiter = Limiter::open(
+            RuleSet::parse("1/s").unwrap(),
+            "memory://",
+            &StoreOptions::default(),
+            OnError::Allow,
+        )
+        .unwrap();
+        assert!(limiter
+            .check(b"k", 0, None)
+            .unwrap_err()
+            .to_string()
+            .contains("cost"));
+    }
+}

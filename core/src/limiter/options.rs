@@ -1,0 +1,79 @@
+//! How a limiter is told what to do: its failure policy, and the options
+//! of one check and of one fail2ban strike.
+
+use crate::error::{Error, Result};
+use std::str::FromStr;
+
+/// What a check returns when the store cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Admit the request (fail open), log a warning once per outage, count it.
+    #[default]
+    Allow,
+    /// Deny the request (fail closed), log a warning once per outage, count it.
+    Deny,
+    /// Return the storage error to the caller.
+    Raise,
+}
+
+impl OnError {
+    /// Its name: `allow`, `deny` or `raise`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+            OnError::Raise => "raise",
+        }
+    }
+}
+
+impl FromStr for OnError {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<OnError> {
+        match text {
+            "allow" => Ok(OnError::Allow),
+            "deny" => Ok(OnError::Deny),
+            "raise" => Ok(OnError::Raise),
+            other => Err(Error::config(format!(
+                "invalid on_error '{other}': use 'allow', 'deny' or 'raise'"
+            ))),
+        }
+    }
+}
+
+/// How one check is asked for: its cost and time, the tier the caller names,
+/// the client address.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckOptions<'a> {
+    /// Units the check costs (at least 1).
+    pub cost: u64,
+    /// Seconds since the epoch; the store's clock when `None`.
+    pub now: Option<f64>,
+    /// The tier whose rules apply (one of the limiter's tiers), unless the
+    /// key's record stores another tier or an override.
+    pub tier: Option<&'a str>,
+    /// The client address, matched against listed addresses and ranges (a key
+    /// that is itself an address is matched without it).
+    pub ip: Option<&'a str>,
+}
+
+impl Default for CheckOptions<'_> {
+    fn default() -> Self {
+        CheckOptions {
+            cost: 1,
+            now: None,
+            tier: None,
+            ip: None,
+        }
+    }
+}
+
+/// What a fail2ban strike is counted against (see [`Limiter::penalize`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Offender<'a> {
+    /// An exact key (a user, an e-mail address typed into a form...).
+    Key(&'a [u8]),
+    /// The client address the request came from, as text.
+    Address(&'a str),
+}

@@ -1,0 +1,285 @@
+//! One check, from the arguments to the decision: what is decided
+//! in-process (switched off, a listed address, a remembered denial), the
+//! request sent to the store, and the decision from what it observed (or the
+//! `on_error` fallback).
+
+use super::view::current_policies;
+use super::{CheckOptions, Limiter, OnError};
+use crate::decision::{Decision, Observation};
+use crate::error::{Error, Result};
+use crate::keys::key_tag;
+use crate::policy::{self, Applied, Shared, Verdict};
+use crate::rule::RuleSet;
+use crate::store::{Mode, Request};
+use crate::time::{now_to_ms, system_now_ms};
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A check made ready to send to the store, or already decided in-process.
+pub(crate) enum Prepared<'l> {
+    Decided(Decision),
+    Ask {
+        tag: Vec<u8>,
+        rules: Cow<'l, RuleSet>,
+        tiers: Cow<'l, [(String, RuleSet)]>,
+        shared: Arc<Shared>,
+    },
+}
+
+impl Limiter {
+    pub(crate) fn decide(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        mode: Mode,
+    ) -> Result<Decision> {
+        let now_ms = check_arguments(options.cost, options.now)?;
+        let (tag, rules, tiers, shared) = match self.prepare(key, options, now_ms, mode)? {
+            Prepared::Decided(decision) => return Ok(decision),
+            Prepared::Ask {
+                tag,
+                rules,
+                tiers,
+                shared,
+            } => (tag, rules, tiers, shared),
+        };
+        let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+        let outcome = self.store.apply(&request);
+        let decision = self.conclude(&request, options.tier, outcome)?;
+        Ok(finish(decision, &shared))
+    }
+
+    /// What can be decided without the store (switched off, a listed address,
+    /// a remembered denial), or the rules and tiers to send it.
+    /// (Counted, for a check decided here.)
+    pub(crate) fn prepare<'l>(
+        &'l self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Prepared<'l>> {
+        let decided = |decision: Decision, shared: &Shared| {
+            if mode == Mode::Check {
+                self.state().metrics.record(&decision);
+            }
+            Ok(Prepared::Decided(finish(decision, shared)))
+        };
+        let shared = current_policies(&self.shared, &self.store);
+        let epoch = policy::epoch();
+        if self.state().epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
+            self.state().denials.clear();
+        }
+        let rules = self.rules_for(options.tier, &shared)?;
+        if !shared.switches.enabled {
+            let at = now_ms.unwrap_or_else(system_now_ms);
+            return decided(Decision::unlimited(&rules, at), &shared);
+        }
+        if shared.has_nets() {
+            let at = now_ms.unwrap_or_else(system_now_ms);
+            if let Some((list, listing)) =
+                client_address(key, options.ip).and_then(|ip| shared.judge_ip(ip, at))
+            {
+                return decided(Decision::listed(&rules, at, list, listing), &shared);
+            }
+        }
+        let tag = key_tag(key);
+        if let Some(remembered) =
+            self.remembered(&denial_key(&tag, options.tier), options.cost, now_ms)
+        {
+            return decided(remembered, &shared);
+        }
+        let tiers = if shared.switches.multiplier == 1.0 {
+            Cow::Borrowed(self.tiers.as_slice())
+        } else {
+            Cow::Owned(
+                self.tiers
+                    .iter()
+                    .map(|(name, rules)| (name.clone(), shared.switches.scale(rules)))
+                    .collect(),
+            )
+        };
+        Ok(Prepared::Ask {
+            tag,
+            rules,
+            tiers,
+            shared,
+        })
+    }
+
+    /// The rules a check uses unless the key's record selects others: the
+    /// named tier's or the limiter's, times the multiplier.
+    pub(crate) fn rules_for(
+        &self,
+        tier: Option<&str>,
+        shared: &Shared,
+    ) -> Result<Cow<'_, RuleSet>> {
+        let base = match tier {
+            None => &self.rules,
+            Some(name) => match self.tiers.iter().find(|(n, _)| n == name) {
+                Some((_, rules)) => rules,
+                None => {
+                    let known: Vec<&str> = self.tiers.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(Error::config(format!(
+                        "unknown tier '{name}': this limiter's tiers are [{}]",
+                        known.join(", ")
+                    )));
+                }
+            },
+        };
+        Ok(if shared.switches.multiplier == 1.0 {
+            Cow::Borrowed(base)
+        } else {
+            Cow::Owned(shared.switches.scale(base))
+        })
+    }
+
+    pub(crate) fn request<'r>(
+        &'r self,
+        tag: &'r [u8],
+        rules: &'r RuleSet,
+        tiers: &'r [(String, RuleSet)],
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Request<'r> {
+        Request {
+            tag,
+            scope: &self.scope,
+            rules,
+            tiers,
+            policy: self.read_records,
+            cost,
+            now_ms,
+            mode,
+        }
+    }
+
+    /// A denial remembered for this check; never for a check at an explicit
+    /// time, which is arithmetic on that time.
+    pub(crate) fn remembered(
+        &self,
+        tag: &[u8],
+        cost: u64,
+        now_ms: Option<u64>,
+    ) -> Option<Decision> {
+        if now_ms.is_some() {
+            return None;
+        }
+        self.state().denials.lookup(tag, cost)
+    }
+
+    /// The decision from what the store answered (counted, for a check).
+    pub(crate) fn conclude(
+        &self,
+        request: &Request<'_>,
+        tier: Option<&str>,
+        outcome: Result<Observation>,
+    ) -> Result<Decision> {
+        let store_failed = outcome.is_err();
+        let decided = self.decision_from(request, tier, outcome);
+        if request.mode == Mode::Check {
+            match &decided {
+                Ok(decision) => self.state().metrics.record(decision),
+                Err(_) if store_failed => self.state().metrics.record_raised_error(),
+                Err(_) => {}
+            }
+        }
+        decided
+    }
+
+    /// The decision from what the store answered: its observation, or the
+    /// `on_error` fallback (with one warning per outage) when it failed.
+    fn decision_from(
+        &self,
+        request: &Request<'_>,
+        tier: Option<&str>,
+        outcome: Result<Observation>,
+    ) -> Result<Decision> {
+        match outcome {
+            Ok(obs) => {
+                self.state().in_outage.store(false, Ordering::Relaxed);
+                let check = request.mode == Mode::Check;
+                let decision = match &obs.verdict {
+                    Verdict::Listed(list, listing) => {
+                        Decision::listed(request.rules, obs.now_ms, *list, listing)
+                    }
+                    Verdict::Limited(applied) => {
+                        let rules = match applied {
+                            Applied::Given => request.rules,
+                            Applied::Tier(name) => request
+                                .tiers
+                                .iter()
+                                .find(|(n, _)| n == name)
+                                .map_or(request.rules, |(_, r)| r),
+                            Applied::Override(rules) => rules,
+                        };
+                        Decision::from_observation(rules, request.cost, &obs, check)
+                            .with_applied(applied, tier)
+                    }
+                };
+                if request.now_ms.is_none() && !decision.allowed() {
+                    let key = denial_key(request.tag, tier);
+                    self.state().denials.remember(&key, request.cost, &decision);
+                }
+                Ok(decision)
+            }
+            Err(err @ Error::Config(_)) => Err(err),
+            Err(err) if self.on_error == OnError::Raise => Err(err),
+            Err(err) => {
+                let at = request.now_ms.unwrap_or_else(system_now_ms);
+                let allowed = self.on_error == OnError::Allow;
+                let mut decision = Decision::fallback(request.rules, at, allowed);
+                if !self.state().in_outage.swap(true, Ordering::Relaxed) {
+                    let action = if allowed { "allowed" } else { "denied" };
+                    let warning = format!(
+                        "the store is failing ({err}); checks are {action} until it answers again"
+                    );
+                    log::warn!("{warning}");
+                    decision.warning = Some(warning);
+                }
+                Ok(decision)
+            }
+        }
+    }
+}
+/// Where a denial is remembered: per key and the tier the caller named (a
+/// denial under one tier says nothing of another).
+pub(crate) fn denial_key<'t>(tag: &'t [u8], tier: Option<&str>) -> Cow<'t, [u8]> {
+    match tier {
+        None => Cow::Borrowed(tag),
+        Some(tier) => {
+            let mut key = tag.to_vec();
+            key.push(0);
+            key.extend_from_slice(tier.as_bytes());
+            Cow::Owned(key)
+        }
+    }
+}
+
+/// The address a check is about: the one given, else the key when it is one.
+pub(crate) fn client_address(key: &[u8], ip: Option<&str>) -> Option<IpAddr> {
+    match ip {
+        Some(ip) => crate::net::parse_hop(ip),
+        None => std::str::from_utf8(key).ok()?.parse().ok(),
+    }
+}
+
+/// Shadow mode: a denial is reported (`shadowed`) but the check is allowed.
+pub(crate) fn finish(decision: Decision, shared: &Shared) -> Decision {
+    if shared.switches.shadow {
+        decision.shadow()
+    } else {
+        decision
+    }
+}
+
+/// The time of a check in ms, after checking its cost and time.
+pub(crate) fn check_arguments(cost: u64, now: Option<f64>) -> Result<Option<u64>> {
+    if cost == 0 {
+        return Err(Error::config("invalid cost 0: a check costs at least 1"));
+    }
+    now.map(now_to_ms).transpose()
+}

@@ -1,0 +1,216 @@
+//! Plain values: the shapes the bindings hand to users as dicts and Hashes
+//! (an admin entry, an inspection, the switches, counters, the defaults, a
+//! decision), defined once here. Each binding has one converter from
+//! [`Plain`] to its language's values (`str` keys in Python, Symbols in Ruby).
+
+use crate::admin::{Entry, Inspection};
+use crate::decision::Decision;
+use crate::metrics::Stats;
+use crate::policy::{Listing, Switches};
+use crate::store::StoreStats;
+use crate::time::seconds;
+
+/// A key of a [`Plain::Map`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Key {
+    /// A field name.
+    Name(&'static str),
+    /// A window, in seconds (the keys of `peak_used`).
+    Seconds(f64),
+}
+
+/// A value as plain data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plain {
+    /// None / nil.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A whole number.
+    Int(u64),
+    /// A number (seconds, a multiplier).
+    Float(f64),
+    /// Text.
+    Text(String),
+    /// Fields in order.
+    Map(Vec<(Key, Plain)>),
+}
+
+impl From<bool> for Plain {
+    fn from(value: bool) -> Plain {
+        Plain::Bool(value)
+    }
+}
+
+impl From<u64> for Plain {
+    fn from(value: u64) -> Plain {
+        Plain::Int(value)
+    }
+}
+
+impl From<f64> for Plain {
+    fn from(value: f64) -> Plain {
+        Plain::Float(value)
+    }
+}
+
+impl From<&str> for Plain {
+    fn from(value: &str) -> Plain {
+        Plain::Text(value.to_owned())
+    }
+}
+
+impl<T: Into<Plain>> From<Option<T>> for Plain {
+    fn from(value: Option<T>) -> Plain {
+        value.map_or(Plain::Null, Into::into)
+    }
+}
+
+fn map(fields: Vec<(&'static str, Plain)>) -> Plain {
+    Plain::Map(
+        fields
+            .into_iter()
+            .map(|(name, value)| (Key::Name(name), value))
+            .collect(),
+    )
+}
+
+/// A listing as `{expires_at, reason}`, plus `kind` when given.
+fn listing(listing: &Listing, kind: Option<&'static str>) -> Plain {
+    let mut fields = Vec::new();
+    if let Some(kind) = kind {
+        fields.push(("kind", kind.into()));
+    }
+    fields.push(("expires_at", seconds(listing.until_ms).into()));
+    fields.push(("reason", listing.reason.as_str().into()));
+    map(fields)
+}
+
+impl Entry {
+    /// `{kind, target, network, expires_at, detail}`: `kind` is safelist,
+    /// blocklist, tier or override; `expires_at` epoch seconds (none for a
+    /// tier or override); `detail` the reason, the tier or the rules.
+    pub fn plain(&self) -> Plain {
+        map(vec![
+            ("kind", self.field.name().into()),
+            (
+                "target",
+                Plain::Text(String::from_utf8_lossy(&self.target).into_owned()),
+            ),
+            ("network", self.network.into()),
+            ("expires_at", self.until_ms.map(seconds).into()),
+            ("detail", self.detail.as_str().into()),
+        ])
+    }
+}
+
+impl Inspection {
+    /// `{safelist, blocklist, tier, override, address, now}`: each listing
+    /// `{expires_at, reason}` or none; `address` (for a key that is an IP)
+    /// `{kind, expires_at, reason}` or none.
+    pub fn plain(&self) -> Plain {
+        let record = &self.record;
+        map(vec![
+            (
+                "safelist",
+                record
+                    .safe
+                    .as_ref()
+                    .map_or(Plain::Null, |l| listing(l, None)),
+            ),
+            (
+                "blocklist",
+                record
+                    .block
+                    .as_ref()
+                    .map_or(Plain::Null, |l| listing(l, None)),
+            ),
+            ("tier", record.tier.as_deref().into()),
+            (
+                "override",
+                record
+                    .rules
+                    .as_ref()
+                    .map(|r| r.to_string())
+                    .as_deref()
+                    .into(),
+            ),
+            (
+                "address",
+                self.address
+                    .as_ref()
+                    .map_or(Plain::Null, |(list, l)| listing(l, Some(list.name()))),
+            ),
+            ("now", seconds(self.now_ms).into()),
+        ])
+    }
+}
+
+impl Switches {
+    /// `{enabled, shadow, multiplier}`.
+    pub fn plain(&self) -> Plain {
+        map(vec![
+            ("enabled", self.enabled.into()),
+            ("shadow", self.shadow.into()),
+            ("multiplier", self.multiplier.into()),
+        ])
+    }
+}
+
+impl Stats {
+    /// The counts by name, and `peak_used`: window seconds to the most units
+    /// seen in use in it.
+    pub fn plain(&self) -> Plain {
+        let mut fields: Vec<(Key, Plain)> = self
+            .counts()
+            .into_iter()
+            .map(|(name, value)| (Key::Name(name), value.into()))
+            .collect();
+        let peaks = self
+            .peak_used
+            .iter()
+            .map(|&(window_ms, used)| (Key::Seconds(seconds(window_ms)), used.into()))
+            .collect();
+        fields.push((Key::Name("peak_used"), Plain::Map(peaks)));
+        Plain::Map(fields)
+    }
+}
+
+impl StoreStats {
+    /// `{attempts, failures, short_circuits}`.
+    pub fn plain(&self) -> Plain {
+        Plain::Map(
+            self.counts()
+                .into_iter()
+                .map(|(name, value)| (Key::Name(name), value.into()))
+                .collect(),
+        )
+    }
+}
+
+impl Decision {
+    /// The decision as fields: `outcome`, `allowed`, `retry_after`, the
+    /// binding rule's `limit`, `remaining`, `reset_after` and `window`, and
+    /// `degraded`, `blocked`, `safelisted`, `shadowed`, `cached`, `tier`,
+    /// `overridden`, `reason`.
+    pub fn plain(&self) -> Plain {
+        let bind = self.binding_state();
+        map(vec![
+            ("outcome", self.outcome.name().into()),
+            ("allowed", self.allowed().into()),
+            ("retry_after", self.retry_after_ms.map(seconds).into()),
+            ("limit", bind.limit.into()),
+            ("remaining", bind.remaining.into()),
+            ("reset_after", seconds(bind.reset_after_ms).into()),
+            ("window", seconds(bind.window_ms).into()),
+            ("degraded", self.degraded().into()),
+            ("blocked", self.blocked().into()),
+            ("safelisted", self.safelisted().into()),
+            ("shadowed", self.shadowed().into()),
+            ("cached", self.cached.into()),
+            ("tier", self.tier.as_deref().into()),
+            ("overridden", self.overridden.into()),
+            ("reason", self.reason.as_deref().into()),
+        ])
+    }
+}

@@ -1,0 +1,150 @@
+//! How the policies are stored: the Redis key names of the shared hashes,
+//! one-letter field codes, and the text of listings, overrides and switches.
+//! The Lua scripts (`core/lua/*.lua`) and the memory store read and write
+//! exactly these forms.
+
+use super::{valid_multiplier, Field, Listing, Record, Switches};
+use crate::error::{Error, Result};
+use crate::rule::{Rule, RuleSet};
+
+impl Field {
+    /// The one-letter name stored in Redis.
+    pub fn code(self) -> &'static str {
+        match self {
+            Field::Safe => "s",
+            Field::Block => "b",
+            Field::Tier => "t",
+            Field::Override => "o",
+        }
+    }
+
+    /// The field a one-letter name stands for.
+    pub fn from_code(code: u8) -> Option<Field> {
+        Field::ALL
+            .into_iter()
+            .find(|f| f.code().as_bytes()[0] == code)
+    }
+}
+
+impl Listing {
+    /// As stored: `"<until_ms> <reason>"`.
+    pub fn encode(&self) -> String {
+        format!("{} {}", self.until_ms, self.reason)
+    }
+
+    /// From its stored form; `None` when it is not one.
+    pub fn decode(text: &str) -> Option<Listing> {
+        let (until, reason) = text.split_once(' ').unwrap_or((text, ""));
+        Some(Listing {
+            until_ms: until.parse().ok()?,
+            reason: reason.to_owned(),
+        })
+    }
+}
+
+impl Switches {
+    /// The switches from the stored hash (missing or unreadable fields keep their defaults).
+    pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Switches {
+        let mut switches = Switches::default();
+        for (name, value) in fields {
+            let value = String::from_utf8_lossy(value);
+            match name.as_slice() {
+                b"enabled" => switches.enabled = value != "0",
+                b"shadow" => switches.shadow = value == "1",
+                b"multiplier" => {
+                    if let Some(m) = value.parse::<f64>().ok().filter(|m| valid_multiplier(*m)) {
+                        switches.multiplier = m;
+                    }
+                }
+                _ => {}
+            }
+        }
+        switches
+    }
+}
+
+/// A key's stored policy record, as read (fields in [`Field::ALL`] order).
+pub type RawRecord = [Option<String>; 4];
+
+impl Record {
+    /// Decodes a raw record, keeping listings that stand at `now_ms`.
+    pub fn decode(raw: &RawRecord, now_ms: u64) -> Record {
+        let listing = |v: &Option<String>| {
+            v.as_deref()
+                .and_then(Listing::decode)
+                .filter(|l| l.stands_at(now_ms))
+        };
+        Record {
+            safe: listing(&raw[0]),
+            block: listing(&raw[1]),
+            tier: raw[2].clone(),
+            rules: raw[3].as_deref().and_then(|o| decode_rules(o).ok()),
+        }
+    }
+}
+
+/// The hashes shared by every key, in the `{=policy}` slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedHash {
+    /// Address and range listings.
+    Nets,
+    /// The switches.
+    Switches,
+    /// An index of listed keys, tiers and overrides, for `list`.
+    Directory,
+}
+
+impl SharedHash {
+    /// The Redis key of this hash.
+    pub fn key(self, prefix: &str) -> String {
+        let name = match self {
+            SharedHash::Nets => "nets",
+            SharedHash::Switches => "switches",
+            SharedHash::Directory => "dir",
+        };
+        format!("{prefix}:{{=policy}}:{name}")
+    }
+
+    /// Whether a change to it must move the version (processes hold it).
+    pub fn held_in_process(self) -> bool {
+        self != SharedHash::Directory
+    }
+}
+
+/// The Redis key of the version counter of the shared policies.
+pub fn version_key(prefix: &str) -> String {
+    format!("{prefix}:{{=policy}}:version")
+}
+
+/// A rule set as an override is stored: `limit:window_ms` pairs joined by `;`.
+pub fn encode_rules(rules: &RuleSet) -> String {
+    let parts: Vec<String> = rules
+        .rules()
+        .iter()
+        .map(|r| format!("{}:{}", r.limit, r.window_ms))
+        .collect();
+    parts.join(";")
+}
+
+/// A stored override back as a rule set.
+pub fn decode_rules(text: &str) -> Result<RuleSet> {
+    let bad = || Error::storage(format!("unreadable stored override '{text}'"));
+    let rules = text
+        .split(';')
+        .map(|pair| {
+            let (limit, window) = pair.split_once(':').ok_or_else(bad)?;
+            Rule::new(
+                limit.parse().map_err(|_| bad())?,
+                window.parse().map_err(|_| bad())?,
+            )
+        })
+        .collect::<Result<Vec<Rule>>>()?;
+    RuleSet::new(rules)
+}
+
+/// A shared-hash field: the field's one-letter code, then the target.
+pub fn mark(field: Field, target: &[u8]) -> Vec<u8> {
+    let mut out = field.code().as_bytes().to_vec();
+    out.extend_from_slice(target);
+    out
+}

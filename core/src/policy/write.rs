@@ -1,0 +1,71 @@
+//! Storing a listing: the one way a safelist or blocklist entry is written,
+//! whether an operator makes it (`Admin`) or a limiter's fail2ban ban does.
+
+use super::encoding::mark;
+use super::{bump_epoch, Entry, List, Listing, SharedHash, Target};
+use crate::error::Result;
+use crate::keys::key_tag;
+use crate::store::Store;
+
+/// Puts `target`, as it is said to be, on `list` until `until_ms`, with
+/// `reason`; `now_ms` (the store's clock when `None`) judges which address
+/// entries have lapsed and which record fields still stand. Replaces an
+/// entry already there and returns the entry made.
+pub(crate) fn put_target(
+    store: &dyn Store,
+    list: List,
+    target: Target,
+    until_ms: u64,
+    reason: &str,
+    now_ms: Option<u64>,
+) -> Result<Entry> {
+    let listing = Listing {
+        until_ms,
+        reason: reason.to_owned(),
+    };
+    let stored = listing.encode();
+    let now_ms = now_ms.map_or_else(|| store.clock_ms(), Ok)?;
+    let (target, network) = match target {
+        Target::Net(net) => {
+            let text = net.to_string();
+            prune_nets(store, now_ms)?;
+            store.set_shared(
+                SharedHash::Nets,
+                &mark(list.field(), text.as_bytes()),
+                Some(stored.as_bytes()),
+            )?;
+            (text.into_bytes(), true)
+        }
+        Target::Key(key) => {
+            store.set_record(&key_tag(&key), list.field(), Some(&stored), now_ms)?;
+            store.set_shared(
+                SharedHash::Directory,
+                &mark(list.field(), &key),
+                Some(stored.as_bytes()),
+            )?;
+            (key, false)
+        }
+    };
+    bump_epoch();
+    Ok(Entry {
+        field: list.field(),
+        target,
+        network,
+        until_ms: Some(until_ms),
+        detail: listing.reason,
+    })
+}
+
+/// Drops lapsed address entries (so fail2ban bans do not pile up).
+fn prune_nets(store: &dyn Store, now_ms: u64) -> Result<()> {
+    for (field, value) in store.shared(SharedHash::Nets)? {
+        let lapsed = std::str::from_utf8(&value)
+            .ok()
+            .and_then(Listing::decode)
+            .is_none_or(|l| !l.stands_at(now_ms));
+        if lapsed {
+            store.set_shared(SharedHash::Nets, &field, None)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+"""The ``analyze`` command: its arguments, their checks, and ``run``, which
+reads the log, replays it and prints (and plots) the report."""
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import zlib
+from typing import Any
+
+from ratekeeper.analyze.parse import detect_format, make_parser, open_log, split_head
+from ratekeeper.analyze.plot import plot_peaks
+from ratekeeper.analyze.replay import BadLines, Candidate, Progress, Replay, replay_lines
+from ratekeeper.analyze.report import build_report, render_text
+from ratekeeper.analyze.rules import rule_set
+
+NAME = "analyze"
+PERIOD_SECONDS = {"day": 86400, "hour": 3600}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Adds ``analyze`` to the CLI's subcommands."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="replay an access log through candidate rules",
+        description="Replay an access log (combined or common log format, or JSON lines; gzip or not) "
+        "through candidate rule sets and report who would be limited, the per-user peak usage per "
+        "window and a suggested limit (3 x the p99.9 peak).",
+    )
+    parser.add_argument("logfile", metavar="LOGFILE", help="the access log (gzip is detected)")
+    parser.add_argument("--rules", required=True, type=rule_set, help='the rule set to try, e.g. "10/second; 300/hour"')
+    parser.add_argument(
+        "--candidates",
+        nargs="+",
+        action="extend",
+        default=[],
+        type=rule_set,
+        metavar="RULES",
+        help="more rule sets to compare",
+    )
+    parser.add_argument("--key", default="ip", help="who is limited: ip (default), user, or any field of JSON lines")
+    parser.add_argument(
+        "--period",
+        choices=sorted(PERIOD_SECONDS),
+        default="day",
+        help="calendar period (UTC) of the user-periods (default: day)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    parser.add_argument("--plot", metavar="PNG", help="draw the per-user peak distribution (needs matplotlib)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def check_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Exits through ``parser.error`` when ``--plot`` cannot be honoured."""
+    if args.plot and not args.plot.lower().endswith(".png"):
+        parser.error(f"--plot writes a PNG image: give a path ending in .png, not {args.plot!r}")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Runs ``analyze``: 0 when done, 1 when the log cannot be read; bad
+    arguments exit through ``parser.error`` (code 2)."""
+    check_plot(args, parser)
+    candidates = [Candidate(text, i) for i, text in enumerate([args.rules] + args.candidates)]
+    replay = Replay(candidates, PERIOD_SECONDS[args.period])
+    bad = BadLines()
+    try:
+        with open_log(args.logfile) as (text, raw, gzipped):
+            head, lines = split_head(text)
+            log_format = detect_format(head)
+            if log_format is None:
+                print(f"{parser.prog}: error: no line of {args.logfile} is in the combined log format or a JSON "
+                      f"object (read the first {len(head)} lines)", file=sys.stderr)
+                return 1
+            try:
+                parse = make_parser(log_format, args.key)
+            except ValueError as exc:
+                parser.error(str(exc))
+            progress = Progress(
+                os.fstat(raw.fileno()).st_size, sys.stderr, not args.no_progress and sys.stderr.isatty()
+            )
+            try:
+                count = replay_lines(lines, parse, replay, bad, lambda n: progress.update(raw.tell(), n))
+            finally:
+                progress.close()
+    except (OSError, EOFError, zlib.error) as exc:
+        print(f"{parser.prog}: error: cannot read {args.logfile}: {exc}", file=sys.stderr)
+        return 1
+    peaks = replay.sorted_peaks()
+    report = build_report(args.logfile, log_format, gzipped, args, count, replay, bad, peaks)
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else render_text(report))
+    if args.plot:
+        try:
+            plot_peaks(report, peaks, args.plot)
+        except OSError as exc:
+            print(f"{parser.prog}: error: cannot write {args.plot}: {exc}", file=sys.stderr)
+            return 1
+    return 0

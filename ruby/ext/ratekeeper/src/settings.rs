@@ -1,0 +1,135 @@
+//! Ruby values to the core's options (`ratekeeper_core::settings`): the
+//! core names the options, their kinds, defaults and checks; this converts.
+//! `Limiter.new(rules, **options)` passes its options here as one Hash.
+
+use crate::convert;
+use crate::errors::{config_error, to_ruby, type_error};
+use magnus::{prelude::*, Error, Float, Integer, RHash, RString, Ruby, Symbol, Value};
+use ratekeeper_core::settings::{Kind, OptionValue, Settings};
+
+fn class_name(value: Value) -> String {
+    // SAFETY: the class name is copied out at once.
+    unsafe { value.classname() }.into_owned()
+}
+
+/// An option name: a Symbol or a String.
+pub fn name_of(ruby: &Ruby, key: Value) -> Result<String, Error> {
+    if let Some(symbol) = Symbol::from_value(key) {
+        return Ok(symbol.name()?.into_owned());
+    }
+    RString::from_value(key)
+        .map(|s| s.to_string())
+        .transpose()?
+        .ok_or_else(|| {
+            type_error(
+                ruby,
+                format!("option names are Symbols, not {}", class_name(key)),
+            )
+        })
+}
+
+/// `value` as the option `name` takes it, or a `TypeError` saying what it takes.
+pub fn option_value(ruby: &Ruby, name: &str, value: Value) -> Result<OptionValue, Error> {
+    let kind = Settings::kind(name).map_err(|e| to_ruby(ruby, e))?;
+    let wrong = || {
+        type_error(
+            ruby,
+            format!(
+                "{name} must be {}, not {}",
+                kind.expected(),
+                class_name(value)
+            ),
+        )
+    };
+    Ok(match kind {
+        Kind::Text => {
+            if let Some(symbol) = Symbol::from_value(value) {
+                OptionValue::Text(symbol.name()?.into_owned())
+            } else if let Some(text) = RString::from_value(value) {
+                OptionValue::Text(text.to_string()?)
+            } else {
+                return Err(wrong());
+            }
+        }
+        Kind::Seconds => {
+            if let Some(f) = Float::from_value(value) {
+                OptionValue::Seconds(f.to_f64())
+            } else if let Some(i) = Integer::from_value(value) {
+                OptionValue::Seconds(i.to_i64().map(|v| v as f64).unwrap_or(f64::INFINITY))
+            } else {
+                return Err(wrong());
+            }
+        }
+        Kind::Count => match Integer::from_value(value) {
+            Some(_) => match i128::try_convert(value) {
+                Ok(n) => OptionValue::Count(n),
+                Err(_) => {
+                    return Err(config_error(
+                        ruby,
+                        format!("invalid {name} {}: too large", value.inspect()),
+                    ))
+                }
+            },
+            None => return Err(wrong()),
+        },
+        Kind::Flag => OptionValue::Flag(value.to_bool()),
+        Kind::Tiers => OptionValue::Tiers(tiers(ruby, value)?),
+    })
+}
+
+/// Tiers from a Hash of name to rules.
+fn tiers(ruby: &Ruby, value: Value) -> Result<Vec<(String, ratekeeper_core::RuleSet)>, Error> {
+    if value.is_nil() {
+        return Ok(Vec::new());
+    }
+    let hash = RHash::from_value(value).ok_or_else(|| {
+        type_error(
+            ruby,
+            format!(
+                "tiers must be a Hash of tier name to rules, not {}",
+                class_name(value)
+            ),
+        )
+    })?;
+    let mut out = Vec::new();
+    hash.foreach(|name: Value, rules: Value| {
+        out.push((name_of(ruby, name)?, convert::rule_set(ruby, rules)?));
+        Ok(magnus::r_hash::ForEach::Continue)
+    })?;
+    Ok(out)
+}
+
+/// Settings from a Hash of options (Symbol or String keys); each not given
+/// keeps the core's default, an unknown one is a `ConfigurationError`.
+pub fn from_hash(ruby: &Ruby, options: RHash) -> Result<Settings, Error> {
+    let mut settings = Settings::default();
+    let mut pairs: Vec<(String, Value)> = Vec::new();
+    options.foreach(|key: Value, value: Value| {
+        pairs.push((name_of(ruby, key)?, value));
+        Ok(magnus::r_hash::ForEach::Continue)
+    })?;
+    for (name, value) in pairs {
+        let value = option_value(ruby, &name, value)?;
+        settings.set(&name, value).map_err(|e| to_ruby(ruby, e))?;
+    }
+    Ok(settings)
+}
+
+/// `Ratekeeper.check_option(name, value)`: checks one option of
+/// `Limiter.new` as the limiter would, without building one.
+fn check_option(ruby: &Ruby, name: Value, value: Value) -> Result<(), Error> {
+    let name = name_of(ruby, name)?;
+    let value = option_value(ruby, &name, value)?;
+    Settings::default()
+        .set(&name, value)
+        .map_err(|e| to_ruby(ruby, e))
+}
+
+/// Defines `Ratekeeper.check_option` and `Ratekeeper::DEFAULTS`.
+pub fn init(ruby: &Ruby, module: magnus::RModule) -> Result<(), Error> {
+    module.define_singleton_method("check_option", magnus::function!(check_option, 2))?;
+    let defaults = crate::plain::to_hash(ruby, &Settings::defaults())?;
+    defaults.freeze();
+    module.const_set("DEFAULTS", defaults)?;
+    Ok(())
+}
