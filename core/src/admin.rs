@@ -8,8 +8,8 @@ use crate::keys::key_tag;
 use crate::policy::encoding::mark;
 pub use crate::policy::Entry;
 use crate::policy::{
-    self, check_listing, encode_rules, write, Field, List, Listing, Record, Shared, SharedHash,
-    Switches, Target, TargetOptions,
+    self, check_listing, encode_rules, Field, List, Listing, Record, SharedHash, Switches, Target,
+    TargetOptions,
 };
 use crate::rule::RuleSet;
 use crate::store::{self, Store, StoreOptions};
@@ -99,7 +99,7 @@ impl Admin {
         let target = Target::given(target, options)?;
         let ttl_ms = check_listing(ttl_seconds, reason)?;
         let now_ms = self.now_ms(now)?;
-        write::put_target(
+        store::policies::put_target(
             &*self.store,
             list,
             target,
@@ -235,7 +235,7 @@ impl Admin {
         let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
             Some(ip) => {
                 let version = self.store.policy_version()?;
-                let shared = Shared::load(&*self.store, version)?;
+                let shared = store::policies::load_shared(&*self.store, version)?;
                 shared
                     .judge_ip(ip, now_ms)
                     .map(|(list, listing)| (list, listing.clone()))

@@ -352,30 +352,18 @@ fn json_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::{Observation, RuleObservation};
+    use crate::limiter::{Limiter, OnError};
     use crate::policy::{List, Listing};
     use crate::rule::RuleSet;
+    use crate::store::StoreOptions;
 
+    /// The second check of "1/s; 20/m" within half a second: denied, 0.5 s to wait.
     fn denied() -> Decision {
         let rules = RuleSet::parse("1/s; 20/m").unwrap();
-        let obs = Observation {
-            verdict: Default::default(),
-            now_ms: 1_700_000_000_000,
-            allowed: false,
-            rules: vec![
-                RuleObservation {
-                    count: 1,
-                    oldest_ms: Some(1_699_999_999_500),
-                    free_at_ms: Some(1_700_000_000_500),
-                },
-                RuleObservation {
-                    count: 3,
-                    oldest_ms: Some(1_699_999_990_000),
-                    free_at_ms: None,
-                },
-            ],
-        };
-        Decision::from_observation(&rules, 1, &obs, true)
+        let options = StoreOptions::default();
+        let limiter = Limiter::open(rules, "memory://", &options, OnError::Allow).unwrap();
+        limiter.check(b"k", 1, Some(1_700_000_000.0)).unwrap();
+        limiter.check(b"k", 1, Some(1_700_000_000.5)).unwrap()
     }
 
     fn names(headers: &[(&'static str, String)]) -> Vec<&'static str> {

@@ -139,17 +139,6 @@ fn seconds(name: &str, value: f64, low: f64, zero_ok: bool) -> Result<Duration> 
     Ok(Duration::from_secs_f64(value))
 }
 
-/// Checks tier names: each valid, none given twice.
-pub fn check_tiers(tiers: &[(String, RuleSet)]) -> Result<()> {
-    for (i, (name, _)) in tiers.iter().enumerate() {
-        crate::policy::check_tier_name(name)?;
-        if tiers[..i].iter().any(|(other, _)| other == name) {
-            return Err(Error::config(format!("tier '{name}' is given twice")));
-        }
-    }
-    Ok(())
-}
-
 impl Settings {
     /// The kind of value the option `name` takes; an unknown name is a
     /// configuration error listing the known ones.
@@ -215,7 +204,7 @@ impl Settings {
             }
             ("policies", OptionValue::Flag(on)) => self.policies = on,
             ("tiers", OptionValue::Tiers(tiers)) => {
-                check_tiers(&tiers)?;
+                crate::policy::check_tiers(&tiers)?;
                 self.tiers = tiers;
             }
             _ => return Err(mismatch()),

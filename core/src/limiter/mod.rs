@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
 use crate::net::Cidr;
-use crate::policy::{self, write, Fail2Ban, List, Strike, Target};
+use crate::policy::{self, Fail2Ban, List, Strike, Target};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use crate::store::{self, Mode, Store, StoreOptions};
@@ -138,9 +138,9 @@ impl Limiter {
     }
 
     /// This limiter with named tiers: a check may name one, and a tier stored
-    /// for a key (see [`crate::admin::Admin::set_tier`]) selects one.
+    /// for a key (by `Admin::set_tier`) selects one.
     pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
-        crate::settings::check_tiers(&tiers)?;
+        policy::check_tiers(&tiers)?;
         self.tiers = tiers;
         Ok(self)
     }
@@ -304,7 +304,14 @@ impl Limiter {
         let outcome = self.store.strike(&tag, rule, now_ms).and_then(|strike| {
             if let Some(until_ms) = strike.until_ms {
                 let reason = format!("fail2ban {}", rule.name);
-                write::put_target(&*self.store, List::Block, target, until_ms, &reason, now_ms)?;
+                store::policies::put_target(
+                    &*self.store,
+                    List::Block,
+                    target,
+                    until_ms,
+                    &reason,
+                    now_ms,
+                )?;
             }
             Ok(strike)
         });

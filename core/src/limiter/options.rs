@@ -69,7 +69,7 @@ impl Default for CheckOptions<'_> {
     }
 }
 
-/// What a fail2ban strike is counted against (see [`Limiter::penalize`]).
+/// What a fail2ban strike is counted against (see [`super::Limiter::penalize`]).
 #[derive(Debug, Clone, Copy)]
 pub enum Offender<'a> {
     /// An exact key (a user, an e-mail address typed into a form...).

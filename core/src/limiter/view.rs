@@ -3,6 +3,7 @@
 
 use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
+use crate::store::policies::load_shared;
 use crate::store::Store;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -50,7 +51,7 @@ impl SharedView {
     fn read(&self, store: &dyn Store) -> Arc<Shared> {
         let held = self.held();
         match store.policy_version() {
-            Ok(version) if version != held.version => match Shared::load(store, version) {
+            Ok(version) if version != held.version => match load_shared(store, version) {
                 Ok(fresh) => {
                     let fresh = Arc::new(fresh);
                     *self.held.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();

@@ -5,8 +5,8 @@
 //! This module holds the model; [`encoding`] how it is stored (Redis key
 //! names and field values), [`snapshot`] the shared policies as a process
 //! holds them, [`target`] how an operator's text names a key or an address,
-//! [`fail2ban`] strikes and bans, and `write` the one way a listing is
-//! stored (by `Admin` and by a limiter's ban alike).
+//! and [`fail2ban`] strikes and bans. The model knows no store:
+//! `store::policies` reads and writes it there.
 //!
 //! Where each lives, and when a process sees a change:
 //!
@@ -27,7 +27,6 @@ pub mod encoding;
 pub mod fail2ban;
 pub mod snapshot;
 pub mod target;
-pub(crate) mod write;
 
 pub use encoding::{decode_rules, encode_rules, version_key, RawRecord, SharedHash};
 pub use fail2ban::{Fail2Ban, Strike};
@@ -289,6 +288,17 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// shared policies again and forget remembered denials at their next check.
 pub fn epoch() -> u64 {
     EPOCH.load(Ordering::Acquire)
+}
+
+/// Checks tier names: each valid, none given twice.
+pub fn check_tiers(tiers: &[(String, RuleSet)]) -> Result<()> {
+    for (i, (name, _)) in tiers.iter().enumerate() {
+        check_tier_name(name)?;
+        if tiers[..i].iter().any(|(other, _)| other == name) {
+            return Err(Error::config(format!("tier '{name}' is given twice")));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn bump_epoch() {

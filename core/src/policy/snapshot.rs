@@ -1,10 +1,8 @@
 //! The shared policies as every process holds them: the switches and the
 //! address lists, as of one version of the store.
 
-use super::{Field, List, Listing, SharedHash, Switches};
-use crate::error::Result;
+use super::{Field, List, Listing, Switches};
 use crate::net::Cidr;
-use crate::store::Store;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -102,17 +100,6 @@ impl Shared {
             return Some((List::Safe, l));
         }
         self.block.find(ip, now_ms).map(|l| (List::Block, l))
-    }
-}
-
-impl Shared {
-    /// Reads the shared policies from `store` at `version`.
-    pub fn load(store: &dyn Store, version: u64) -> Result<Shared> {
-        Ok(Shared::from_hashes(
-            version,
-            &store.shared(SharedHash::Nets)?,
-            &store.shared(SharedHash::Switches)?,
-        ))
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod breaker;
 mod memory;
+pub mod policies;
 mod pool;
 mod redis;
 mod url;

@@ -57,4 +57,6 @@ RATEKEEPER = {
     "EXEMPT_PATHS": ["/health"],
     # the load balancer in front of the app
     "TRUSTED_PROXIES": ["127.0.0.1", "10.0.0.0/8"],
+    # which rate-limit headers responses carry: "all", "draft", "legacy" or "none"
+    "HEADERS": os.environ.get("RATEKEEPER_HEADERS", "all"),
 }

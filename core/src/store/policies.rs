@@ -1,17 +1,28 @@
-//! Storing a listing: the one way a safelist or blocklist entry is written,
-//! whether an operator makes it (`Admin`) or a limiter's fail2ban ban does.
+//! The policies in a store, read and written as the policy model says: the
+//! shared policies a process holds, and the one way a safelist or blocklist
+//! entry is written, whether an operator makes it (`Admin`) or a limiter's
+//! fail2ban ban does.
 
-use super::encoding::mark;
-use super::{bump_epoch, Entry, List, Listing, SharedHash, Target};
+use super::Store;
 use crate::error::Result;
 use crate::keys::key_tag;
-use crate::store::Store;
+use crate::policy::encoding::mark;
+use crate::policy::{bump_epoch, Entry, List, Listing, Shared, SharedHash, Target};
+
+/// Reads the shared policies (switches, address lists) from `store` at `version`.
+pub fn load_shared(store: &dyn Store, version: u64) -> Result<Shared> {
+    Ok(Shared::from_hashes(
+        version,
+        &store.shared(SharedHash::Nets)?,
+        &store.shared(SharedHash::Switches)?,
+    ))
+}
 
 /// Puts `target`, as it is said to be, on `list` until `until_ms`, with
 /// `reason`; `now_ms` (the store's clock when `None`) judges which address
 /// entries have lapsed and which record fields still stand. Replaces an
 /// entry already there and returns the entry made.
-pub(crate) fn put_target(
+pub fn put_target(
     store: &dyn Store,
     list: List,
     target: Target,

@@ -1,0 +1,49 @@
+"""Python offers the surface tests/cases/surface.json lists, as Ruby does
+(tests/ruby/test_surface.rb walks the same list): every function and class,
+every member, every parameter by name, and nothing public beyond it."""
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+import ratekeeper
+
+SURFACE = json.loads((Path(__file__).parent.parent / "cases" / "surface.json").read_text())
+
+
+def parameters(target) -> list:
+    """A callable's parameter names, without self."""
+    return [name for name in inspect.signature(target).parameters if name != "self"]
+
+
+@pytest.mark.parametrize("name", sorted(SURFACE["functions"]))
+def test_function(name):
+    assert sorted(parameters(getattr(ratekeeper, name))) == sorted(SURFACE["functions"][name]["params"])
+
+
+def test_constants_and_exports():
+    for name in SURFACE["constants"]:
+        assert hasattr(ratekeeper, name)
+    listed = set(SURFACE["functions"]) | set(SURFACE["constants"]) | set(SURFACE["classes"])
+    exported = {n for n in ratekeeper.__all__ if not n.startswith("_") and not n.endswith("Error")}
+    assert exported == listed, "ratekeeper.__all__ and surface.json differ"
+
+
+@pytest.mark.parametrize("name", sorted(SURFACE["classes"]))
+def test_class(name):
+    spec = SURFACE["classes"][name]
+    cls = getattr(ratekeeper, name)
+    public = {member for member in dir(cls) if not member.startswith("_")}
+    assert public == set(spec["members"]), f"{name}: members differ from surface.json"
+    for member, about in spec["members"].items():
+        if "params" in about:
+            assert sorted(parameters(getattr(cls, member))) == sorted(about["params"]), f"{name}.{member}"
+    if "new" in spec:
+        assert sorted(parameters(cls)) == sorted(spec["new"]["params"]), f"{name}()"
+
+
+def test_limiter_options_are_the_cores():
+    """Limiter's keywords are exactly the options the core names (its defaults)."""
+    assert parameters(ratekeeper.Limiter)[1:] == list(ratekeeper.DEFAULTS)
