@@ -96,6 +96,8 @@ pub use decision::{Decision, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use http::{Answer, HeaderStyle, Responses};
 pub use keys::{identity, scope_name};
+#[cfg(feature = "async")]
+pub use limiter::check_batch_async;
 pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
@@ -103,4 +105,4 @@ pub use plain::Plain;
 pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::{OptionValue, Settings};
-pub use store::{MemoryStore, Mode, RedisStore, Store, StoreOptions};
+pub use store::{LogStore, MemoryStore, Mode, PolicyStore, RedisStore, Store, StoreOptions};

@@ -3,7 +3,7 @@
 //! by this test binary's allocator).
 
 use ratekeeper_core::store::Request;
-use ratekeeper_core::{MemoryStore, Mode, RuleSet, Store};
+use ratekeeper_core::{LogStore, MemoryStore, Mode, RuleSet};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 

@@ -1,6 +1,6 @@
 """Type stubs of the native module (checked against it by tests/python/test_stubs.py)."""
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, final
+from typing import Any, Awaitable, Dict, Iterable, List, Optional, Tuple, Union, final
 
 __version__: str
 DEFAULTS: Dict[str, Any]
@@ -18,6 +18,18 @@ def check_all(
     *,
     ip: Optional[str] = None,
 ) -> List["Decision"]: ...
+def acheck_all(
+    items: Iterable[
+        Union[
+            Tuple["Limiter", _KeyLike],
+            Tuple["Limiter", _KeyLike, int],
+            Tuple["Limiter", _KeyLike, int, Optional[str]],
+        ]
+    ],
+    now: Optional[float] = None,
+    *,
+    ip: Optional[str] = None,
+) -> Awaitable[List["Decision"]]: ...
 def parse_rules(rules: "_RulesLike") -> List["Rule"]: ...
 def check_option(name: str, value: object) -> None: ...
 def scope_name(name: str) -> str: ...
@@ -188,6 +200,43 @@ class Limiter:
         tier: Optional[str] = None,
         ip: Optional[str] = None,
     ) -> Decision: ...
+    def acheck(
+        self,
+        key: _KeyLike,
+        cost: Optional[int] = None,
+        now: Optional[float] = None,
+        *,
+        tier: Optional[str] = None,
+        ip: Optional[str] = None,
+    ) -> Awaitable[Decision]: ...
+    def apeek(
+        self,
+        key: _KeyLike,
+        cost: Optional[int] = None,
+        now: Optional[float] = None,
+        *,
+        tier: Optional[str] = None,
+        ip: Optional[str] = None,
+    ) -> Awaitable[Decision]: ...
+    def areset(self, key: _KeyLike) -> Awaitable[None]: ...
+    def acheck_many(
+        self, keys: Iterable[_KeyLike], cost: Optional[int] = None, now: Optional[float] = None
+    ) -> Awaitable[List[Decision]]: ...
+    def ascreen(self, ip: str) -> Awaitable[Optional[Decision]]: ...
+    def apenalize(
+        self,
+        key: Optional[_KeyLike] = None,
+        *,
+        ip: Optional[str] = None,
+        ban: Optional["Fail2Ban"] = None,
+        maxretry: Optional[int] = None,
+        findtime: Optional[float] = None,
+        bantime: Optional[float] = None,
+        name: Optional[str] = None,
+        now: Optional[float] = None,
+    ) -> Awaitable[bool]: ...
+    @property
+    def policies_ready(self) -> bool: ...
     def penalize(
         self,
         key: Optional[_KeyLike] = None,

@@ -83,6 +83,11 @@ pub fn config_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
     raise(py, &CONFIGURATION_ERROR, message.into())
 }
 
+/// A `RateKeeperError` for a panic caught in the core.
+pub fn internal_error(py: Python<'_>, message: String) -> PyErr {
+    raise(py, &RATEKEEPER_ERROR, format!("internal error: {message}"))
+}
+
 /// Runs core code, turning its errors and any panic into Python exceptions.
 pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {

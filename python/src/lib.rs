@@ -3,6 +3,7 @@
 //! errors; every decision is made in the core.
 
 mod admin;
+mod aio;
 mod call;
 mod convert;
 mod errors;
@@ -41,6 +42,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(limiter::check_all, m)?)?;
+    m.add_function(wrap_pyfunction!(limiter::acheck_all, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(scope_name, m)?)?;
     m.add_function(wrap_pyfunction!(types::parse_rules, m)?)?;

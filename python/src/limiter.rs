@@ -10,11 +10,12 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ratekeeper_core as core;
+use std::sync::Arc;
 
 /// Checks keys against a rule set on a store (see `ratekeeper.Limiter`).
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Limiter {
-    inner: core::Limiter,
+    inner: Arc<core::Limiter>,
     /// The store URL as `repr` shows it (no password).
     store: String,
 }
@@ -53,7 +54,66 @@ impl Asked {
     }
 }
 
+impl Asked {
+    fn convert(
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
+    ) -> PyResult<Asked> {
+        Ok(Asked {
+            key: convert::key_bytes(key)?.into_owned(),
+            cost: convert::cost(py, cost)?,
+            now: convert::now(now)?,
+            tier,
+            ip,
+        })
+    }
+}
+
+/// The decisions of a batch, delivered as a list.
+fn deliver_all(py: Python<'_>, decisions: Vec<core::Decision>) -> PyResult<Py<PyAny>> {
+    let out: Vec<Decision> = decisions
+        .into_iter()
+        .map(|inner| deliver(py, inner))
+        .collect::<PyResult<_>>()?;
+    Ok(out.into_pyobject(py)?.into_any().unbind())
+}
+
 impl Limiter {
+    /// An awaitable check or peek: on the runtime for a remote store, at once for memory.
+    fn decide_async<'py>(
+        &self,
+        py: Python<'py>,
+        asked: Asked,
+        check: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limiter = self.inner.clone();
+        if !limiter.waits_on_io() {
+            let inner = run_core(py, false, || {
+                if check {
+                    limiter.check_with(&asked.key, &asked.options())
+                } else {
+                    limiter.peek_with(&asked.key, &asked.options())
+                }
+            });
+            let value = inner.and_then(|inner| Ok(Py::new(py, deliver(py, inner)?)?.into_any()));
+            return crate::aio::ready(py, value);
+        }
+        let work = async move {
+            if check {
+                limiter.check_async(&asked.key, &asked.options()).await
+            } else {
+                limiter.peek_async(&asked.key, &asked.options()).await
+            }
+        };
+        crate::aio::spawn(py, work, |py, inner| {
+            Ok(Py::new(py, deliver(py, inner)?)?.into_any())
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn decide(
         &self,
@@ -65,13 +125,7 @@ impl Limiter {
         ip: Option<String>,
         check: bool,
     ) -> PyResult<Decision> {
-        let asked = Asked {
-            key: convert::key_bytes(key)?.into_owned(),
-            cost: convert::cost(py, cost)?,
-            now: convert::now(now)?,
-            tier,
-            ip,
-        };
+        let asked = Asked::convert(py, key, cost, now, tier, ip)?;
         let limiter = &self.inner;
         let inner = run_core(py, limiter.waits_on_io(), || {
             if check {
@@ -131,7 +185,7 @@ impl Limiter {
         )?;
         let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
         Ok(Limiter {
-            inner,
+            inner: Arc::new(inner),
             store: core::store::redact(&given.store),
         })
     }
@@ -152,6 +206,148 @@ impl Limiter {
         ip: Option<String>,
     ) -> PyResult<Decision> {
         self.decide(py, key, cost, now, tier, ip, true)
+    }
+
+    /// `await limiter.acheck(...)`: `check`, awaited on the running event
+    /// loop without blocking it (Redis: one multiplexed connection per
+    /// process; the memory store answers at once). Cancelled, the check
+    /// still logs once or not at all.
+    #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acheck<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let asked = Asked::convert(py, key, cost, now, tier, ip)?;
+        self.decide_async(py, asked, true)
+    }
+
+    /// `await limiter.apeek(...)`: `peek`, awaited.
+    #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn apeek<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let asked = Asked::convert(py, key, cost, now, tier, ip)?;
+        self.decide_async(py, asked, false)
+    }
+
+    /// `await limiter.areset(key)`: `reset`, awaited.
+    fn areset<'py>(&self, py: Python<'py>, key: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let limiter = self.inner.clone();
+        crate::aio::spawn(
+            py,
+            async move { limiter.reset_async(&key).await },
+            |py, ()| Ok(py.None()),
+        )
+    }
+
+    /// `await limiter.acheck_many(keys, ...)`: `check_many`, awaited (one pipeline).
+    #[pyo3(signature = (keys, cost = None, now = None))]
+    fn acheck_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let cost = convert::cost(py, cost)?;
+        let now = convert::now(now)?;
+        let keys: Vec<Vec<u8>> = keys
+            .try_iter()?
+            .map(|key| Ok(convert::key_bytes(&key?)?.into_owned()))
+            .collect::<PyResult<_>>()?;
+        let limiter = self.inner.clone();
+        let work = async move {
+            let items: Vec<core::BatchItem<'_>> = keys
+                .iter()
+                .map(|k| core::BatchItem::new(&limiter, k, cost))
+                .collect();
+            core::check_batch_async(&items, now).await
+        };
+        crate::aio::spawn(py, work, deliver_all)
+    }
+
+    /// `await limiter.ascreen(ip)`: `screen`, answered at once when the
+    /// address lists are held (`policies_ready`), else after reading them
+    /// off the event loop.
+    fn ascreen<'py>(&self, py: Python<'py>, ip: String) -> PyResult<Bound<'py, PyAny>> {
+        let limiter = self.inner.clone();
+        let listed = |py: Python<'_>, listed: Option<core::Decision>| match listed {
+            Some(inner) => Ok(Py::new(py, deliver(py, inner)?)?.into_any()),
+            None => Ok(py.None()),
+        };
+        if limiter.policies_ready() {
+            let value = run_core(py, false, || Ok(limiter.screen(&ip))).and_then(|l| listed(py, l));
+            return crate::aio::ready(py, value);
+        }
+        let work = async move {
+            let blocking = tokio::task::spawn_blocking(move || limiter.screen(&ip));
+            blocking
+                .await
+                .map_err(|e| core::Error::storage(format!("the address lists were not read: {e}")))
+        };
+        crate::aio::spawn(py, work, listed)
+    }
+
+    /// `await limiter.apenalize(...)`: `penalize`, its store calls made off
+    /// the event loop (a strike is rare: a bad request, a failed login).
+    #[pyo3(signature = (key = None, *, ip = None, ban = None, maxretry = None, findtime = None,
+                        bantime = None, name = None, now = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn apenalize<'py>(
+        &self,
+        py: Python<'py>,
+        key: Option<&Bound<'_, PyAny>>,
+        ip: Option<String>,
+        ban: Option<PyRef<'_, Fail2Ban>>,
+        maxretry: Option<i64>,
+        findtime: Option<f64>,
+        bantime: Option<f64>,
+        name: Option<&str>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (key, rule, now) =
+            strike_arguments(py, key, &ip, ban, maxretry, findtime, bantime, name, now)?;
+        let limiter = self.inner.clone();
+        let work = async move {
+            let blocking = tokio::task::spawn_blocking(move || {
+                let offender = match (&key, &ip) {
+                    (Some(key), _) => core::Offender::Key(key),
+                    (None, Some(ip)) => core::Offender::Address(ip),
+                    (None, None) => unreachable!("checked by strike_arguments"),
+                };
+                limiter.penalize(offender, &rule, now)
+            });
+            blocking
+                .await
+                .map_err(|e| core::Error::storage(format!("the strike was not counted: {e}")))?
+        };
+        crate::aio::spawn(py, work, |py, strike: core::Strike| {
+            Ok(pyo3::types::PyBool::new(py, strike.banned)
+                .to_owned()
+                .into_any()
+                .unbind())
+        })
+    }
+
+    /// Whether the address lists and switches are held in this process as
+    /// of its last change (`screen` then answers without the store).
+    #[getter]
+    fn policies_ready(&self) -> bool {
+        self.inner.policies_ready()
     }
 
     /// What a check of `cost` would decide now, without logging anything.
@@ -292,7 +488,7 @@ impl Limiter {
                 .with_tiers(given.tiers)
         })?;
         Ok(Limiter {
-            inner,
+            inner: Arc::new(inner),
             store: self.store.clone(),
         })
     }
@@ -347,30 +543,61 @@ impl Limiter {
     }
 }
 
+/// The arguments of a strike, checked: the key (or none, for `ip`), the
+/// ban's parameters (`ban`, or those given, each else its default), `now`.
+#[allow(clippy::too_many_arguments)]
+fn strike_arguments(
+    py: Python<'_>,
+    key: Option<&Bound<'_, PyAny>>,
+    ip: &Option<String>,
+    ban: Option<PyRef<'_, Fail2Ban>>,
+    maxretry: Option<i64>,
+    findtime: Option<f64>,
+    bantime: Option<f64>,
+    name: Option<&str>,
+    now: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Option<Vec<u8>>, core::Fail2Ban, Option<f64>)> {
+    let key = key
+        .map(|k| convert::key_bytes(k).map(|k| k.into_owned()))
+        .transpose()?;
+    let now = convert::now(now)?;
+    let parts_given =
+        maxretry.is_some() || findtime.is_some() || bantime.is_some() || name.is_some();
+    let rule = match ban {
+        Some(ban) if !parts_given => ban.inner.clone(),
+        Some(_) => {
+            return Err(PyTypeError::new_err(
+                "penalize takes ban= or maxretry/findtime/bantime/name, not both",
+            ))
+        }
+        None => guard(py, || {
+            core::Fail2Ban::given(name, maxretry, findtime, bantime)
+        })?,
+    };
+    if key.is_some() == ip.is_some() {
+        return Err(PyTypeError::new_err(
+            "penalize takes a key or ip=, one of them",
+        ));
+    }
+    Ok((key, rule, now))
+}
+
+/// A `check_all` item a task owns: limiter, key, cost, tier.
+type OwnedItem = (Arc<core::Limiter>, Vec<u8>, u64, Option<String>);
+
 /// One converted `check_all` item: limiter, key, cost, tier.
 type Item<'py> = (Bound<'py, Limiter>, Vec<u8>, u64, Option<String>);
 
-/// Checks `(limiter, key)`, `(limiter, key, cost)` or `(limiter, key,
-/// cost, tier)` items at once: limiters sharing a store (see
-/// `Limiter.with_rules`) are asked in one round trip. `ip`, the client
-/// address, is matched against listed addresses for every item.
-#[pyfunction]
-#[pyo3(signature = (items, now = None, *, ip = None))]
-pub fn check_all(
-    py: Python<'_>,
-    items: &Bound<'_, PyAny>,
-    now: Option<&Bound<'_, PyAny>>,
-    ip: Option<String>,
-) -> PyResult<Vec<Decision>> {
+/// Converts `check_all` items: `(limiter, key[, cost[, tier]])`.
+fn batch_items<'py>(py: Python<'py>, items: &Bound<'py, PyAny>) -> PyResult<Vec<Item<'py>>> {
     let shape = || {
         PyTypeError::new_err(
             "each item must be (limiter, key), (limiter, key, cost) or (limiter, key, cost, tier)",
         )
     };
-    let now = convert::now(now)?;
-    let mut owned: Vec<Item<'_>> = Vec::new();
+    let mut owned: Vec<Item<'py>> = Vec::new();
     for item in items.try_iter()? {
-        let parts: Vec<Bound<'_, PyAny>> = item?
+        let parts: Vec<Bound<'py, PyAny>> = item?
             .try_iter()
             .map_err(|_| shape())?
             .collect::<PyResult<_>>()?;
@@ -393,6 +620,23 @@ pub fn check_all(
             };
         owned.push((limiter, key, convert::cost(py, parts.get(2))?, tier));
     }
+    Ok(owned)
+}
+
+/// Checks `(limiter, key)`, `(limiter, key, cost)` or `(limiter, key,
+/// cost, tier)` items at once: limiters sharing a store (see
+/// `Limiter.with_rules`) are asked in one round trip. `ip`, the client
+/// address, is matched against listed addresses for every item.
+#[pyfunction]
+#[pyo3(signature = (items, now = None, *, ip = None))]
+pub fn check_all(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
+) -> PyResult<Vec<Decision>> {
+    let now = convert::now(now)?;
+    let owned = batch_items(py, items)?;
     let items: Vec<core::BatchItem<'_>> = owned
         .iter()
         .map(|(l, k, c, tier)| core::BatchItem {
@@ -402,4 +646,33 @@ pub fn check_all(
         })
         .collect();
     run_batch(py, &items, now)
+}
+
+/// `await ratekeeper.acheck_all(items, ...)`: `check_all`, awaited (one
+/// pipeline for limiters sharing a Redis).
+#[pyfunction]
+#[pyo3(signature = (items, now = None, *, ip = None))]
+pub fn acheck_all<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let now = convert::now(now)?;
+    let owned: Vec<OwnedItem> = batch_items(py, items)?
+        .into_iter()
+        .map(|(l, k, c, t)| (l.get().inner.clone(), k, c, t))
+        .collect();
+    let work = async move {
+        let items: Vec<core::BatchItem<'_>> = owned
+            .iter()
+            .map(|(l, k, c, tier)| core::BatchItem {
+                ip: ip.as_deref(),
+                tier: tier.as_deref(),
+                ..core::BatchItem::new(l, k, *c)
+            })
+            .collect();
+        core::check_batch_async(&items, now).await
+    };
+    crate::aio::spawn(py, work, deliver_all)
 }

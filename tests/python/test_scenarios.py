@@ -1,5 +1,7 @@
-"""The shared scenario table (tests/cases/scenarios.json) through the Python API, on both stores."""
+"""The shared scenario table (tests/cases/scenarios.json) through the Python
+API, blocking and awaited (`acheck`, `apeek`, `areset`), on every store."""
 
+import asyncio
 import json
 import os
 
@@ -16,17 +18,27 @@ def test_the_table_is_large_enough():
     assert len(CASES) >= 25
 
 
+@pytest.mark.parametrize("api", ["blocking", "awaited"])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_scenario(case, store):
+def test_scenario(case, store, api):
     rules = case["rules"] if isinstance(case["rules"], str) else [tuple(r) for r in case["rules"]]
     limiter = ratekeeper.Limiter(rules, store, prefix=unique_prefix(), on_error="raise", timeout=5)
+    asyncio.run(run_steps(case, limiter, api == "awaited"))
+
+
+async def run_steps(case: dict, limiter: ratekeeper.Limiter, awaited: bool) -> None:
+    """Runs a case's steps, each call blocking or awaited, checking each expectation."""
     for i, step in enumerate(case["steps"]):
         where = f"{case['name']} step {i}: {step}"
         if step["op"] == "reset":
-            limiter.reset(step["key"])
+            await limiter.areset(step["key"]) if awaited else limiter.reset(step["key"])
             continue
-        call = limiter.check if step["op"] == "check" else limiter.peek
-        d = call(step["key"], step.get("cost", 1), now=step["now"])
+        if awaited:
+            call = limiter.acheck if step["op"] == "check" else limiter.apeek
+            d = await call(step["key"], step.get("cost", 1), now=step["now"])
+        else:
+            call = limiter.check if step["op"] == "check" else limiter.peek
+            d = call(step["key"], step.get("cost", 1), now=step["now"])
         expect = step["expect"]
         if "allowed" in expect:
             assert d.allowed is expect["allowed"], where

@@ -79,8 +79,18 @@ def url(port: int, certs, ca: str = "ca", password: bool = True, extra: str = ""
 
 
 def assert_exact(store_url: str) -> None:
+    """Blocking and awaited checks over TLS, each limiting exactly."""
+    import asyncio
+
     limiter = Limiter("3/minute", store_url, prefix=unique_prefix(), on_error="raise")
     outcomes = [limiter.check("k") for _ in range(5)]
+    assert [d.allowed for d in outcomes] == [True, True, True, False, False]
+    assert not any(d.degraded for d in outcomes)
+
+    async def awaited() -> list:
+        return [await limiter.acheck("a") for _ in range(5)]
+
+    outcomes = asyncio.run(awaited())
     assert [d.allowed for d in outcomes] == [True, True, True, False, False]
     assert not any(d.degraded for d in outcomes)
 
@@ -199,6 +209,14 @@ def test_a_tls_cluster(tls_cluster, certs):
     # keys spread over every node's slots
     for key in [f"user:{i}" for i in range(20)]:
         assert [limiter.check(key).allowed for _ in range(3)] == [True, True, False], key
+
+    async def awaited(key: str) -> list:
+        return [(await limiter.acheck(key)).allowed for _ in range(3)]
+
+    import asyncio
+
+    for key in [f"async:{i}" for i in range(20)]:
+        assert asyncio.run(awaited(key)) == [True, True, False], key
     wrong = store.replace("ca.pem", "other-ca.pem")
     with pytest.raises(StorageError):
         Limiter("2/minute", wrong, on_error="raise").check("k")

@@ -5,7 +5,7 @@ use super::pipeline::{check_arguments, finish, Prepared};
 use super::{CheckOptions, Limiter};
 use crate::decision::{Decision, Observation};
 use crate::error::Result;
-use crate::store::{Mode, Request};
+use crate::store::{Mode, Request, Store};
 use std::sync::Arc;
 
 impl Limiter {
@@ -55,67 +55,143 @@ impl<'a> BatchItem<'a> {
     }
 }
 
+/// A batch made ready: each item decided in-process or to be asked.
+struct Batch<'i> {
+    items: &'i [BatchItem<'i>],
+    now_ms: Option<u64>,
+    prepared: Vec<Prepared<'i>>,
+    /// The items the store is asked about.
+    pending: Vec<usize>,
+}
+
+impl<'i> Batch<'i> {
+    fn prepare(items: &'i [BatchItem<'i>], now: Option<f64>) -> Result<Batch<'i>> {
+        let mut now_ms = None;
+        for item in items {
+            now_ms = check_arguments(item.cost, now)?;
+        }
+        let mut prepared = Vec::with_capacity(items.len());
+        for item in items {
+            let options = CheckOptions {
+                cost: item.cost,
+                now,
+                tier: item.tier,
+                ip: item.ip,
+            };
+            prepared.push(
+                item.limiter
+                    .prepare(item.key, &options, now_ms, Mode::Check)?,
+            );
+        }
+        let pending = (0..items.len())
+            .filter(|&i| matches!(prepared[i], Prepared::Ask { .. }))
+            .collect();
+        Ok(Batch {
+            items,
+            now_ms,
+            prepared,
+            pending,
+        })
+    }
+
+    /// What the store is asked, in the order of `pending`.
+    fn requests(&self) -> Vec<Request<'_>> {
+        self.pending
+            .iter()
+            .map(|&i| match &self.prepared[i] {
+                Prepared::Ask {
+                    tag, rules, tiers, ..
+                } => self.items[i].limiter.request(
+                    tag,
+                    rules,
+                    tiers,
+                    self.items[i].cost,
+                    self.now_ms,
+                    Mode::Check,
+                ),
+                Prepared::Decided(_) => unreachable!("only pending checks"),
+            })
+            .collect()
+    }
+
+    /// The store every pending item shares (asked in one round trip), if one does.
+    fn one_store(&self) -> Option<&Arc<dyn Store>> {
+        let first = *self.pending.first()?;
+        let shared = self.pending.windows(2).all(|pair| {
+            Arc::ptr_eq(
+                &self.items[pair[0]].limiter.store,
+                &self.items[pair[1]].limiter.store,
+            )
+        });
+        shared.then(|| &self.items[first].limiter.store)
+    }
+
+    /// The decisions, in order, from what the store answered for the pending items.
+    fn finish(
+        &self,
+        requests: &[Request<'_>],
+        outcomes: Vec<Result<Observation>>,
+    ) -> Result<Vec<Decision>> {
+        let mut concluded = Vec::with_capacity(self.pending.len());
+        for ((&i, request), outcome) in self.pending.iter().zip(requests).zip(outcomes) {
+            let item = &self.items[i];
+            concluded.push(item.limiter.conclude(request, item.tier, outcome)?);
+        }
+        let mut concluded = concluded.into_iter();
+        Ok(self
+            .prepared
+            .iter()
+            .map(|p| match p {
+                Prepared::Decided(decision) => decision.clone(),
+                Prepared::Ask { shared, .. } => finish(
+                    concluded.next().expect("one decision per pending check"),
+                    shared,
+                ),
+            })
+            .collect())
+    }
+}
+
 /// Checks several items at once, say the per-IP and the per-user rules of
 /// one request: limiters sharing one store (see [`Limiter::with_rules`]) are
 /// asked in one round trip. Each check is atomic on its own and logs when its
 /// own rules admit it, whatever the others decide; the decisions come back in
 /// order.
 pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
-    let mut now_ms = None;
-    for item in items {
-        now_ms = check_arguments(item.cost, now)?;
-    }
-    let mut prepared = Vec::with_capacity(items.len());
-    for item in items {
-        let options = CheckOptions {
-            cost: item.cost,
-            now,
-            tier: item.tier,
-            ip: item.ip,
-        };
-        prepared.push(
-            item.limiter
-                .prepare(item.key, &options, now_ms, Mode::Check)?,
-        );
-    }
-    let pending: Vec<usize> = (0..items.len())
-        .filter(|&i| matches!(prepared[i], Prepared::Ask { .. }))
-        .collect();
-    let requests: Vec<Request<'_>> = pending
-        .iter()
-        .map(|&i| match &prepared[i] {
-            Prepared::Ask {
-                tag, rules, tiers, ..
-            } => items[i]
-                .limiter
-                .request(tag, rules, tiers, items[i].cost, now_ms, Mode::Check),
-            Prepared::Decided(_) => unreachable!("only pending checks"),
-        })
-        .collect();
-    let shared_store = pending
-        .windows(2)
-        .all(|pair| Arc::ptr_eq(&items[pair[0]].limiter.store, &items[pair[1]].limiter.store));
-    let outcomes: Vec<Result<Observation>> = match pending.first() {
-        Some(&first) if shared_store => items[first].limiter.store.apply_many(&requests),
-        _ => pending
+    let batch = Batch::prepare(items, now)?;
+    let requests = batch.requests();
+    let outcomes = match batch.one_store() {
+        Some(store) => store.apply_many(&requests),
+        None => batch
+            .pending
             .iter()
             .zip(&requests)
             .map(|(&i, request)| items[i].limiter.store.apply(request))
             .collect(),
     };
-    let mut concluded = Vec::with_capacity(pending.len());
-    for ((&i, request), outcome) in pending.iter().zip(&requests).zip(outcomes) {
-        concluded.push(items[i].limiter.conclude(request, items[i].tier, outcome)?);
-    }
-    let mut concluded = concluded.into_iter();
-    Ok(prepared
-        .into_iter()
-        .map(|p| match p {
-            Prepared::Decided(decision) => decision,
-            Prepared::Ask { shared, .. } => finish(
-                concluded.next().expect("one decision per pending check"),
-                &shared,
-            ),
-        })
-        .collect())
+    batch.finish(&requests, outcomes)
+}
+
+/// [`check_batch`], awaiting the store's answers where it has an awaitable
+/// log (one pipeline on a single Redis).
+#[cfg(feature = "async")]
+pub async fn check_batch_async(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
+    let batch = Batch::prepare(items, now)?;
+    let requests = batch.requests();
+    let outcomes = match batch.one_store().map(|store| (store, store.as_async())) {
+        Some((_, Some(log))) => log.apply_many_async(&requests).await,
+        Some((store, None)) => store.apply_many(&requests),
+        None => {
+            let mut outcomes = Vec::with_capacity(requests.len());
+            for (&i, request) in batch.pending.iter().zip(&requests) {
+                let store = &items[i].limiter.store;
+                outcomes.push(match store.as_async() {
+                    Some(log) => log.apply_async(request).await,
+                    None => store.apply(request),
+                });
+            }
+            outcomes
+        }
+    };
+    batch.finish(&requests, outcomes)
 }

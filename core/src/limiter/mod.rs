@@ -8,6 +8,8 @@ pub mod options;
 mod pipeline;
 mod view;
 
+#[cfg(feature = "async")]
+pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
 pub use options::{CheckOptions, Offender, OnError};
 pub use view::DEFAULT_POLICY_REFRESH;
@@ -254,14 +256,52 @@ impl Limiter {
         self.decide(key, options, Mode::Peek)
     }
 
-    /// Forgets everything logged for `key` by this limiter (its scope).
-    pub fn reset(&self, key: &[u8]) -> Result<()> {
+    /// [`Limiter::check_with`], awaiting the store instead of blocking a
+    /// thread on it (Redis: the process's one multiplexed connection; the
+    /// memory store answers at once). Dropped before it ends, a check has
+    /// either logged once or not at all.
+    #[cfg(feature = "async")]
+    pub async fn check_async(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide_async(key, options, Mode::Check).await
+    }
+
+    /// [`Limiter::peek_with`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn peek_async(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        self.decide_async(key, options, Mode::Peek).await
+    }
+
+    /// [`Limiter::reset`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn reset_async(&self, key: &[u8]) -> Result<()> {
+        let tag = self.forget_denials(key);
+        match self.store.as_async() {
+            Some(log) => log.reset_async(&tag, &self.scope).await,
+            None => self.store.reset(&tag, &self.scope),
+        }
+    }
+
+    /// Forgets the denials remembered for `key` here (under every tier); its tag.
+    fn forget_denials(&self, key: &[u8]) -> Vec<u8> {
         let tag = key_tag(key);
         let denials = &self.state().denials;
         denials.forget(&tag);
         for (name, _) in &self.tiers {
             denials.forget(&denial_key(&tag, Some(name)));
         }
+        tag
+    }
+
+    /// Whether the shared policies (switches, address lists) are held in this
+    /// process as of its last change: [`Limiter::screen`] then answers from
+    /// memory without waiting on the store.
+    pub fn policies_ready(&self) -> bool {
+        view::ready(&self.shared, &self.store)
+    }
+
+    /// Forgets everything logged for `key` by this limiter (its scope).
+    pub fn reset(&self, key: &[u8]) -> Result<()> {
+        let tag = self.forget_denials(key);
         self.store.reset(&tag, &self.scope)
     }
 

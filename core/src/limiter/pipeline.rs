@@ -36,19 +36,49 @@ impl Limiter {
         mode: Mode,
     ) -> Result<Decision> {
         let now_ms = check_arguments(options.cost, options.now)?;
-        let (tag, rules, tiers, shared) = match self.prepare(key, options, now_ms, mode)? {
-            Prepared::Decided(decision) => return Ok(decision),
+        match self.prepare(key, options, now_ms, mode)? {
+            Prepared::Decided(decision) => Ok(decision),
             Prepared::Ask {
                 tag,
                 rules,
                 tiers,
                 shared,
-            } => (tag, rules, tiers, shared),
-        };
-        let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
-        let outcome = self.store.apply(&request);
-        let decision = self.conclude(&request, options.tier, outcome)?;
-        Ok(finish(decision, &shared))
+            } => {
+                let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+                let outcome = self.store.apply(&request);
+                let decision = self.conclude(&request, options.tier, outcome)?;
+                Ok(finish(decision, &shared))
+            }
+        }
+    }
+
+    /// [`Limiter::decide`], awaiting the store's answer where it has an
+    /// awaitable log (Redis), asking it at once where it answers in-process.
+    #[cfg(feature = "async")]
+    pub(crate) async fn decide_async(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        mode: Mode,
+    ) -> Result<Decision> {
+        let now_ms = check_arguments(options.cost, options.now)?;
+        match self.prepare(key, options, now_ms, mode)? {
+            Prepared::Decided(decision) => Ok(decision),
+            Prepared::Ask {
+                tag,
+                rules,
+                tiers,
+                shared,
+            } => {
+                let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+                let outcome = match self.store.as_async() {
+                    Some(log) => log.apply_async(&request).await,
+                    None => self.store.apply(&request),
+                };
+                let decision = self.conclude(&request, options.tier, outcome)?;
+                Ok(finish(decision, &shared))
+            }
+        }
     }
 
     /// What can be decided without the store (switched off, a listed address,

@@ -99,3 +99,15 @@ pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<S
     }
     held
 }
+
+/// Whether `view` holds the policies as of this process's last change (a
+/// read of them would not wait on the store). The memory store's always are.
+pub(crate) fn ready(view: &Policies, store: &Arc<dyn Store>) -> bool {
+    if !store.waits_on_io() {
+        return true;
+    }
+    let local = view.get();
+    let read = local.held().version != u64::MAX;
+    let next = local.next.try_lock();
+    read && next.is_ok_and(|next| next.1 == policy::epoch())
+}

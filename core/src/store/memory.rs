@@ -1,6 +1,6 @@
 //! The embedded store: sharded, thread-safe, in-process logs, bounded in keys.
 
-use super::{system_now_ms, Mode, Request, Store};
+use super::{system_now_ms, LogStore, Mode, PolicyStore, Request};
 use crate::decision::{admits, units_to_expire, Observation, RuleObservation};
 use crate::error::Result;
 use crate::policy::{
@@ -152,7 +152,7 @@ impl Shard {
     }
 }
 
-impl Store for MemoryStore {
+impl LogStore for MemoryStore {
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
         let now_given = request.now_ms.unwrap_or_else(system_now_ms);
         let record;
@@ -192,7 +192,9 @@ impl Store for MemoryStore {
     fn waits_on_io(&self) -> bool {
         false
     }
+}
 
+impl PolicyStore for MemoryStore {
     fn record(&self, tag: &[u8]) -> Result<RawRecord> {
         Ok(self
             .policies()

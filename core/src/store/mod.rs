@@ -72,8 +72,10 @@ impl<'a> Request<'a> {
     }
 }
 
-/// A place that keeps one sliding log per key and applies a check to it atomically.
-pub trait Store: Send + Sync {
+/// The log half of a store: one sliding log per key, a check applied to it
+/// atomically. A store that keeps no policies implements only this (and an
+/// empty [`PolicyStore`]).
+pub trait LogStore: Send + Sync {
     /// Reads the key's policy record (when asked) and observes its log
     /// against the rules that apply at `now_ms` (the store's own clock when
     /// `None`); in [`Mode::Check`] logs `cost` units at that time when every
@@ -94,6 +96,28 @@ pub trait Store: Send + Sync {
         Ok(system_now_ms())
     }
 
+    /// How often the store was called, failed, and was spared by its circuit breaker.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+
+    /// Whether a call may wait on the network: bindings release the GIL or
+    /// GVL around such calls only, since releasing costs more than a memory check.
+    fn waits_on_io(&self) -> bool {
+        true
+    }
+
+    /// The awaitable form of this log, when the store has one (Redis); a
+    /// store without one answers in-process at once (memory).
+    #[cfg(feature = "async")]
+    fn as_async(&self) -> Option<&dyn AsyncLogStore> {
+        None
+    }
+}
+
+/// The policy half of a store: each key's policy record, the shared hashes
+/// every process holds, their version, and fail2ban strikes.
+pub trait PolicyStore: Send + Sync {
     /// The policy record of `tag`, fields in [`Field::ALL`] order.
     fn record(&self, tag: &[u8]) -> Result<RawRecord>;
 
@@ -117,17 +141,33 @@ pub trait Store: Send + Sync {
     /// when `None`); the strike that makes `maxretry` within `findtime` clears
     /// the count and reports that the key is to be banned.
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike>;
+}
 
-    /// How often the store was called, failed, and was spared by its circuit breaker.
-    fn stats(&self) -> StoreStats {
-        StoreStats::default()
-    }
+/// A whole store: its log and its policies.
+pub trait Store: LogStore + PolicyStore {}
 
-    /// Whether a call may wait on the network: bindings release the GIL or
-    /// GVL around such calls only, since releasing costs more than a memory check.
-    fn waits_on_io(&self) -> bool {
-        true
-    }
+impl<T: LogStore + PolicyStore + ?Sized> Store for T {}
+
+/// A boxed future, as the awaitable log returns.
+#[cfg(feature = "async")]
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The awaitable form of a log (see [`LogStore`]): the same calls, answered
+/// without blocking a thread (Redis: one multiplexed connection per process,
+/// which concurrent checks share).
+#[cfg(feature = "async")]
+pub trait AsyncLogStore: Send + Sync {
+    /// [`LogStore::apply`], awaited.
+    fn apply_async<'a>(&'a self, request: &'a Request<'a>) -> BoxFuture<'a, Result<Observation>>;
+
+    /// [`LogStore::apply_many`], awaited (one pipeline on a single Redis).
+    fn apply_many_async<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+    ) -> BoxFuture<'a, Vec<Result<Observation>>>;
+
+    /// [`LogStore::reset`], awaited.
+    fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
 /// The default wait for one Redis command and for a new connection: 250 ms.

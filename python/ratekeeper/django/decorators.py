@@ -13,13 +13,13 @@ views can share one.
 import functools
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 
 from ratekeeper._ratekeeper import ConfigurationError, parse_rules
 from ratekeeper.django.conf import Config, Policy, get_config
 from ratekeeper.django.keys import key_function
-from ratekeeper.django.limiting import add_headers, check, deny
+from ratekeeper.django.limiting import acheck, add_headers, adeny, check, deny
 
 ALL = None
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -64,11 +64,21 @@ def ratelimit(
                 return decision, None
             return decision, deny(request, decision, config)
 
+        async def adecide(request: HttpRequest) -> Any:
+            config = get_config()
+            chosen = policy(config)
+            if not config.enabled or not chosen.applies_to(request):
+                return None, None
+            decision = await acheck(request, chosen)
+            if decision is None or decision.allowed or not block:
+                return decision, None
+            return decision, await adeny(request, decision, config)
+
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-                decision, denial = await sync_to_async(decide)(request)
+                decision, denial = await adecide(request)
                 if denial is not None:
                     return denial
                 return add_headers(await view(request, *args, **kwargs), decision)

@@ -44,23 +44,52 @@ def body_field(request: HttpRequest, name: str) -> Any:
     return None
 
 
+def kind_of(func: KeyFunc) -> str:
+    """How an async view awaits a key function: "user" (read the user first,
+    with ``request.auser()``, then call it), "plain" (call it: it reads only
+    the request), or "custom" (the application's own: in a thread, as it may
+    touch the database, unless it is a coroutine function)."""
+    return getattr(func, "ratekeeper_kind", "custom")
+
+
+def _kind(func: Any, kind: str) -> KeyFunc:
+    func.ratekeeper_kind = kind
+    return func  # type: ignore[no-any-return]
+
+
 def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
     """The key function a spec names; raises ConfigurationError for a bad spec."""
     if callable(spec):
         return spec  # type: ignore[return-value]
+    built = _built_in(spec, proxies)
+    if built is not None:
+        return built
+    if isinstance(spec, str) and "." in spec:
+        try:
+            func = import_string(spec)
+        except ImportError as exc:
+            raise ConfigurationError(f"invalid key {spec!r}: cannot import it ({exc})") from None
+        if not callable(func):
+            raise ConfigurationError(f"invalid key {spec!r}: it is not callable")
+        return func  # type: ignore[no-any-return]
+    raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
+
+
+def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
+    """A built-in key function, marked with its kind (see kind_of); None for other specs."""
     if not isinstance(spec, str) or not spec:
         raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
     if spec == "ip":
-        return lambda request: client_ip(request, proxies)
+        return _kind(lambda request: client_ip(request, proxies), "plain")
     if spec == "user":
-        return _user_pk
+        return _kind(lambda request: _user_pk(request), "user")
     if spec == "user_or_ip":
 
         def user_or_ip(request: HttpRequest) -> str:
             pk = _user_pk(request)
             return f"user:{pk}" if pk is not None else f"ip:{client_ip(request, proxies)}"
 
-        return user_or_ip
+        return _kind(user_or_ip, "user")
     kind, _, name = spec.partition(":")
     if name and kind == "header":
         meta = "HTTP_" + name.upper().replace("-", "_")
@@ -71,11 +100,11 @@ def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
             value = request.META.get(meta)
             return value.encode("latin-1", "replace") if value else None
 
-        return header
+        return _kind(header, "plain")
     if name and kind == "get":
-        return lambda request: request.GET.get(name) or None
+        return _kind(lambda request: request.GET.get(name) or None, "plain")
     if name and kind == "post":
-        return lambda request: request.POST.get(name) or None
+        return _kind(lambda request: request.POST.get(name) or None, "plain")
     if name and kind == "identity":
 
         def person(request: HttpRequest) -> Optional[str]:
@@ -86,13 +115,5 @@ def key_function(spec: object, proxies: TrustedProxies) -> KeyFunc:
             found = identity(value) if isinstance(value, str) else None
             return None if found is None else f"{name}={found}"
 
-        return person
-    if "." in spec:
-        try:
-            func = import_string(spec)
-        except ImportError as exc:
-            raise ConfigurationError(f"invalid key {spec!r}: cannot import it ({exc})") from None
-        if not callable(func):
-            raise ConfigurationError(f"invalid key {spec!r}: it is not callable")
-        return func  # type: ignore[no-any-return]
-    raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
+        return _kind(person, "plain")
+    return None

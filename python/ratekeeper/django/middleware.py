@@ -3,13 +3,13 @@ by the policy settings.RATEKEEPER gives it, sync or async."""
 
 from typing import Any, Awaitable, Callable, Optional, Tuple, Union
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision
 from ratekeeper.django.conf import get_config
-from ratekeeper.django.limiting import add_headers, check, deny, screen
+from ratekeeper.django.limiting import acheck, add_headers, adeny, ascreen, check, deny, screen
 
 GetResponse = Callable[[HttpRequest], Union[HttpResponseBase, Awaitable[HttpResponseBase]]]
 
@@ -56,10 +56,26 @@ class RateLimitMiddleware:
             return denial
         return add_headers(self.get_response(request), decision)  # type: ignore[arg-type]
 
+    async def adecide(self, request: HttpRequest) -> Tuple[Optional[Decision], Optional[HttpResponseBase]]:
+        """``decide``, awaited on the event loop: the check is awaited, the
+        user read with ``request.auser()``; only the application's own key
+        function, tier or responder runs in a thread."""
+        config = get_config()
+        if not config.enabled or config.is_exempt(request.path_info):
+            return None, None
+        ended = await ascreen(request, config)
+        if ended is not None:
+            return None, ended
+        policy = config.policy_for(request)
+        if policy is None:
+            return None, None
+        decision = await acheck(request, policy)
+        if decision is None or decision.allowed:
+            return decision, None
+        return decision, await adeny(request, decision, config)
+
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        # Key functions may touch request.user (a database query): run the
-        # decision in Django's sync thread, as any sync code under ASGI.
-        decision, denial = await sync_to_async(self.decide)(request)
+        decision, denial = await self.adecide(request)
         if denial is not None:
             return denial
         response = await self.get_response(request)  # type: ignore[misc]

@@ -209,6 +209,12 @@ impl Limiter {
         })
     }
 
+    /// `policies_ready?`: whether the address lists and switches are held
+    /// in this process as of its last change.
+    fn policies_ready(&self) -> bool {
+        self.inner.policies_ready()
+    }
+
     /// `scope`: the scope ("" for none).
     fn scope(&self) -> String {
         self.inner.scope().to_owned()
@@ -317,6 +323,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("admin", method!(Limiter::admin, 0))?;
     class.define_method("screen", method!(Limiter::screen, 1))?;
     class.define_method("scope", method!(Limiter::scope, 0))?;
+    class.define_method("policies_ready?", method!(Limiter::policies_ready, 0))?;
     class.define_method("tiers", method!(Limiter::tiers, 0))?;
     class.define_method("_reset", method!(Limiter::reset, 1))?;
     class.define_method("_check_many", method!(Limiter::check_many, 3))?;

@@ -10,10 +10,15 @@
 //! through rustls (see [`super::url`] for the CA and client-certificate
 //! parameters).
 
+#[cfg(feature = "async")]
+mod aio;
+
 use super::breaker::{Breaker, Failure, StoreStats};
 use super::pool::{Connect, GetError, Lent, Pool};
 use super::url::{StoreUrl, Tls};
-use super::{Mode, Request, Store, StoreOptions};
+#[cfg(feature = "async")]
+use super::AsyncLogStore;
+use super::{LogStore, Mode, PolicyStore, Request, StoreOptions};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::keys::{log_key, record_key, strikes_key};
@@ -29,9 +34,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The Lua script that checks and logs one key against a rule set.
-pub const SCRIPT: &str = include_str!("../../lua/check.lua");
+pub const SCRIPT: &str = include_str!("../../../lua/check.lua");
 /// The Lua script that changes a key's policy record and counts fail2ban strikes.
-pub const POLICY_SCRIPT: &str = include_str!("../../lua/policy.lua");
+pub const POLICY_SCRIPT: &str = include_str!("../../../lua/policy.lua");
 
 /// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT.
 struct Lua {
@@ -149,6 +154,9 @@ struct Connections {
     pool: Pool<Manager>,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
+    /// The one multiplexed connection awaitable checks share.
+    #[cfg(feature = "async")]
+    aio: aio::AsyncSide,
 }
 
 impl Connections {
@@ -166,6 +174,12 @@ impl Connections {
             pool,
             breaker: Breaker::default(),
             generation,
+            #[cfg(feature = "async")]
+            aio: aio::AsyncSide::new(
+                parse_target(url, options)?,
+                options.timeout,
+                options.connect_timeout,
+            ),
         })
     }
 }
@@ -563,7 +577,12 @@ fn rule_args(cmd: &mut redis::Cmd, rules: &RuleSet) {
     }
 }
 
-impl Store for RedisStore {
+impl LogStore for RedisStore {
+    #[cfg(feature = "async")]
+    fn as_async(&self) -> Option<&dyn AsyncLogStore> {
+        Some(self)
+    }
+
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
         let reply: Vec<Value> = self.script(|by_source| self.check_command(request, by_source))?;
         parse_reply(&reply, request)
@@ -627,7 +646,9 @@ impl Store for RedisStore {
         let (secs, micros): (u64, u64) = self.query(&redis::cmd("TIME"))?;
         Ok(secs * 1000 + micros / 1000)
     }
+}
 
+impl PolicyStore for RedisStore {
     fn record(&self, tag: &[u8]) -> Result<RawRecord> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(record_key(&self.prefix, tag));

@@ -1,0 +1,286 @@
+//! The awaitable Redis log ([`AsyncLogStore`]): the same script, keys,
+//! arguments and replies as the blocking one, over ONE multiplexed
+//! connection per process (a Cluster connection for `redis+cluster://`),
+//! which concurrent checks share and pipeline naturally. It shares the
+//! process's circuit breaker with the blocking path, retries a Cluster
+//! redirect once and resends the script on `NOSCRIPT`, waits at most
+//! `timeout` for a reply, and speaks TLS as the URL says. A forked child
+//! makes its own connection (it belongs to the process's [`super::Connections`]).
+
+use super::{
+    describe, is_noscript, parse_reply, storage_error, unreachable, RedisStore, Step, Target,
+};
+use crate::decision::Observation;
+use crate::error::{Error, Result};
+use crate::keys::log_key;
+use crate::store::breaker::Failure;
+use crate::store::{AsyncLogStore, BoxFuture, Request};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use std::time::Duration;
+
+/// One connection, of either kind; a clone shares it.
+#[derive(Clone)]
+enum Conn {
+    Single(MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The awaitable side of one process's connections.
+pub(super) struct AsyncSide {
+    target: Target,
+    held: tokio::sync::Mutex<Option<Conn>>,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+fn timed_out(what: &str) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} timed out"),
+    ))
+}
+
+impl AsyncSide {
+    pub(super) fn new(target: Target, timeout: Duration, connect_timeout: Duration) -> AsyncSide {
+        AsyncSide {
+            target,
+            held: tokio::sync::Mutex::new(None),
+            timeout,
+            connect_timeout,
+        }
+    }
+
+    /// The process's connection, made on first use (or after a failure).
+    async fn connection(&self) -> std::result::Result<Conn, RedisError> {
+        let mut held = self.held.lock().await;
+        if let Some(conn) = held.as_ref() {
+            return Ok(conn.clone());
+        }
+        let made = tokio::time::timeout(self.connect_timeout, self.connect())
+            .await
+            .map_err(|_| timed_out("connecting"))??;
+        *held = Some(made.clone());
+        Ok(made)
+    }
+
+    async fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.timeout));
+        match &self.target {
+            Target::Single(client) => client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .map(Conn::Single),
+            Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+            Target::Sentinel(sentinel) => {
+                // asking the sentinels is a short blocking exchange, made
+                // only when (re)connecting
+                let client = tokio::task::block_in_place(|| {
+                    sentinel
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_client()
+                })?;
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map(Conn::Single)
+            }
+        }
+    }
+
+    /// Drops the connection after a failure to reach Redis: the next call makes a new one.
+    async fn forget(&self) {
+        *self.held.lock().await = None;
+    }
+}
+
+/// What one call sends: a command or a pipeline.
+enum Work<'w> {
+    One(&'w Cmd),
+    Many(&'w Pipeline),
+}
+
+impl RedisStore {
+    /// Runs `work` behind the circuit breaker, as [`RedisStore::on_connection`]
+    /// does: the outer error when Redis could not be reached (counted by the
+    /// breaker; the connection is dropped), the inner one when it answered
+    /// with an error. Each call counts once with the breaker.
+    async fn on_async(
+        &self,
+        work: &Work<'_>,
+    ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
+        let local = self.connections()?;
+        local.breaker.allow()?;
+        let side = &local.aio;
+        let mut conn = match side.connection().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let step = if self.tls {
+                    Step::TlsConnect
+                } else {
+                    Step::Connect
+                };
+                return Err(self.failed_async(local, &e, step));
+            }
+        };
+        let sent = async {
+            match work {
+                Work::One(cmd) => conn.req_packed_command(cmd).await.map(|v| vec![v]),
+                Work::Many(pipe) => pipe.query_async::<Vec<Value>>(&mut conn).await,
+            }
+        };
+        let answered = match tokio::time::timeout(side.timeout, sent).await {
+            Ok(answered) => answered,
+            Err(_) => Err(timed_out("the command")),
+        };
+        match answered {
+            Err(e) if unreachable(&e) => {
+                if !e.is_timeout() {
+                    side.forget().await;
+                }
+                Err(self.failed_async(local, &e, Step::Command))
+            }
+            answered => {
+                local.breaker.succeeded();
+                Ok(answered)
+            }
+        }
+    }
+
+    fn failed_async(&self, local: &super::Connections, e: &RedisError, step: Step) -> Error {
+        let kind = if e.is_timeout() {
+            Failure::Slow
+        } else {
+            Failure::Down
+        };
+        let why = describe(&self.shown, e, step);
+        local.breaker.failed(&why, kind);
+        Error::storage(why)
+    }
+
+    /// One command's reply; a Cluster redirect is retried once.
+    async fn run_async(&self, cmd: &Cmd) -> Result<std::result::Result<Value, RedisError>> {
+        let once = |reply: std::result::Result<Vec<Value>, RedisError>| {
+            reply.and_then(|mut v| {
+                v.pop()
+                    .ok_or_else(|| timed_out("an empty reply"))
+                    .and_then(|v| v.extract_error())
+            })
+        };
+        match once(self.on_async(&Work::One(cmd)).await?) {
+            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&Work::One(cmd)).await?)),
+            answered => Ok(answered),
+        }
+    }
+
+    /// One check: by the script's SHA-1, and by its source on NOSCRIPT.
+    async fn check_async(&self, request: &Request<'_>) -> Result<Observation> {
+        let reply = match self.run_async(&self.check_command(request, false)).await? {
+            Err(e) if is_noscript(&e) => self
+                .run_async(&self.check_command(request, true))
+                .await?
+                .map_err(storage_error)?,
+            other => other.map_err(storage_error)?,
+        };
+        let values: Vec<Value> = redis::from_redis_value(reply).map_err(|e| {
+            Error::storage(format!("unexpected reply from the ratekeeper script: {e}"))
+        })?;
+        parse_reply(&values, request)
+    }
+
+    /// Several checks in one pipeline (a single Redis), each on its own.
+    async fn check_many_async(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
+        if requests.len() < 2 || self.cluster {
+            let mut out = Vec::with_capacity(requests.len());
+            for request in requests {
+                out.push(self.check_async(request).await);
+            }
+            return out;
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for request in requests {
+            pipe.add_command(self.check_command(request, false));
+        }
+        let replies = match self.on_async(&Work::Many(&pipe)).await {
+            Ok(Ok(replies)) if replies.len() == requests.len() => replies,
+            Ok(Ok(replies)) => {
+                let e = Error::storage(format!(
+                    "a pipeline of {} checks got {} replies",
+                    requests.len(),
+                    replies.len()
+                ));
+                return requests.iter().map(|_| Err(e.clone())).collect();
+            }
+            Ok(Err(e)) => {
+                let e = storage_error(e);
+                return requests.iter().map(|_| Err(e.clone())).collect();
+            }
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
+        let mut out = Vec::with_capacity(requests.len());
+        for (request, reply) in requests.iter().zip(replies) {
+            out.push(match reply.extract_error() {
+                Err(e) if is_noscript(&e) => self.check_async(request).await,
+                Err(e) => Err(storage_error(e)),
+                Ok(reply) => redis::from_redis_value::<Vec<Value>>(reply)
+                    .map_err(|e| Error::storage(e.to_string()))
+                    .and_then(|values| parse_reply(&values, request)),
+            });
+        }
+        out
+    }
+}
+
+impl AsyncLogStore for RedisStore {
+    fn apply_async<'a>(&'a self, request: &'a Request<'a>) -> BoxFuture<'a, Result<Observation>> {
+        Box::pin(self.check_async(request))
+    }
+
+    fn apply_many_async<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+    ) -> BoxFuture<'a, Vec<Result<Observation>>> {
+        Box::pin(self.check_many_async(requests))
+    }
+
+    fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut cmd = redis::cmd("DEL");
+            cmd.arg(log_key(&self.prefix, tag, scope));
+            self.run_async(&cmd).await?.map_err(storage_error)?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,121 @@
+"""Per-route limits for FastAPI, as a dependency:
+
+    import ratekeeper, ratekeeper.fastapi
+    from fastapi import Depends, FastAPI
+
+    app = FastAPI()
+    ratekeeper.fastapi.setup(app, ratekeeper.Limiter("100/minute", "redis://127.0.0.1:6379/0"))
+
+    @app.get("/search", dependencies=[Depends(ratekeeper.fastapi.limit("5/second; 100/minute"))])
+    async def search(q: str): ...
+
+Each route's rules keep their own quota (scope ``route:<path>``, or
+``scope=``), on the store of the limiter ``setup`` gave (or ``limiter=``).
+An admitted request's response carries the rate-limit headers; a denied one
+gets the core's 429 (``Retry-After``, ``{"error":"rate_limited",...}``), a
+blocked client the core's 403, both rendered by the handler ``setup``
+installs. The decision is ``request.state.ratekeeper``.
+"""
+
+import inspect
+from typing import Any, Awaitable, Callable, Dict, Optional, Union
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ratekeeper._ratekeeper import Answer, Decision, Limiter, Responses, TrustedProxies, scope_name
+
+KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
+
+
+class RateLimited(HTTPException):
+    """A denied or blocked request: ``decision`` and the core's ``answer``."""
+
+    def __init__(self, decision: Decision, answer: Answer) -> None:
+        headers = {n: v for n, v in answer.headers.items() if n not in ("Content-Length", "Content-Type")}
+        super().__init__(status_code=answer.status or 429, detail=answer.body.decode(), headers=headers)
+        self.decision = decision
+        self.answer = answer
+
+
+async def rate_limited_handler(request: Request, exc: Exception) -> Response:
+    """Renders a RateLimited as the core's answer (status, headers, JSON body)."""
+    assert isinstance(exc, RateLimited)
+    answer = exc.answer
+    return Response(answer.body, status_code=answer.status or 429, headers=dict(answer.headers))
+
+
+class _Setup:
+    limiter: Optional[Limiter] = None
+    responses: Responses = Responses()
+    proxies: TrustedProxies = TrustedProxies([])
+
+
+_setup = _Setup()
+
+
+def setup(
+    app: Any,
+    limiter: Limiter,
+    *,
+    trusted_proxies: Any = (),
+    status: Optional[int] = None,
+    blocked_status: Optional[int] = None,
+    headers: Optional[str] = None,
+) -> None:
+    """Installs the handler that renders denials, and the limiter (its store,
+    options and trusted proxies) routes limit on by default."""
+    _setup.limiter = limiter
+    _setup.responses = Responses(status=status, blocked_status=blocked_status, headers=headers)
+    _setup.proxies = TrustedProxies(list(trusted_proxies))
+    app.add_exception_handler(RateLimited, rate_limited_handler)
+
+
+def client_ip(request: Request) -> str:
+    """The client's IP, believing X-Forwarded-For only from the trusted proxies ``setup`` gave."""
+    peer = request.client.host if request.client else ""
+    return _setup.proxies.client_ip(peer, request.headers.get("x-forwarded-for"))
+
+
+def limit(
+    rules: Any,
+    *,
+    key: Optional[KeyFunc] = None,
+    cost: int = 1,
+    scope: Optional[str] = None,
+    limiter: Optional[Limiter] = None,
+) -> Callable[[Request, Response], Awaitable[Decision]]:
+    """A dependency limiting a route by ``rules`` per ``key(request)`` (a
+    function or coroutine function; default: the client IP; None: not
+    limited). Bad rules fail here, at import."""
+    from ratekeeper._ratekeeper import parse_rules
+
+    parse_rules(rules)
+    made: Dict[str, Limiter] = {}
+
+    async def dependency(request: Request, response: Response) -> Any:
+        base = limiter or _setup.limiter
+        if base is None:
+            raise RuntimeError("ratekeeper.fastapi.limit needs limiter= or ratekeeper.fastapi.setup(app, limiter)")
+        route = request.scope.get("route")
+        name = scope or f"route:{getattr(route, 'path', request.url.path)}"
+        chosen = made.get(name)
+        if chosen is None:
+            chosen = made[name] = base.with_rules(rules, scope=scope_name(name))
+        ip = client_ip(request)
+        found = key(request) if key is not None else ip
+        if inspect.isawaitable(found):
+            found = await found
+        if found is None:
+            return None
+        decision = await chosen.acheck(found, cost, ip=ip)
+        request.state.ratekeeper = decision
+        answer = _setup.responses.answer(decision)
+        if answer.status is not None:
+            raise RateLimited(decision, answer)
+        for header, value in answer.headers.items():
+            response.headers[header] = value
+        return decision
+
+    return dependency
