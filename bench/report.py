@@ -25,6 +25,11 @@ ROWS = [
     ("a denied key hammered (in-process denial cache)", "rust_denied_cached", "rust_denied_round_trip", "the same denial from Redis", 20.0, "ge"),
     ("Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 1.0, "le"),
     ("memory store `check()` from Python, 1 rule", "py_memory_check_1_rule", "py_dict_lookup_and_time", "dict lookup + `time.time()`", 10.0, "le"),
+    ("FastAPI + ASGI middleware under uvicorn, `wrk -c32` p50", "fastapi_ratekeeper_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
+    ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_slowapi_rps", "slowapi, moving window", 3.0, "more"),
+    ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
+    ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_none_rps", "no limiter", None, "more"),
+    ("`await acheck()` from one loop, 256 in flight, checks/s", "py_acheck_256_per_s", "py_check_16_threads_per_s", "blocking `check()` from 16 threads", None, "more"),
 ]
 
 
@@ -40,7 +45,7 @@ def load(path):
 
 
 def value(record):
-    for field in ("median_ns", "usec", "p50_us"):
+    for field in ("median_ns", "usec", "p50_us", "per_s"):
         if field in record:
             return float(record[field])
     raise KeyError(record)
@@ -52,6 +57,8 @@ def shown(record):
         return f"{ns / 1000:.1f} µs" if ns >= 1000 else f"{ns:.0f} ns"
     if "usec" in record:
         return f"{record['usec']:.1f} µs"
+    if "per_s" in record:
+        return f"{record['per_s']:,.0f}/s"
     return f"{record['p50_us']:.0f} µs"
 
 
@@ -65,7 +72,10 @@ def table(results):
             lines.append(f"| {what} | – | {against} | – | – | – | not measured |")
             continue
         a, b = value(results[ours]), value(results[theirs])
-        if target is None:
+        if kind == "more":  # a rate: more is better
+            ratio = a / b
+            goal, met = ("–", None) if target is None else (f"≥ {target}×", ratio >= target)
+        elif target is None:
             ratio, goal, met = a / b, "–", None
         elif kind == "le":
             ratio, goal = a / b, f"≤ {target}×"
@@ -83,6 +93,12 @@ def table(results):
             f"| Redis memory, 100,000 keys × 60 units (`used_memory` delta) | {scaled / 1e6:.1f} MB"
             f" ({m['keys']:,} keys measured) | – | – | – | ≤ 60 MB | {'yes' if scaled <= 60e6 else '**no**'} |"
         )
+    if "fastapi_ratekeeper_redis_commands_per_request" in results:
+        per = results["fastapi_ratekeeper_redis_commands_per_request"]["ratio"]
+        lines.append(f"| Redis round trips (scripts sent) per request, FastAPI + ASGI middleware | {per:.2f} | – | – | – | 1 | {'yes' if 0.99 < per < 1.05 else '**no**'} |")
+    if "py_acheck_redis_busy" in results:
+        busy = results["py_acheck_redis_busy"]
+        lines.append(f"| Redis kept busy by one process's `acheck` (checks/s × {busy['usec_per_call']:.1f} µs per script) | {busy['ratio']:.2f} | – | – | – | ≥ 0.8 | {'yes' if busy['ratio'] >= 0.8 else '**no**'} |")
     if "py_denied_cached_redis_calls" in results:
         calls = results["py_denied_cached_redis_calls"]["calls"]
         lines.append(f"| Redis calls while a denied key is hammered from Python | {calls} | – | – | – | 0 | {'yes' if calls == 0 else '**no**'} |")

@@ -3,11 +3,14 @@
 //!
 //! An `acheck` creates a future on the running loop, spawns the check on
 //! the runtime and returns; the event loop never waits on Redis. When the
-//! check ends, a runtime thread takes the GIL for a moment to settle the
-//! future with `loop.call_soon_threadsafe`. A future cancelled meanwhile
-//! (`asyncio.wait_for`, a client gone) is left as it is: the check itself
-//! runs to its end once, so it logs once or not at all, and its connection
-//! is the shared multiplexed one, never left half-used.
+//! check ends, the runtime thread queues its outcome for that loop and, if
+//! the queue was empty, writes to an eventfd the loop watches
+//! (`loop.add_reader`): it never takes the GIL, so it never waits for the
+//! loop to let go of it. The loop then settles every queued future at
+//! once, on its own thread. A future cancelled meanwhile (`asyncio.wait_for`,
+//! a client gone) is left as it is: the check itself runs to its end once,
+//! so it logs once or not at all, and its connection is the shared
+//! multiplexed one, never left half-used.
 //!
 //! The runtime is rebuilt in a forked child (a tokio runtime's threads do
 //! not survive a fork; the parent's copy is leaked, never dropped), as the
@@ -18,15 +21,14 @@ use crate::errors::{panic_message, to_py};
 use futures_util::FutureExt;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyCFunction;
 use ratekeeper_core as core;
 use ratekeeper_core::process::ProcessLocal;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 static RUNTIME: OnceLock<ProcessLocal<tokio::runtime::Runtime>> = OnceLock::new();
-static SETTLE: PyOnceLock<Py<PyCFunction>> = PyOnceLock::new();
+static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// This process's runtime (two worker threads: the work is waiting on Redis).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
@@ -44,31 +46,99 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
         .get()
 }
 
-/// Settles `future` with `value` (a result when `ok`, else an exception),
-/// unless it is already done (cancelled while the work ran).
-#[pyfunction]
-fn settle(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    if future.call_method0("done")?.is_truthy()? {
-        return Ok(());
-    }
-    if ok {
-        future.call_method1("set_result", (value,))?;
-    } else {
-        future.call_method1("set_exception", (value,))?;
-    }
-    Ok(())
+/// What a finished call leaves for its loop: the future, and how to make
+/// its result (`true`, value) or exception (`false`, exception) with the GIL.
+type Done = (
+    Py<PyAny>,
+    Box<dyn FnOnce(Python<'_>) -> (bool, Py<PyAny>) + Send>,
+);
+
+/// One event loop's inbox: finished calls, and the eventfd that wakes it.
+struct Link {
+    fd: i32,
+    queue: Mutex<Vec<Done>>,
 }
 
-fn settler(py: Python<'_>) -> PyResult<&Py<PyCFunction>> {
-    SETTLE.get_or_try_init(py, || Ok(wrap_pyfunction!(settle, py)?.unbind()))
+impl Link {
+    /// Queues `done`; wakes the loop when the queue was empty (else a wake is on its way).
+    fn post(&self, done: Done) {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let was_empty = queue.is_empty();
+        queue.push(done);
+        drop(queue);
+        if was_empty {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
+            unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // SAFETY: the eventfd is ours and closed once, here.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// The reader `loop.add_reader` calls: settles every queued future.
+#[pyclass(frozen, module = "ratekeeper")]
+struct Waker {
+    link: Arc<Link>,
+}
+
+#[pymethods]
+impl Waker {
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from our own eventfd (non-blocking).
+        unsafe { libc::read(self.link.fd, (&mut count as *mut u64).cast(), 8) };
+        let done = std::mem::take(&mut *self.link.queue.lock().unwrap_or_else(|p| p.into_inner()));
+        for (future, make) in done {
+            let (ok, value) = make(py);
+            let future = future.bind(py);
+            if future.call_method0("done")?.is_truthy()? {
+                continue;
+            }
+            let method = if ok { "set_result" } else { "set_exception" };
+            future.call_method1(method, (value,))?;
+        }
+        Ok(())
+    }
+}
+
+/// The running loop's inbox, made (and watched by the loop) on first use.
+fn link_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<Link>> {
+    if let Ok(waker) = event_loop.getattr("_ratekeeper_waker") {
+        if let Ok(waker) = waker.cast::<Waker>() {
+            return Ok(waker.get().link.clone());
+        }
+    }
+    // SAFETY: creates a new eventfd; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let link = Arc::new(Link {
+        fd,
+        queue: Mutex::new(Vec::new()),
+    });
+    let waker = Bound::new(py, Waker { link: link.clone() })?;
+    event_loop.call_method1("add_reader", (fd, waker.clone()))?;
+    event_loop.setattr("_ratekeeper_waker", waker)?;
+    Ok(link)
+}
+
+fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
+    })?;
+    get.bind(py).call0()
 }
 
 /// A future of the running loop, already holding `value`.
 pub fn ready<'py>(py: Python<'py>, value: PyResult<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    let future = py
-        .import("asyncio")?
-        .call_method0("get_running_loop")?
-        .call_method0("create_future")?;
+    let future = running_loop(py)?.call_method0("create_future")?;
     match value {
         Ok(value) => future.call_method1("set_result", (value,))?,
         Err(err) => future.call_method1("set_exception", (err.into_value(py),))?,
@@ -77,21 +147,21 @@ pub fn ready<'py>(py: Python<'py>, value: PyResult<Py<PyAny>>) -> PyResult<Bound
 }
 
 /// An awaitable of `work`, run on the runtime; `deliver` turns its result
-/// into a Python value (with the GIL, on a runtime thread).
+/// into a Python value (with the GIL, on the loop's thread).
 pub fn spawn<'py, T, W, D>(py: Python<'py>, work: W, deliver: D) -> PyResult<Bound<'py, PyAny>>
 where
     T: Send + 'static,
     W: Future<Output = core::Result<T>> + Send + 'static,
     D: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
-    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+    let event_loop = running_loop(py)?;
     let future = event_loop.call_method0("create_future")?;
-    let settle = settler(py)?.clone_ref(py);
-    let (event_loop_ref, future_ref) = (event_loop.unbind(), future.clone().unbind());
+    let link = link_for(py, &event_loop)?;
+    let future_ref = future.clone().unbind();
     runtime().spawn(async move {
         let outcome = AssertUnwindSafe(work).catch_unwind().await;
-        Python::attach(|py| {
-            let (ok, value) = match outcome {
+        let make = move |py: Python<'_>| -> (bool, Py<PyAny>) {
+            match outcome {
                 Ok(Ok(value)) => match deliver(py, value) {
                     Ok(value) => (true, value),
                     Err(err) => (false, err.into_value(py).into_any()),
@@ -101,14 +171,9 @@ where
                     let err = crate::errors::internal_error(py, panic_message(&panic));
                     (false, err.into_value(py).into_any())
                 }
-            };
-            // a closed loop has nobody to tell
-            let _ = event_loop_ref.call_method1(
-                py,
-                "call_soon_threadsafe",
-                (settle, future_ref, ok, value),
-            );
-        });
+            }
+        };
+        link.post((future_ref, Box::new(make)));
     });
     Ok(future)
 }
