@@ -42,6 +42,44 @@ impl Admin {
         entry_dict(py, &entry)
     }
 
+    /// `add`, awaited: the store calls made off the event loop.
+    #[allow(clippy::too_many_arguments)]
+    fn add_async<'py>(
+        &self,
+        py: Python<'py>,
+        list: core::List,
+        target: &Bound<'_, PyAny>,
+        options: core::TargetOptions,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let target = convert::key_bytes(target)?.into_owned();
+        let (now, reason, admin) = (convert::now(now)?, reason.to_owned(), self.inner.clone());
+        let add = move || admin.add_with(list, &target, options, ttl, &reason, now);
+        crate::aio::blocking(py, add, |py, entry| Ok(entry_dict(py, &entry)?.into_any()))
+    }
+
+    /// `remove`, awaited.
+    fn remove_async<'py>(
+        &self,
+        py: Python<'py>,
+        list: core::List,
+        target: &Bound<'_, PyAny>,
+        key: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let target = convert::key_bytes(target)?.into_owned();
+        let admin = self.inner.clone();
+        let options = core::TargetOptions { key, force: true };
+        let remove = move || admin.remove_with(list, &target, options);
+        crate::aio::blocking(py, remove, |py, was: bool| {
+            Ok(pyo3::types::PyBool::new(py, was)
+                .to_owned()
+                .into_any()
+                .unbind())
+        })
+    }
+
     fn remove(
         &self,
         py: Python<'_>,
@@ -135,6 +173,100 @@ impl Admin {
         let admin = &self.inner;
         let entries = run_core(py, true, || admin.entries(now))?;
         entries.iter().map(|e| entry_dict(py, e)).collect()
+    }
+
+    /// `await admin.ablock(...)`: `block`, off the event loop (for an async admin page).
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn ablock<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'_, PyAny>,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+        key: bool,
+        force: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let options = core::TargetOptions { key, force };
+        self.add_async(py, core::List::Block, target, options, ttl, reason, now)
+    }
+
+    /// `await admin.asafelist(...)`: `safelist`, off the event loop.
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn asafelist<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'_, PyAny>,
+        ttl: Option<f64>,
+        reason: &str,
+        now: Option<&Bound<'_, PyAny>>,
+        key: bool,
+        force: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let options = core::TargetOptions { key, force };
+        self.add_async(py, core::List::Safe, target, options, ttl, reason, now)
+    }
+
+    /// `await admin.aunblock(target)`: `unblock`, off the event loop.
+    #[pyo3(signature = (target, *, key = false))]
+    fn aunblock<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'_, PyAny>,
+        key: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.remove_async(py, core::List::Block, target, key)
+    }
+
+    /// `await admin.aunsafelist(target)`: `unsafelist`, off the event loop.
+    #[pyo3(signature = (target, *, key = false))]
+    fn aunsafelist<'py>(
+        &self,
+        py: Python<'py>,
+        target: &Bound<'_, PyAny>,
+        key: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.remove_async(py, core::List::Safe, target, key)
+    }
+
+    /// `await admin.aentries()`: `entries`, off the event loop.
+    #[pyo3(signature = (*, now = None))]
+    fn aentries<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (now, admin) = (convert::now(now)?, self.inner.clone());
+        crate::aio::blocking(
+            py,
+            move || admin.entries(now),
+            |py, entries: Vec<core::Entry>| {
+                let dicts = entries
+                    .iter()
+                    .map(|e| entry_dict(py, e))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(dicts.into_pyobject(py)?.into_any().unbind())
+            },
+        )
+    }
+
+    /// `await admin.ainspect(key)`: `inspect`, off the event loop.
+    #[pyo3(signature = (key, *, now = None))]
+    fn ainspect<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let (now, admin) = (convert::now(now)?, self.inner.clone());
+        crate::aio::blocking(
+            py,
+            move || admin.inspect(&key, now),
+            |py, seen| Ok(to_dict(py, &seen.plain())?.into_any().unbind()),
+        )
     }
 
     /// What is stored for `key`: a dict with `safelist` and `blocklist`

@@ -293,13 +293,7 @@ impl Limiter {
             let value = run_core(py, false, || Ok(limiter.screen(&ip))).and_then(|l| listed(py, l));
             return crate::aio::ready(py, value);
         }
-        let work = async move {
-            let blocking = tokio::task::spawn_blocking(move || limiter.screen(&ip));
-            blocking
-                .await
-                .map_err(|e| core::Error::storage(format!("the address lists were not read: {e}")))
-        };
-        crate::aio::spawn(py, work, listed)
+        crate::aio::blocking(py, move || Ok(limiter.screen(&ip)), listed)
     }
 
     /// `await limiter.apenalize(...)`: `penalize`, its store calls made off
@@ -322,20 +316,15 @@ impl Limiter {
         let (key, rule, now) =
             strike_arguments(py, key, &ip, ban, maxretry, findtime, bantime, name, now)?;
         let limiter = self.inner.clone();
-        let work = async move {
-            let blocking = tokio::task::spawn_blocking(move || {
-                let offender = match (&key, &ip) {
-                    (Some(key), _) => core::Offender::Key(key),
-                    (None, Some(ip)) => core::Offender::Address(ip),
-                    (None, None) => unreachable!("checked by strike_arguments"),
-                };
-                limiter.penalize(offender, &rule, now)
-            });
-            blocking
-                .await
-                .map_err(|e| core::Error::storage(format!("the strike was not counted: {e}")))?
+        let strike = move || {
+            let offender = match (&key, &ip) {
+                (Some(key), _) => core::Offender::Key(key),
+                (None, Some(ip)) => core::Offender::Address(ip),
+                (None, None) => unreachable!("checked by strike_arguments"),
+            };
+            limiter.penalize(offender, &rule, now)
         };
-        crate::aio::spawn(py, work, |py, strike: core::Strike| {
+        crate::aio::blocking(py, strike, |py, strike: core::Strike| {
             Ok(pyo3::types::PyBool::new(py, strike.banned)
                 .to_owned()
                 .into_any()

@@ -51,6 +51,55 @@ def test_every_async_api(store, prefix):
     asyncio.run(main())
 
 
+def test_async_admin(store, prefix):
+    """What an async admin page calls, off its event loop."""
+
+    async def main() -> None:
+        limiter = Limiter("5/minute", store, prefix=prefix)
+        admin = limiter.admin()
+        entry = await admin.ablock("user:1", ttl=60, reason="abuse")
+        assert entry["kind"] == "blocklist" and entry["target"] == "user:1"
+        await admin.asafelist("10.0.0.0/24", ttl=60)
+        assert {e["target"] for e in await admin.aentries()} == {"user:1", "10.0.0.0/24"}
+        assert (await admin.ainspect("user:1"))["blocklist"]["reason"] == "abuse"
+        assert (await limiter.acheck("user:1")).outcome == "blocked"
+        assert await admin.aunblock("user:1") is True
+        assert await admin.aunsafelist("10.0.0.0/24") is True
+        assert await admin.aentries() == []
+        assert (await limiter.acheck("user:1")).outcome == "admitted"
+
+    asyncio.run(main())
+
+
+FORKED = """
+import asyncio, os, sys
+import ratekeeper
+
+limiter = ratekeeper.Limiter("100/minute", sys.argv[1], prefix=sys.argv[2], on_error="raise")
+
+async def check():
+    return await asyncio.wait_for(limiter.acheck("k"), 5)
+
+print("parent", asyncio.run(check()).allowed, flush=True)  # runtime, connection, loop link made
+pid = os.fork()
+if pid == 0:
+    decision = asyncio.run(check())
+    print("child", decision.allowed, decision.remaining, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent again", asyncio.run(check()).remaining, flush=True)
+"""
+
+
+def test_awaitables_work_in_a_forked_child(redis_url, prefix):
+    """A child forked after the parent awaited checks makes its own runtime
+    and connection (the parent's do not survive a fork)."""
+    out = subprocess.run([sys.executable, "-c", FORKED, redis_url, prefix], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["parent True", "child True 98", "parent again 97"], out.stdout
+
+
 def test_errors_reach_the_awaiting_coroutine(redis_url):
     async def main() -> None:
         down = Limiter("1/s", "redis://127.0.0.1:1/0", on_error="raise")
