@@ -289,8 +289,10 @@ if admitted then
 end
 
 -- The key must outlive its newest unit by the longest window. The TTL is a quarter
--- more than that, so on the Redis clock it needs renewing only every quarter window.
-local TTL = longest + floor(longest / 4)
+-- more than that, so on the Redis clock it needs renewing only every quarter window,
+-- and at least a second, so that a log of millisecond windows outlives the round
+-- trips between its checks.
+local TTL = math.max(longest + floor(longest / 4), 1000)
 local used = math.min(N, cap)
 local rewrite = tbl or used > room
 local renew = admitted and not (clock and clock + longest <= expire_at)

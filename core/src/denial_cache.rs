@@ -72,6 +72,9 @@ impl DenialCache {
         for rule in &mut decision.rules {
             rule.reset_after_ms = rule.reset_after_ms.saturating_sub(elapsed);
         }
+        if decision.rules.iter().any(|rule| cost > rule.limit) {
+            decision.retry_after_ms = None; // this cost can never pass, whatever the wait
+        }
         decision.cached = true;
         Some(decision)
     }

@@ -51,7 +51,7 @@
 //! string is rewritten with as many slots as its allocation (a jemalloc size
 //! class) holds anyway, instead of being grown by `SETRANGE`, which would make
 //! Redis reserve up to twice the bytes. The key's TTL is its longest window
-//! plus a quarter, renewed on the Redis clock once per quarter window rather
+//! plus a quarter (at least a second), renewed on the Redis clock once per quarter window rather
 //! than on every check. A sorted set costs ~120 bytes per unit and a trim per
 //! check; a list of integers ~10 bytes per unit and a scan of the window.
 //!
@@ -89,6 +89,7 @@ pub mod process;
 pub mod rule;
 pub mod settings;
 pub mod store;
+pub mod testing;
 pub mod time;
 
 pub use admin::{Admin, Entry};
@@ -98,7 +99,7 @@ pub use http::{Answer, HeaderStyle, Responses};
 pub use keys::{identity, scope_name};
 #[cfg(feature = "async")]
 pub use limiter::check_batch_async;
-pub use limiter::{check_batch, BatchItem, CheckOptions, Limiter, Offender, OnError};
+pub use limiter::{check_batch, Acquired, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
 pub use net::{Cidr, TrustedProxies};
 pub use plain::Plain;

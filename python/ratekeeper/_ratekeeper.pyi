@@ -1,6 +1,8 @@
 """Type stubs of the native module (checked against it by tests/python/test_stubs.py)."""
 
-from typing import Any, Awaitable, Dict, Iterable, List, Optional, Tuple, Union, final
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar, Union, final
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __version__: str
 DEFAULTS: Dict[str, Any]
@@ -41,6 +43,9 @@ _RulesLike = Union[str, "Rule", Iterable[_RuleLike]]
 class RateKeeperError(Exception): ...
 class ConfigurationError(RateKeeperError, ValueError): ...
 class StorageError(RateKeeperError): ...
+
+class RateLimitExceeded(RateKeeperError):
+    decision: "Decision"
 
 @final
 class Rule:
@@ -235,6 +240,27 @@ class Limiter:
         name: Optional[str] = None,
         now: Optional[float] = None,
     ) -> Awaitable[bool]: ...
+    def acquire(
+        self,
+        key: _KeyLike,
+        cost: Optional[int] = None,
+        timeout: Optional[float] = None,
+        *,
+        tier: Optional[str] = None,
+        ip: Optional[str] = None,
+    ) -> Decision: ...
+    def aacquire(
+        self,
+        key: _KeyLike,
+        cost: Optional[int] = None,
+        timeout: Optional[float] = None,
+        *,
+        tier: Optional[str] = None,
+        ip: Optional[str] = None,
+    ) -> Awaitable[Decision]: ...
+    def limited(
+        self, key: Any, *, cost: int = 1, wait: bool = True, timeout: Optional[float] = None
+    ) -> Callable[[_F], _F]: ...
     @property
     def policies_ready(self) -> bool: ...
     def penalize(

@@ -8,9 +8,9 @@ adding a command means adding its module to ``COMMANDS``.
 import argparse
 from typing import Dict, List, Optional, Tuple
 
-from ratekeeper import __version__, admin_cli, analyze
+from ratekeeper import __version__, admin_cli, analyze, shell_cli
 
-COMMANDS = (analyze, *admin_cli.COMMANDS)
+COMMANDS = (analyze, *admin_cli.COMMANDS, *shell_cli.COMMANDS)
 
 
 def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.ArgumentParser]]:

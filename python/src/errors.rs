@@ -14,6 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 static RATEKEEPER_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CONFIGURATION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static STORAGE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static RATE_LIMIT_EXCEEDED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn new_class<'py>(
     py: Python<'py>,
@@ -54,6 +55,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         &[base.bind(py).clone().into_any()],
         "The store could not answer (unreachable, timed out) and on_error is 'raise'.",
     )?;
+    let exceeded = new_class(
+        py,
+        "RateLimitExceeded",
+        &[base.bind(py).clone().into_any()],
+        "No slot: a wait (acquire, limited) timed out, or the cost can never pass; `decision` is the last denial.",
+    )?;
+    m.add("RateLimitExceeded", exceeded.bind(py))?;
+    let _ = RATE_LIMIT_EXCEEDED.set(py, exceeded);
     m.add("RateKeeperError", base.bind(py))?;
     m.add("ConfigurationError", config.bind(py))?;
     m.add("StorageError", storage.bind(py))?;
@@ -81,6 +90,15 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
 /// A `ConfigurationError` with this message.
 pub fn config_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
     raise(py, &CONFIGURATION_ERROR, message.into())
+}
+
+/// A `RateLimitExceeded` carrying `decision` (as its attribute of that name).
+pub fn rate_limit_exceeded(py: Python<'_>, message: String, decision: Py<PyAny>) -> PyErr {
+    let err = raise(py, &RATE_LIMIT_EXCEEDED, message);
+    if let Err(e) = err.value(py).setattr("decision", decision) {
+        return e;
+    }
+    err
 }
 
 /// A `RateKeeperError` for a panic caught in the core.

@@ -45,6 +45,10 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(limiter::acheck_all, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(scope_name, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_freeze, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_frozen, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_reset, m)?)?;
     m.add_function(wrap_pyfunction!(types::parse_rules, m)?)?;
     m.add_function(wrap_pyfunction!(settings::check_option, m)?)?;
     Ok(())
@@ -63,4 +67,33 @@ fn identity(text: &str) -> Option<String> {
 #[pyfunction]
 fn scope_name(name: &str) -> String {
     ratekeeper_core::scope_name(name)
+}
+
+/// The test helpers' hooks (see `ratekeeper.testing`): freezes the clock of
+/// checks at `now` seconds (None: the real clock again).
+#[pyfunction]
+fn _testing_freeze(py: Python<'_>, now: Option<f64>) -> PyResult<()> {
+    let ms = now
+        .map(|now| errors::guard(py, || ratekeeper_core::time::now_to_ms(now)))
+        .transpose()?;
+    ratekeeper_core::testing::freeze(ms);
+    Ok(())
+}
+
+/// The frozen time of checks, in seconds, or None.
+#[pyfunction]
+fn _testing_frozen() -> Option<f64> {
+    ratekeeper_core::testing::frozen().map(ratekeeper_core::time::seconds)
+}
+
+/// Admits every check in this process without asking a store (True), or limits again.
+#[pyfunction]
+fn _testing_disable(disabled: bool) {
+    ratekeeper_core::testing::set_disabled(disabled);
+}
+
+/// Empties every memory store of this process at its next use.
+#[pyfunction]
+fn _testing_reset() {
+    ratekeeper_core::testing::reset();
 }

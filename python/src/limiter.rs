@@ -73,6 +73,26 @@ impl Asked {
     }
 }
 
+/// The admitting decision of a wait, or `RateLimitExceeded` with the last denial.
+fn admitted(py: Python<'_>, acquired: core::Acquired) -> PyResult<Decision> {
+    let (decision, why) = match acquired {
+        core::Acquired::Admitted(inner) => return deliver(py, inner),
+        core::Acquired::TimedOut(inner) => {
+            let wait = inner.retry_after_ms.unwrap_or(0) as f64 / 1000.0;
+            (
+                inner,
+                format!("rate limited: no slot within the timeout (the next in {wait} s)"),
+            )
+        }
+        core::Acquired::Never(inner) => (
+            inner,
+            "rate limited: the cost exceeds a limit and can never pass".to_owned(),
+        ),
+    };
+    let decision = Py::new(py, deliver(py, decision)?)?.into_any();
+    Err(crate::errors::rate_limit_exceeded(py, why, decision))
+}
+
 /// The decisions of a batch, delivered as a list.
 fn deliver_all(py: Python<'_>, decisions: Vec<core::Decision>) -> PyResult<Py<PyAny>> {
     let out: Vec<Decision> = decisions
@@ -330,6 +350,75 @@ impl Limiter {
                 .into_any()
                 .unbind())
         })
+    }
+
+    /// Waits until a check of `key` is admitted and returns its Decision:
+    /// each denial's exact `retry_after` is slept (with a little jitter),
+    /// without the GIL. Raises `RateLimitExceeded` (with `.decision`) when
+    /// the next wait would end past `timeout` seconds, and at once when the
+    /// cost can never pass.
+    #[pyo3(signature = (key, cost = None, timeout = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        tier: Option<String>,
+        ip: Option<String>,
+    ) -> PyResult<Decision> {
+        let asked = Asked::convert(py, key, cost, None, tier, ip)?;
+        let timeout = guard(py, || core::limiter::wait::check_timeout(timeout))?;
+        let limiter = &self.inner;
+        let acquired = run_core(py, true, || {
+            limiter.acquire(&asked.key, &asked.options(), timeout)
+        })?;
+        admitted(py, acquired)
+    }
+
+    /// `await limiter.aacquire(...)`: `acquire`, its waits timers on the
+    /// runtime (the event loop goes on meanwhile).
+    #[pyo3(signature = (key, cost = None, timeout = None, *, tier = None, ip = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn aacquire<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        tier: Option<String>,
+        ip: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let asked = Asked::convert(py, key, cost, None, tier, ip)?;
+        let timeout = guard(py, || core::limiter::wait::check_timeout(timeout))?;
+        let limiter = self.inner.clone();
+        let work = async move {
+            limiter
+                .acquire_async(&asked.key, &asked.options(), timeout)
+                .await
+        };
+        crate::aio::spawn(py, work, |py, acquired| {
+            Ok(Py::new(py, admitted(py, acquired)?)?.into_any())
+        })
+    }
+
+    /// A decorator limiting a function (sync or async) by this limiter:
+    /// `key` is a key or a callable of the function's arguments; `wait`
+    /// True waits for a slot (`acquire`, at most `timeout` seconds), False
+    /// raises `RateLimitExceeded` at once when denied.
+    #[pyo3(signature = (key, *, cost = 1, wait = true, timeout = None))]
+    fn limited<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+        cost: i64,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("ratekeeper.waiting")?
+            .getattr("limited")?
+            .call1((slf, key, cost, wait, timeout))
     }
 
     /// Whether the address lists and switches are held in this process as

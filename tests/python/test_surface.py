@@ -30,7 +30,11 @@ def test_constants_and_exports():
     for name in SURFACE["constants"]:
         assert hasattr(ratekeeper, name)
     listed = set(FUNCTIONS) | set(SURFACE["constants"]) | set(SURFACE["classes"])
-    exported = {n for n in ratekeeper.__all__ if not n.startswith("_") and not n.endswith("Error")}
+    def is_error(name: str) -> bool:
+        value = getattr(ratekeeper, name)
+        return isinstance(value, type) and issubclass(value, BaseException)
+
+    exported = {n for n in ratekeeper.__all__ if not n.startswith("_") and not is_error(n)}
     assert exported == listed, "ratekeeper.__all__ and surface.json differ"
 
 

@@ -1,18 +1,20 @@
 //! The [`Limiter`]: a rule set, a store and a failure policy; what every
 //! binding wraps. Its options are in [`options`], the policy view each
 //! process holds in `view`, one check's way from arguments to decision in
-//! `pipeline`, and batches in [`batch`].
+//! `pipeline`, batches in [`batch`], and waiting for a slot in [`wait`].
 
 pub mod batch;
 pub mod options;
 mod pipeline;
 mod view;
+pub mod wait;
 
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
 pub use options::{CheckOptions, Offender, OnError};
 pub use view::DEFAULT_POLICY_REFRESH;
+pub use wait::Acquired;
 
 use self::pipeline::{denial_key, finish};
 use self::view::{current_policies, policies, Policies};
@@ -201,7 +203,7 @@ impl Limiter {
         self.store.clone()
     }
 
-    /// Whether a check may wait on the network (see [`Store::waits_on_io`]).
+    /// Whether a check may wait on the network (see [`crate::store::LogStore::waits_on_io`]).
     pub fn waits_on_io(&self) -> bool {
         self.store.waits_on_io()
     }

@@ -103,7 +103,7 @@ impl Limiter {
             self.state().denials.clear();
         }
         let rules = self.rules_for(options.tier, &shared)?;
-        if !shared.switches.enabled {
+        if !shared.switches.enabled || crate::testing::disabled() {
             let at = now_ms.unwrap_or_else(system_now_ms);
             return decided(Decision::unlimited(&rules, at), &shared);
         }
@@ -311,5 +311,8 @@ pub(crate) fn check_arguments(cost: u64, now: Option<f64>) -> Result<Option<u64>
     if cost == 0 {
         return Err(Error::config("invalid cost 0: a check costs at least 1"));
     }
-    now.map(now_to_ms).transpose()
+    match now {
+        Some(now) => now_to_ms(now).map(Some),
+        None => Ok(crate::testing::frozen()),
+    }
 }

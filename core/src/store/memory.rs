@@ -55,6 +55,8 @@ pub struct MemoryStore {
     /// Whether any key has a record: checks skip the policy lock until one does.
     has_records: AtomicBool,
     version: AtomicU64,
+    /// The last test reset this store saw (see [`crate::testing::reset`]).
+    resets_seen: AtomicU64,
 }
 
 impl MemoryStore {
@@ -77,7 +79,25 @@ impl MemoryStore {
             policies: Mutex::new(Policies::default()),
             has_records: AtomicBool::new(false),
             version: AtomicU64::new(0),
+            resets_seen: AtomicU64::new(crate::testing::resets()),
         }
+    }
+
+    /// Empties the store when a test asked for a reset since its last use.
+    fn after_reset(&self) {
+        let resets = crate::testing::resets();
+        if self.resets_seen.swap(resets, Ordering::AcqRel) == resets {
+            return;
+        }
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            shard.logs.clear();
+            shard.newest_ms = 0; // a test's frozen clock may be earlier than the real one
+            shard.sweep_at = FIRST_SWEEP.min(self.shard_max);
+        }
+        *self.policies() = Policies::default();
+        self.has_records.store(false, Ordering::Release);
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 
     fn policies(&self) -> MutexGuard<'_, Policies> {
@@ -154,6 +174,7 @@ impl Shard {
 
 impl LogStore for MemoryStore {
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
+        self.after_reset();
         let now_given = request.now_ms.unwrap_or_else(system_now_ms);
         let record;
         let mut applied = Applied::Given;
@@ -184,6 +205,7 @@ impl LogStore for MemoryStore {
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
+        self.after_reset();
         let id = log_id(tag, scope);
         self.shard(&id).logs.remove(&id);
         Ok(())
@@ -196,6 +218,7 @@ impl LogStore for MemoryStore {
 
 impl PolicyStore for MemoryStore {
     fn record(&self, tag: &[u8]) -> Result<RawRecord> {
+        self.after_reset();
         Ok(self
             .policies()
             .records
@@ -205,6 +228,7 @@ impl PolicyStore for MemoryStore {
     }
 
     fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
+        self.after_reset();
         let mut policies = self.policies();
         let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
         let record = policies.records.entry(tag.to_vec()).or_default();
@@ -225,6 +249,7 @@ impl PolicyStore for MemoryStore {
     }
 
     fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.after_reset();
         Ok(self.policies().shared[hash_index(hash)]
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -232,6 +257,7 @@ impl PolicyStore for MemoryStore {
     }
 
     fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        self.after_reset();
         let mut policies = self.policies();
         let map = &mut policies.shared[hash_index(hash)];
         let existed = match value {
@@ -245,10 +271,12 @@ impl PolicyStore for MemoryStore {
     }
 
     fn policy_version(&self) -> Result<u64> {
+        self.after_reset();
         Ok(self.version.load(Ordering::Acquire))
     }
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
+        self.after_reset();
         let now = now_ms.unwrap_or_else(system_now_ms);
         let mut id = tag.to_vec();
         id.push(0);

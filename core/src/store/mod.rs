@@ -29,7 +29,7 @@ pub enum Mode {
     Peek,
 }
 
-/// One check (or peek) of a batch: see [`Store::apply_many`].
+/// One check (or peek) of a batch: see [`LogStore::apply_many`].
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
     /// The key's tag (see [`crate::keys::key_tag`]).

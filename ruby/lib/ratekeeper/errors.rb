@@ -17,4 +17,15 @@ module Ratekeeper
   # The store could not answer (unreachable, timed out) and on_error is :raise.
   class StorageError < Error
   end
+
+  # No slot: a wait (Limiter#acquire, #within_limit) timed out, or the cost
+  # can never pass; #decision is the last denial.
+  class RateLimitExceeded < Error
+    attr_reader :decision
+
+    def initialize(message = "rate limited", decision = nil)
+      super(message)
+      @decision = decision
+    end
+  end
 end

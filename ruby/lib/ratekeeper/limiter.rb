@@ -40,6 +40,32 @@ module Ratekeeper
       _penalize(key && Limiter.key_text(key), ip, ban, maxretry, findtime, bantime, name, now)
     end
 
+    # Waits until a check of +key+ is admitted and returns its Decision: each
+    # denial's exact retry_after is slept (with a little jitter), without the
+    # GVL. Raises Ratekeeper::RateLimitExceeded (with #decision) when the next
+    # wait would end past +timeout+ seconds (nil: no limit), and at once when
+    # the cost can never pass.
+    def acquire(key, cost: 1, timeout: nil, tier: nil, ip: nil)
+      outcome, decision = _acquire(Limiter.key_text(key), cost, timeout, tier, ip)
+      return decision if outcome == "admitted"
+
+      raise RateLimitExceeded.new(Limiter.refusal(outcome, decision), decision)
+    end
+
+    # Runs the block within the limit for +key+: +wait+ true waits for a slot
+    # as long as it takes, a number waits at most that many seconds, false
+    # checks once; a call with no slot raises Ratekeeper::RateLimitExceeded.
+    # Returns the block's value.
+    def within_limit(key, cost: 1, wait: true)
+      if wait
+        acquire(key, cost: cost, timeout: wait == true ? nil : wait)
+      else
+        decision = check(key, cost: cost)
+        raise RateLimitExceeded.new("rate limited: retry in #{decision.retry_after} s", decision) unless decision.allowed?
+      end
+      yield
+    end
+
     # Checks several keys against these rules in one Redis round trip (a
     # pipeline); each key is checked atomically on its own. Returns Decisions.
     def check_many(keys, cost: 1, now: nil)
@@ -62,6 +88,15 @@ module Ratekeeper
     # A key as the native layer takes it: a Symbol by its name.
     def self.key_text(key)
       key.is_a?(Symbol) ? key.name : key
+    end
+
+    # The message of a wait that ended without a slot.
+    def self.refusal(outcome, decision)
+      if outcome == "never"
+        "rate limited: the cost exceeds a limit and can never pass"
+      else
+        "rate limited: no slot within the timeout (the next in #{decision.retry_after} s)"
+      end
     end
   end
 

@@ -38,6 +38,29 @@ fn scope_name(name: String) -> String {
     ratekeeper_core::scope_name(&name)
 }
 
+/// `Ratekeeper._testing_freeze(now)`: the clock of checks frozen at `now`
+/// seconds (nil: the real clock again); see lib/ratekeeper/testing.rb.
+fn testing_freeze(ruby: &Ruby, now: Option<f64>) -> Result<(), Error> {
+    let ms = match now {
+        Some(now) => Some(errors::guard(ruby, || {
+            ratekeeper_core::time::now_to_ms(now)
+        })?),
+        None => None,
+    };
+    ratekeeper_core::testing::freeze(ms);
+    Ok(())
+}
+
+/// `Ratekeeper._testing_disable(flag)`: every check admitted without a store, or limited again.
+fn testing_disable(disabled: bool) {
+    ratekeeper_core::testing::set_disabled(disabled);
+}
+
+/// `Ratekeeper._testing_reset`: every memory store emptied at its next use.
+fn testing_reset() {
+    ratekeeper_core::testing::reset();
+}
+
 /// Each class registers its own methods beside its code.
 #[magnus::init(name = "ratekeeper")]
 fn init(ruby: &Ruby) -> Result<(), Error> {
@@ -45,6 +68,9 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     module.define_singleton_method("_panic_for_tests", function!(panic_for_tests, 0))?;
     module.define_singleton_method("identity", function!(identity, 1))?;
     module.define_singleton_method("scope_name", function!(scope_name, 1))?;
+    module.define_singleton_method("_testing_freeze", function!(testing_freeze, 1))?;
+    module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
+    module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;
     settings::init(ruby, module)?;
     types::init(ruby, module)?;
     limiter::init(ruby, module)?;

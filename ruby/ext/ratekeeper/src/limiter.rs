@@ -144,6 +144,36 @@ impl Limiter {
         Ok(strike.banned)
     }
 
+    /// `_acquire(key, cost, timeout, tier, ip)`: waits (without the GVL)
+    /// until a check is admitted; `[outcome, decision]` with outcome
+    /// "admitted", "timed_out" or "never" (lib/ratekeeper/limiter.rb raises
+    /// for the last two).
+    fn acquire(
+        ruby: &Ruby,
+        rb_self: &Self,
+        args: &[Value],
+    ) -> Result<(&'static str, Decision), Error> {
+        let [key, cost, timeout, tier, ip] = <[Value; 5]>::try_from(args)
+            .map_err(|_| type_error(ruby, "_acquire takes 5 arguments"))?;
+        let key = convert::key_bytes(ruby, key)?;
+        let (tier, ip) = (optional_text(tier)?, optional_text(ip)?);
+        let options = core::CheckOptions {
+            cost: convert::cost(ruby, cost)?,
+            now: None,
+            tier: tier.as_deref(),
+            ip: ip.as_deref(),
+        };
+        let timeout = convert::seconds(ruby, "timeout", timeout)?;
+        let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
+        let limiter = &rb_self.inner;
+        let acquired = run_core(ruby, true, || limiter.acquire(&key, &options, timeout))?;
+        Ok(match acquired {
+            core::Acquired::Admitted(d) => ("admitted", deliver(ruby, d)?),
+            core::Acquired::TimedOut(d) => ("timed_out", deliver(ruby, d)?),
+            core::Acquired::Never(d) => ("never", deliver(ruby, d)?),
+        })
+    }
+
     /// `screen(ip)`: how the address lists judge the client address now (a
     /// blocked or safelisted Decision), or nil. Asks no store.
     /// (Without the GVL: the first read of the lists in a process may wait on the store.)
@@ -320,6 +350,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_check", method!(Limiter::check, -1))?;
     class.define_method("_peek", method!(Limiter::peek, -1))?;
     class.define_method("_penalize", method!(Limiter::penalize, -1))?;
+    class.define_method("_acquire", method!(Limiter::acquire, -1))?;
     class.define_method("admin", method!(Limiter::admin, 0))?;
     class.define_method("screen", method!(Limiter::screen, 1))?;
     class.define_method("scope", method!(Limiter::scope, 0))?;

@@ -1,0 +1,61 @@
+"""Celery tasks limited by ratekeeper, with the same rules, keys and Redis as
+the web apps:
+
+    from celery import Celery
+    import ratekeeper
+    from ratekeeper.celery import RateLimitedTask
+
+    app = Celery("jobs", broker="redis://127.0.0.1:6379/1")
+    partner = ratekeeper.Limiter("20/second; 10000/day", "redis://127.0.0.1:6379/0")
+
+    @app.task(base=RateLimitedTask, limiter=partner, limit_key=lambda account: f"partner:{account}")
+    def sync_account(account): ...
+
+A task whose check is denied does not run now: the same task (name,
+arguments, id) is sent again with ``countdown`` its ``retry_after`` (plus a
+little jitter), and this run ends with ``celery.exceptions.Ignore``, so it
+counts as neither a failure nor a retry. ``limiter`` is the limiter to check
+(its rules; a per-task scope ``celery:<name>`` keeps the task's quota apart
+unless ``limit_scope`` names another, say the web app's); ``limit_key`` a
+callable of the task's arguments (default: the task's name). The admitting
+decision is ``self.request.ratekeeper`` (a bound task's ``request``).
+"""
+
+import random
+from typing import Any, Callable, Optional
+
+from celery import Task
+from celery.exceptions import Ignore
+
+from ratekeeper._ratekeeper import Limiter, scope_name
+
+
+class RateLimitedTask(Task):  # type: ignore[misc]
+    """A Celery task base that runs a task only within its limiter's rules."""
+
+    abstract = True
+    limiter: Optional[Limiter] = None
+    limit_key: Optional[Callable[..., Any]] = None
+    limit_scope: Optional[str] = None
+    _scoped: Optional[Limiter] = None
+
+    def _limiter(self) -> Limiter:
+        if self.limiter is None:
+            raise RuntimeError(f"task {self.name} has base=RateLimitedTask but no limiter=")
+        if self._scoped is None:
+            scope = self.limit_scope if self.limit_scope is not None else f"celery:{self.name}"
+            self._scoped = self.limiter.with_rules(self.limiter.rules, scope=scope_name(scope))
+        return self._scoped
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key_of = type(self).__dict__.get("limit_key") or getattr(type(self), "limit_key", None)
+        key_of = getattr(key_of, "__func__", key_of)  # a plain function, however Celery stored it
+        key = key_of(*args, **kwargs) if key_of else self.name
+        decision = self._limiter().check(key)
+        if decision.allowed:
+            self.request.ratekeeper = decision
+            return super().__call__(*args, **kwargs)
+        wait = decision.retry_after if decision.retry_after is not None else 1.0
+        wait += 0.001 + random.random() * min(wait / 10, 0.025)
+        self.apply_async(args=args, kwargs=kwargs, countdown=wait, task_id=self.request.id)
+        raise Ignore()

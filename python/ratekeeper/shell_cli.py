@@ -1,0 +1,98 @@
+"""The ``check`` and ``wait`` commands of the ``ratekeeper`` tool, for shell
+scripts and cron jobs sharing a quota with the apps:
+
+    ratekeeper wait partner-api --rules "10/second; 1000/day" && curl ...
+    ratekeeper check partner-api --rules "10/second" --json
+
+``check`` checks once: exit 0 admitted, 1 denied (the wait printed). ``wait``
+waits for a slot: exit 0 admitted, 1 when the next wait would end past
+``--timeout`` (or the cost can never pass). Both take ``--store``,
+``--prefix`` (as the admin commands), ``--scope`` (the limiter's: the same
+quota as an app's limiter with that scope), ``--cost`` and ``--json``; 2 is
+bad arguments, 4 the store failed. A memory store is refused: a command's
+own memory is gone when it exits.
+"""
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Optional
+
+from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
+from ratekeeper.admin_cli import printable
+
+ADMITTED, DENIED, USAGE, STORE_FAILED = 0, 1, 2, 4
+
+
+def _arguments(parser: argparse.ArgumentParser, waits: bool) -> None:
+    parser.add_argument("key", help="the key, as the applications check it")
+    parser.add_argument("--rules", required=True, help="the rules, such as '10/second; 1000/day'")
+    parser.add_argument("--cost", type=int, default=1, help="units the call costs (default 1)")
+    parser.add_argument("--scope", default="", help="the limiter's scope (the quota an app keeps under it)")
+    parser.add_argument("--store", default=os.environ.get("RATEKEEPER_STORE", "redis://127.0.0.1:6379/0"),
+                        help="the store URL (default: $RATEKEEPER_STORE or redis://127.0.0.1:6379/0)")
+    parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
+                        help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    if waits:
+        parser.add_argument("--timeout", type=float, default=None,
+                            help="seconds to wait at most (default: as long as it takes)")
+
+
+def _report(decision: Decision, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(decision.to_dict()))
+    elif decision.allowed:
+        print(f"admitted: {decision.remaining} left of {decision.limit} per {decision.rules[0].window:g}s window"
+              if decision.rules else "admitted")
+    else:
+        wait = "never (the cost exceeds a limit)" if decision.retry_after is None else f"{decision.retry_after:g} s"
+        print(f"denied: retry in {wait}")
+
+
+class ShellCommand:
+    """One of the two commands, as ratekeeper.cli takes its commands."""
+
+    def __init__(self, name: str, help: str, waits: bool) -> None:
+        self.NAME = name
+        self.help = help
+        self.waits = waits
+
+    def add_parser(self, subparsers: Any) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(self.NAME, help=self.help, description=self.help)
+        _arguments(parser, self.waits)
+        parser.set_defaults(run=self.run)
+        return parser
+
+    def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        """Runs the command; returns the exit code."""
+        if args.store.strip().lower().startswith("memory:"):
+            print(f"ratekeeper {self.NAME}: --store memory:// is this command's own memory, gone when it exits: "
+                  "give the Redis URL the applications use", file=sys.stderr)
+            return USAGE
+        try:
+            limiter = Limiter(args.rules, args.store, prefix=args.prefix, scope=args.scope, on_error="raise",
+                              timeout=2.0, connect_timeout=2.0)
+            decision: Optional[Decision]
+            if self.waits:
+                try:
+                    decision = limiter.acquire(args.key, args.cost, args.timeout)
+                except RateLimitExceeded as exc:
+                    decision = exc.decision
+            else:
+                decision = limiter.check(args.key, args.cost)
+        except (ConfigurationError, TypeError) as exc:
+            print(f"ratekeeper {self.NAME}: {printable(exc)}", file=sys.stderr)
+            return USAGE
+        except StorageError as exc:
+            print(f"ratekeeper {self.NAME}: the store failed: {printable(exc)}", file=sys.stderr)
+            return STORE_FAILED
+        _report(decision, args.json)
+        return ADMITTED if decision.allowed else DENIED
+
+
+COMMANDS = [
+    ShellCommand("check", "check KEY once: exit 0 admitted, 1 denied", waits=False),
+    ShellCommand("wait", "wait until KEY is admitted: exit 0 admitted, 1 at --timeout", waits=True),
+]

@@ -1,0 +1,69 @@
+"""``@limiter.limited(key=..., cost=1, wait=True, timeout=None)``: a function
+(sync or async) that runs only within the limiter's rules, for scripts and
+jobs that call someone else's API:
+
+    partner = ratekeeper.Limiter("10/second; 1000/day", "redis://127.0.0.1:6379/0", scope="partner-api")
+
+    @partner.limited("partner-api")
+    def fetch(item_id): ...
+
+    @partner.limited(lambda account, **kw: f"account:{account}", wait=False)
+    async def sync_account(account): ...
+
+With ``wait=True`` a call waits for its slot (``acquire`` / ``aacquire``,
+at most ``timeout`` seconds); with ``wait=False`` a denied call raises
+``RateLimitExceeded`` at once. Either raises it when the cost can never pass.
+"""
+
+import functools
+import inspect
+from typing import Any, Callable, Optional, TypeVar
+
+from ratekeeper._ratekeeper import Limiter, RateLimitExceeded
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def limited(limiter: Limiter, key: Any, cost: int = 1, wait: bool = True, timeout: Optional[float] = None
+            ) -> Callable[[F], F]:
+    """The decorator ``Limiter.limited`` returns (see the module's docstring)."""
+
+    def key_of(args: tuple, kwargs: dict) -> Any:
+        return key(*args, **kwargs) if callable(key) else key
+
+    def decorate(func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                k = key_of(args, kwargs)
+                if wait:
+                    await limiter.aacquire(k, cost, timeout)
+                else:
+                    decision = await limiter.acheck(k, cost)
+                    if not decision.allowed:
+                        raise _denied(decision)
+                return await func(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            k = key_of(args, kwargs)
+            if wait:
+                limiter.acquire(k, cost, timeout)
+            else:
+                decision = limiter.check(k, cost)
+                if not decision.allowed:
+                    raise _denied(decision)
+            return func(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    return decorate
+
+
+def _denied(decision: Any) -> RateLimitExceeded:
+    error = RateLimitExceeded(f"rate limited: retry in {decision.retry_after} s")
+    error.decision = decision  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,74 @@
+# frozen_string_literal: true
+
+require "ratekeeper"
+
+module Ratekeeper
+  # A Sidekiq server middleware that limits jobs by class (and a key from
+  # their arguments), with the same rules, keys and Redis as the web apps:
+  #
+  #   require "ratekeeper/sidekiq"
+  #
+  #   Sidekiq.configure_server do |config|
+  #     config.server_middleware do |chain|
+  #       chain.add Ratekeeper::Sidekiq::Middleware, store: "redis://127.0.0.1:6379/0", limits: {
+  #         "PartnerSyncJob" => { rules: "20/second; 10000/day", key: ->(args) { "partner:#{args.first}" } }
+  #       }
+  #     end
+  #   end
+  #
+  # A job whose check is denied is not run now: it is scheduled again at its
+  # retry_after (plus a little jitter), the same job (class, arguments, jid),
+  # without counting a failure or a retry. Jobs of other classes run as usual.
+  # A job class with `attr_accessor :ratekeeper_decision` gets the admitting
+  # decision.
+  module Sidekiq
+    # The server middleware (see Ratekeeper::Sidekiq).
+    class Middleware
+      BUILT = {} # rubocop:disable Style/MutableConstant
+      BUILT_LOCK = Mutex.new
+      private_constant :BUILT, :BUILT_LOCK
+
+      # +limits+: class name => { rules:, key: (a callable of the job's
+      # arguments; default the class name), scope: (default "sidekiq:<class>") };
+      # the other options are the limiter's (store:, prefix:, on_error:, ...).
+      # (Sidekiq makes a middleware per job, passing the options as a Hash:
+      # the limiters are made once per set of options and shared.)
+      def initialize(options = {}, **keywords)
+        options = options.transform_keys(&:to_sym).merge(keywords)
+        @limits = BUILT_LOCK.synchronize { BUILT[options] ||= Middleware.build(options) }
+      end
+
+      # The limiters of a set of options, by job class name, with their key functions.
+      def self.build(options)
+        options = options.dup
+        limits = options.delete(:limits) or raise ConfigurationError, "Ratekeeper::Sidekiq::Middleware needs limits:"
+        base = Limiter.new("1/second", **options)
+        limits.to_h do |name, spec|
+          spec = spec.transform_keys(&:to_sym)
+          scope = Ratekeeper.scope_name(spec.fetch(:scope, "sidekiq:#{name}"))
+          key = spec[:key]
+          raise ConfigurationError, "the key of #{name}'s limit must be callable" unless key.nil? || key.respond_to?(:call)
+
+          [name.to_s, [base.with_rules(spec.fetch(:rules), scope: scope), key]]
+        end
+      end
+
+      def call(worker, job, _queue)
+        name = job["wrapped"] || job["class"]
+        limiter, key_of = @limits[name]
+        return yield unless limiter
+
+        key = key_of ? key_of.call(job["args"]) : name
+        decision = limiter.check(key.to_s)
+        if decision.allowed?
+          worker.ratekeeper_decision = decision if worker.respond_to?(:ratekeeper_decision=)
+          return yield
+        end
+
+        wait = (decision.retry_after || 1.0) + rand * [decision.retry_after.to_f / 10, 0.025].min + 0.001
+        ::Sidekiq::Client.push(job.merge("at" => Time.now.to_f + wait))
+        nil
+      end
+    end
+  end
+end
