@@ -57,5 +57,6 @@ class RateLimitedTask(Task):  # type: ignore[misc]
             return super().__call__(*args, **kwargs)
         wait = decision.retry_after if decision.retry_after is not None else 1.0
         wait += 0.001 + random.random() * min(wait / 10, 0.025)
-        self.apply_async(args=args, kwargs=kwargs, countdown=wait, task_id=self.request.id)
+        # the same task, as Task.retry sends it (queue, routing, headers kept), without counting a retry
+        self.signature_from_request(self.request, args, kwargs, countdown=wait, task_id=self.request.id).apply_async()
         raise Ignore()

@@ -92,7 +92,7 @@ def limit(
     from ratekeeper._ratekeeper import parse_rules
 
     parse_rules(rules)
-    made: Dict[str, Limiter] = {}
+    made: Dict[Any, Limiter] = {}
 
     async def dependency(request: Request, response: Response) -> Any:
         base = limiter or _setup.limiter
@@ -100,9 +100,9 @@ def limit(
             raise RuntimeError("ratekeeper.fastapi.limit needs limiter= or ratekeeper.fastapi.setup(app, limiter)")
         route = request.scope.get("route")
         name = scope or f"route:{getattr(route, 'path', request.url.path)}"
-        chosen = made.get(name)
+        chosen = made.get((id(base), name))  # per base limiter: a later setup() may give another store
         if chosen is None:
-            chosen = made[name] = base.with_rules(rules, scope=scope_name(name))
+            chosen = made[(id(base), name)] = base.with_rules(rules, scope=scope_name(name))
         ip = client_ip(request)
         found = key(request) if key is not None else ip
         if inspect.isawaitable(found):

@@ -96,15 +96,24 @@ impl Waker {
         let done = std::mem::take(&mut *self.link.queue.lock().unwrap_or_else(|p| p.into_inner()));
         for (future, make) in done {
             let (ok, value) = make(py);
-            let future = future.bind(py);
-            if future.call_method0("done")?.is_truthy()? {
-                continue;
+            // one failure must not leave the other futures unsettled
+            if let Err(err) = settle(future.bind(py), ok, value.bind(py)) {
+                err.write_unraisable(py, None);
             }
-            let method = if ok { "set_result" } else { "set_exception" };
-            future.call_method1(method, (value,))?;
         }
         Ok(())
     }
+}
+
+/// Settles `future` with `value` (a result when `ok`, else an exception),
+/// unless it is done already (cancelled while the work ran).
+fn settle(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if future.call_method0("done")?.is_truthy()? {
+        return Ok(());
+    }
+    let method = if ok { "set_result" } else { "set_exception" };
+    future.call_method1(method, (value,))?;
+    Ok(())
 }
 
 /// The running loop's inbox, made (and watched by the loop) on first use.

@@ -371,10 +371,29 @@ impl Limiter {
         let asked = Asked::convert(py, key, cost, None, tier, ip)?;
         let timeout = guard(py, || core::limiter::wait::check_timeout(timeout))?;
         let limiter = &self.inner;
+        // sleeps in slices, hearing Ctrl-C (and other signals) between them
+        let interrupted: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+        let mut pause = |wait: std::time::Duration| -> core::Result<()> {
+            let until = std::time::Instant::now() + wait;
+            loop {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Ok(());
+                }
+                std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+                if let Err(err) = Python::attach(|py| py.check_signals()) {
+                    *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
+                    return Err(core::Error::storage("the wait was interrupted"));
+                }
+            }
+        };
         let acquired = run_core(py, true, || {
-            limiter.acquire(&asked.key, &asked.options(), timeout)
-        })?;
-        admitted(py, acquired)
+            limiter.acquire_pausing(&asked.key, &asked.options(), timeout, &mut pause)
+        });
+        if let Some(err) = interrupted.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(err);
+        }
+        admitted(py, acquired?)
     }
 
     /// `await limiter.aacquire(...)`: `acquire`, its waits timers on the

@@ -83,9 +83,12 @@ pub fn apply(
 
 /// Checks one option of `Limiter` as the limiter would, without building
 /// one: a `ConfigurationError` names a bad value or an unknown option, a
-/// `TypeError` a value of the wrong type.
+/// `TypeError` a value of the wrong type; None (the default) is fine.
 #[pyfunction]
 pub fn check_option(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if value.is_none() {
+        return Settings::kind(name).map(|_| ()).map_err(|e| to_py(py, e)); // None: the default
+    }
     let value = option_value(py, name, value)?;
     Settings::default()
         .set(name, value)

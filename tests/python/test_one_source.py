@@ -62,6 +62,7 @@ def test_check_option_accepts_what_a_limiter_accepts():
         ratekeeper.check_option(name, value)
     ratekeeper.check_option("tiers", {"pro": "10/s"})
     ratekeeper.check_option("store", "redis://127.0.0.1:1/0")  # checked, not connected to
+    ratekeeper.check_option("policies", None)  # None: the default
 
 
 def test_rules_and_window_names_come_from_the_core():

@@ -157,3 +157,44 @@ def test_the_shell_commands_from_a_bash_script(redis_url, prefix):
     assert "waited True" in lines, out.stdout
     assert "timeout exit 1" in lines and "memory exit 2" in lines and "bad rules exit 2" in lines, out.stdout
     assert "memory://" in out.stderr and "fortnight" in out.stderr
+
+
+def test_the_readmes_scripts_example_runs(redis_url, prefix):
+    """README's `@partner.limited` example, run as it is (on the test Redis)."""
+    import re
+    from pathlib import Path
+
+    readme = Path(ROOT, "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if b.startswith("partner = ratekeeper"))
+    code = block.replace("redis://127.0.0.1:6379/0", redis_url).replace('scope="partner-api"',
+                                                                          f'scope="partner-api", prefix="{prefix}"')
+    names = {"ratekeeper": ratekeeper}
+    exec(compile(code, "README.md", "exec"), names)
+    assert names["fetch"](1) is None
+    assert asyncio.run(names["sync_account"]("acme")) is None
+    assert names["partner"].peek("partner-api").remaining == 9
+
+
+WAITER = """
+import sys
+import ratekeeper
+
+limiter = ratekeeper.Limiter("1/minute", sys.argv[1], prefix=sys.argv[2])
+limiter.check("k")
+print("waiting", flush=True)
+limiter.acquire("k")  # a minute away, no timeout
+"""
+
+
+def test_ctrl_c_ends_a_wait(redis_url, prefix):
+    import signal
+
+    waiter = subprocess.Popen([sys.executable, "-c", WAITER, redis_url, prefix], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert waiter.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    sent = time.monotonic()
+    waiter.send_signal(signal.SIGINT)
+    _, err = waiter.communicate(timeout=10)
+    assert time.monotonic() - sent < 1.0, "the wait heard Ctrl-C at once"
+    assert "KeyboardInterrupt" in err

@@ -31,6 +31,10 @@ class TestOneSource < Minitest::Test
       refute_includes message, "hunter2"
     end
     Ratekeeper::DEFAULTS.each { |name, value| assert_nil Ratekeeper.check_option(name, value) }
+    assert_nil Ratekeeper.check_option(:policies, nil), "nil is the default, as None in Python"
+    assert Ratekeeper::Limiter.new("1/s", timeout: nil, store: nil).check("k").allowed?, "nil options take the defaults"
+    assert_match(/policies must be true or false/,
+                 assert_raises(TypeError) { Ratekeeper::Limiter.new("1/s", policies: "false") }.message)
     error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s", colour: "blue") }
     assert_includes error.message, "unknown option 'colour'"
   end
@@ -95,6 +99,16 @@ class TestOneSource < Minitest::Test
     assert_equal [429, '{"error":"rate_limited","retry_after":60}'], [status, body.join]
     assert_equal %w[Content-Length Content-Type Retry-After X-RateLimit-Limit X-RateLimit-Remaining X-RateLimit-Reset
                     X-RateLimit-Used], headers.keys.sort
+  end
+
+  def test_a_tier_a_client_names_but_the_throttle_lacks_is_ignored
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] }) do |rk|
+      rk.throttle "api", rules: "2/minute", tiers: { "pro" => "5/minute" }, tier: ->(req) { req.get_header("HTTP_X_PLAN") }
+    end
+    statuses = %w[enterprise pro pro].map do |plan|
+      app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.60", "HTTP_X_PLAN" => plan)).first
+    end
+    assert_equal [200, 200, 200], statuses, "an unknown tier is the default rules, not a 500"
   end
 
   def test_rack_rules_are_checked_where_declared

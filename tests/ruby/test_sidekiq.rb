@@ -32,7 +32,7 @@ class TestSidekiq < Minitest::Test
     require "sidekiq/api"
     env = { "REDIS_URL" => @url, "RK_PREFIX" => unique_prefix, "RK_RULES" => "20/second", "RK_RUNS" => "runs" }
     Sidekiq.configure_client { |config| config.redis = { url: @url } }
-    jobs = File.expand_path("servers/sidekiq_jobs.rb", __dir__)
+    jobs = File.expand_path("../../examples/jobs/partner_sidekiq.rb", __dir__)
     log = File.open("#{@dir}/sidekiq.log", "w")
     @sidekiq = Process.spawn(env, "sidekiq", "-r", jobs, "-c", "10", "-q", "default", out: log, err: log)
     Sidekiq::Client.push_bulk("class" => "PartnerJob", "args" => Array.new(200) { |n| [n] })

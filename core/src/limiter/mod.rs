@@ -324,7 +324,10 @@ impl Limiter {
         rule: &Fail2Ban,
         now: Option<f64>,
     ) -> Result<Strike> {
-        let now_ms = now.map(now_to_ms).transpose()?;
+        let now_ms = now
+            .map(now_to_ms)
+            .transpose()?
+            .or_else(crate::testing::frozen);
         let (tag, target) = match offender {
             Offender::Key(key) => {
                 if key.is_empty() {
@@ -372,11 +375,14 @@ impl Limiter {
     /// listed. Asks no store (the lists are held in-process): middlewares
     /// call it for every request, limited or not.
     pub fn screen(&self, ip: &str) -> Option<Decision> {
+        if crate::testing::disabled() {
+            return None;
+        }
         let shared = current_policies(&self.shared, &self.store);
         if !shared.switches.enabled || !shared.has_nets() {
             return None;
         }
-        let now_ms = system_now_ms();
+        let now_ms = crate::testing::frozen().unwrap_or_else(system_now_ms);
         let (list, listing) = shared.judge_ip(crate::net::parse_hop(ip)?, now_ms)?;
         Some(finish(
             Decision::listed(&self.rules, now_ms, list, listing),

@@ -109,6 +109,21 @@ impl Limiter {
         options: &CheckOptions<'_>,
         timeout: Option<Duration>,
     ) -> Result<Acquired> {
+        self.acquire_pausing(key, options, timeout, &mut |pause| {
+            std::thread::sleep(pause);
+            Ok(())
+        })
+    }
+
+    /// [`Limiter::acquire`], each wait made by `pause` (a binding sleeps in
+    /// slices, to hear Ctrl-C between them; its error ends the wait).
+    pub fn acquire_pausing(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        pause: &mut dyn FnMut(Duration) -> Result<()>,
+    ) -> Result<Acquired> {
         refuse_now(options)?;
         let started = Instant::now();
         loop {
@@ -118,7 +133,7 @@ impl Limiter {
             }
             match next(decision, started, timeout) {
                 Next::Done(acquired) => return Ok(acquired),
-                Next::Sleep(pause) => std::thread::sleep(pause),
+                Next::Sleep(wait) => pause(wait)?,
             }
         }
     }

@@ -1,4 +1,4 @@
-"""``settings.RATEKEEPER``: read, validated, and turned into limiters.
+r"""``settings.RATEKEEPER``: read, validated, and turned into limiters.
 
     RATEKEEPER = {
         "STORE": "redis://127.0.0.1:6379/0",   # default "memory://"

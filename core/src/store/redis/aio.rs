@@ -79,17 +79,22 @@ impl AsyncSide {
         }
     }
 
-    /// The process's connection, made on first use (or after a failure).
+    /// The process's connection, made on first use (or after a failure);
+    /// waiting for another caller's attempt counts in `connect_timeout`, so
+    /// callers queued behind a dead Redis each give up within it.
     async fn connection(&self) -> std::result::Result<Conn, RedisError> {
-        let mut held = self.held.lock().await;
-        if let Some(conn) = held.as_ref() {
-            return Ok(conn.clone());
-        }
-        let made = tokio::time::timeout(self.connect_timeout, self.connect())
+        let attempt = async {
+            let mut held = self.held.lock().await;
+            if let Some(conn) = held.as_ref() {
+                return Ok(conn.clone());
+            }
+            let made = self.connect().await?;
+            *held = Some(made.clone());
+            Ok(made)
+        };
+        tokio::time::timeout(self.connect_timeout, attempt)
             .await
-            .map_err(|_| timed_out("connecting"))??;
-        *held = Some(made.clone());
-        Ok(made)
+            .map_err(|_| timed_out("connecting"))?
     }
 
     async fn connect(&self) -> std::result::Result<Conn, RedisError> {
@@ -166,9 +171,10 @@ impl RedisStore {
         };
         match answered {
             Err(e) if unreachable(&e) => {
-                if !e.is_timeout() {
-                    side.forget().await;
-                }
+                // as the blocking path does: a connection that did not answer
+                // in time may be half-open (a partition, a paused host); the
+                // next call makes a new one (checks in flight keep theirs)
+                side.forget().await;
                 Err(self.failed_async(local, &e, Step::Command))
             }
             answered => {

@@ -72,7 +72,9 @@ pub fn option_value(ruby: &Ruby, name: &str, value: Value) -> Result<OptionValue
             },
             None => return Err(wrong()),
         },
-        Kind::Flag => OptionValue::Flag(value.to_bool()),
+        Kind::Flag if value.is_kind_of(ruby.class_true_class()) => OptionValue::Flag(true),
+        Kind::Flag if value.is_kind_of(ruby.class_false_class()) => OptionValue::Flag(false),
+        Kind::Flag => return Err(wrong()),
         Kind::Tiers => OptionValue::Tiers(tiers(ruby, value)?),
     })
 }
@@ -99,8 +101,9 @@ fn tiers(ruby: &Ruby, value: Value) -> Result<Vec<(String, ratekeeper_core::Rule
     Ok(out)
 }
 
-/// Settings from a Hash of options (Symbol or String keys); each not given
-/// keeps the core's default, an unknown one is a `ConfigurationError`.
+/// Settings from a Hash of options (Symbol or String keys); each not given,
+/// or nil, keeps the core's default (as None does in Python); an unknown one
+/// is a `ConfigurationError`.
 pub fn from_hash(ruby: &Ruby, options: RHash) -> Result<Settings, Error> {
     let mut settings = Settings::default();
     let mut pairs: Vec<(String, Value)> = Vec::new();
@@ -109,6 +112,10 @@ pub fn from_hash(ruby: &Ruby, options: RHash) -> Result<Settings, Error> {
         Ok(magnus::r_hash::ForEach::Continue)
     })?;
     for (name, value) in pairs {
+        if value.is_nil() {
+            Settings::kind(&name).map_err(|e| to_ruby(ruby, e))?; // nil: the default, of a known option
+            continue;
+        }
         let value = option_value(ruby, &name, value)?;
         settings.set(&name, value).map_err(|e| to_ruby(ruby, e))?;
     }
@@ -119,6 +126,11 @@ pub fn from_hash(ruby: &Ruby, options: RHash) -> Result<Settings, Error> {
 /// `Limiter.new` as the limiter would, without building one.
 fn check_option(ruby: &Ruby, name: Value, value: Value) -> Result<(), Error> {
     let name = name_of(ruby, name)?;
+    if value.is_nil() {
+        return Settings::kind(&name)
+            .map(|_| ())
+            .map_err(|e| to_ruby(ruby, e)); // nil: the default
+    }
     let value = option_value(ruby, &name, value)?;
     Settings::default()
         .set(&name, value)

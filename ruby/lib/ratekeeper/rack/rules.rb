@@ -101,9 +101,11 @@ module Ratekeeper
         key&.to_s
       end
 
-      # The tier the request names, if any.
+      # The tier the request names, when it is one of the throttle's tiers
+      # (a client may send any text: another is ignored, as in Django).
       def tier_for(request)
-        @tier&.call(request)&.to_s
+        name = @tier&.call(request)&.to_s
+        name if name && @tiers && (@tiers.key?(name) || @tiers.key?(name.to_sym))
       end
     end
   end

@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
-# Jobs for a real Sidekiq process (tests/ruby/test_sidekiq.rb): PartnerJob
-# records when its check admitted it (the Redis clock, ms) in the list RK_RUNS; the
-# middleware limits it to RK_RULES across every Sidekiq thread and process.
+# A Sidekiq job limited by ratekeeper: PartnerJob runs at most RK_RULES
+# (say "20/second") across every Sidekiq thread and process, on the Redis
+# Sidekiq uses; it records when its check admitted it (the Redis clock, ms)
+# in the list RK_RUNS. Run: REDIS_URL=... RK_RULES=20/second RK_RUNS=runs
+# RK_PREFIX=jobs sidekiq -r ./examples/jobs/partner_sidekiq.rb
 require "sidekiq"
 require "ratekeeper/sidekiq"
 
@@ -11,7 +13,7 @@ class PartnerJob
   attr_accessor :ratekeeper_decision
 
   def perform(n)
-    admitted_ms = (ratekeeper_decision.now * 1000).round # the Redis clock, when the check admitted it
+    admitted_ms = (ratekeeper_decision.now * 1000).round
     Sidekiq.redis { |redis| redis.rpush(ENV.fetch("RK_RUNS"), "#{admitted_ms}:#{n}") }
   end
 end
