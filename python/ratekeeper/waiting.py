@@ -19,7 +19,7 @@ import functools
 import inspect
 from typing import Any, Callable, Optional, TypeVar
 
-from ratekeeper._ratekeeper import Limiter, RateLimitExceeded
+from ratekeeper._ratekeeper import Limiter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,34 +36,17 @@ def limited(limiter: Limiter, key: Any, cost: int = 1, wait: bool = True, timeou
 
             @functools.wraps(func)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                k = key_of(args, kwargs)
-                if wait:
-                    await limiter.aacquire(k, cost, timeout)
-                else:
-                    decision = await limiter.acheck(k, cost)
-                    if not decision.allowed:
-                        raise _denied(decision)
+                await limiter.aacquire(key_of(args, kwargs), cost, timeout if wait else 0)
                 return await func(*args, **kwargs)
 
             return run_async  # type: ignore[return-value]
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
-            k = key_of(args, kwargs)
-            if wait:
-                limiter.acquire(k, cost, timeout)
-            else:
-                decision = limiter.check(k, cost)
-                if not decision.allowed:
-                    raise _denied(decision)
+            limiter.acquire(key_of(args, kwargs), cost, timeout if wait else 0)  # no wait: a timeout of 0
             return func(*args, **kwargs)
 
         return run  # type: ignore[return-value]
 
     return decorate
 
-
-def _denied(decision: Any) -> RateLimitExceeded:
-    error = RateLimitExceeded(f"rate limited: retry in {decision.retry_after} s")
-    error.decision = decision  # type: ignore[attr-defined]
-    return error

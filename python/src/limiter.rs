@@ -75,22 +75,16 @@ impl Asked {
 
 /// The admitting decision of a wait, or `RateLimitExceeded` with the last denial.
 fn admitted(py: Python<'_>, acquired: core::Acquired) -> PyResult<Decision> {
-    let (decision, why) = match acquired {
-        core::Acquired::Admitted(inner) => return deliver(py, inner),
-        core::Acquired::TimedOut(inner) => {
-            let wait = inner.retry_after_ms.unwrap_or(0) as f64 / 1000.0;
-            (
-                inner,
-                format!("rate limited: no slot within the timeout (the next in {wait} s)"),
-            )
-        }
-        core::Acquired::Never(inner) => (
-            inner,
-            "rate limited: the cost exceeds a limit and can never pass".to_owned(),
-        ),
-    };
-    let decision = Py::new(py, deliver(py, decision)?)?.into_any();
-    Err(crate::errors::rate_limit_exceeded(py, why, decision))
+    let refusal = acquired.refusal();
+    let decision = deliver(py, acquired.decision())?;
+    match refusal {
+        None => Ok(decision),
+        Some(why) => Err(crate::errors::rate_limit_exceeded(
+            py,
+            why,
+            Py::new(py, decision)?.into_any(),
+        )),
+    }
 }
 
 /// The decisions of a batch, delivered as a list.

@@ -24,6 +24,30 @@ pub enum Acquired {
     Never(Decision),
 }
 
+impl Acquired {
+    /// Why there is no slot (what a binding's `RateLimitExceeded` says), or
+    /// `None` when the check was admitted.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Acquired::Admitted(_) => None,
+            Acquired::TimedOut(decision) => Some(format!(
+                "rate limited: no slot within the timeout (the next in {} s)",
+                crate::time::seconds(decision.retry_after_ms.unwrap_or(0))
+            )),
+            Acquired::Never(_) => {
+                Some("rate limited: the cost exceeds a limit and can never pass".to_owned())
+            }
+        }
+    }
+
+    /// The last decision: the admitting one, or the last denial.
+    pub fn decision(self) -> Decision {
+        match self {
+            Acquired::Admitted(d) | Acquired::TimedOut(d) | Acquired::Never(d) => d,
+        }
+    }
+}
+
 /// The most jitter added to a wait.
 pub const MAX_JITTER: Duration = Duration::from_millis(25);
 

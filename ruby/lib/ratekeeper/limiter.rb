@@ -46,10 +46,10 @@ module Ratekeeper
     # wait would end past +timeout+ seconds (nil: no limit), and at once when
     # the cost can never pass.
     def acquire(key, cost: 1, timeout: nil, tier: nil, ip: nil)
-      outcome, decision = _acquire(Limiter.key_text(key), cost, timeout, tier, ip)
-      return decision if outcome == "admitted"
+      decision, refusal = _acquire(Limiter.key_text(key), cost, timeout, tier, ip)
+      raise RateLimitExceeded.new(refusal, decision) if refusal
 
-      raise RateLimitExceeded.new(Limiter.refusal(outcome, decision), decision)
+      decision
     end
 
     # Runs the block within the limit for +key+: +wait+ true waits for a slot
@@ -57,12 +57,8 @@ module Ratekeeper
     # checks once; a call with no slot raises Ratekeeper::RateLimitExceeded.
     # Returns the block's value.
     def within_limit(key, cost: 1, wait: true)
-      if wait
-        acquire(key, cost: cost, timeout: wait == true ? nil : wait)
-      else
-        decision = check(key, cost: cost)
-        raise RateLimitExceeded.new("rate limited: retry in #{decision.retry_after} s", decision) unless decision.allowed?
-      end
+      timeout = if wait == true then nil elsif wait then wait else 0 end # no wait: a timeout of 0
+      acquire(key, cost: cost, timeout: timeout)
       yield
     end
 
@@ -88,15 +84,6 @@ module Ratekeeper
     # A key as the native layer takes it: a Symbol by its name.
     def self.key_text(key)
       key.is_a?(Symbol) ? key.name : key
-    end
-
-    # The message of a wait that ended without a slot.
-    def self.refusal(outcome, decision)
-      if outcome == "never"
-        "rate limited: the cost exceeds a limit and can never pass"
-      else
-        "rate limited: no slot within the timeout (the next in #{decision.retry_after} s)"
-      end
     end
   end
 

@@ -145,14 +145,14 @@ impl Limiter {
     }
 
     /// `_acquire(key, cost, timeout, tier, ip)`: waits (without the GVL)
-    /// until a check is admitted; `[outcome, decision]` with outcome
-    /// "admitted", "timed_out" or "never" (lib/ratekeeper/limiter.rb raises
-    /// for the last two).
+    /// until a check is admitted; `[decision, refusal]`, the refusal (why
+    /// there is no slot) nil when admitted (lib/ratekeeper/limiter.rb raises
+    /// with it).
     fn acquire(
         ruby: &Ruby,
         rb_self: &Self,
         args: &[Value],
-    ) -> Result<(&'static str, Decision), Error> {
+    ) -> Result<(Decision, Option<String>), Error> {
         let [key, cost, timeout, tier, ip] = <[Value; 5]>::try_from(args)
             .map_err(|_| type_error(ruby, "_acquire takes 5 arguments"))?;
         let key = convert::key_bytes(ruby, key)?;
@@ -167,11 +167,8 @@ impl Limiter {
         let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
         let limiter = &rb_self.inner;
         let acquired = run_core(ruby, true, || limiter.acquire(&key, &options, timeout))?;
-        Ok(match acquired {
-            core::Acquired::Admitted(d) => ("admitted", deliver(ruby, d)?),
-            core::Acquired::TimedOut(d) => ("timed_out", deliver(ruby, d)?),
-            core::Acquired::Never(d) => ("never", deliver(ruby, d)?),
-        })
+        let refusal = acquired.refusal();
+        Ok((deliver(ruby, acquired.decision())?, refusal))
     }
 
     /// `screen(ip)`: how the address lists judge the client address now (a
