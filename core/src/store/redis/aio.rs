@@ -8,7 +8,8 @@
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
 use super::{
-    describe, is_noscript, parse_reply, storage_error, unreachable, RedisStore, Step, Target,
+    describe, is_noscript, parse_reply, pipeline_replies, storage_error, unreachable, RedisStore,
+    Step, Target,
 };
 use crate::decision::Observation;
 use crate::error::{Error, Result};
@@ -239,21 +240,10 @@ impl RedisStore {
         for request in requests {
             pipe.add_command(self.check_command(request, false));
         }
-        let replies = match self.on_async(&Work::Many(&pipe)).await {
-            Ok(Ok(replies)) if replies.len() == requests.len() => replies,
-            Ok(Ok(replies)) => {
-                let e = Error::storage(format!(
-                    "a pipeline of {} checks got {} replies",
-                    requests.len(),
-                    replies.len()
-                ));
-                return requests.iter().map(|_| Err(e.clone())).collect();
-            }
-            Ok(Err(e)) => {
-                let e = storage_error(e);
-                return requests.iter().map(|_| Err(e.clone())).collect();
-            }
-            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        let answered = self.on_async(&Work::Many(&pipe)).await;
+        let replies = match pipeline_replies(requests.len(), answered) {
+            Ok(replies) => replies,
+            Err(every) => return every,
         };
         let mut out = Vec::with_capacity(requests.len());
         for (request, reply) in requests.iter().zip(replies) {

@@ -599,25 +599,11 @@ impl LogStore for RedisStore {
         for request in requests {
             pipe.add_command(self.check_command(request, false));
         }
-        let replies = match self
-            .on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con))
-        {
-            Ok(Ok(replies)) if replies.len() == requests.len() => replies,
-            Ok(Ok(replies)) => {
-                let e = Error::storage(format!(
-                    "a pipeline of {} checks got {} replies",
-                    requests.len(),
-                    replies.len()
-                ));
-                return requests.iter().map(|_| Err(e.clone())).collect();
-            }
-            Ok(Err(e)) => {
-                return requests
-                    .iter()
-                    .map(|_| Err(storage_error(e.clone())))
-                    .collect()
-            }
-            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        let answered =
+            self.on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con));
+        let replies = match pipeline_replies(requests.len(), answered) {
+            Ok(replies) => replies,
+            Err(every) => return every,
         };
         requests
             .iter()
@@ -719,6 +705,25 @@ impl PolicyStore for RedisStore {
             until_ms: banned.then_some(now + rule.bantime_ms),
         })
     }
+}
+
+/// The replies of a pipeline of `count` checks, or, when the pipeline as a
+/// whole failed (Redis unreachable, an error, replies missing), the outcome
+/// each of its checks gets.
+fn pipeline_replies<T>(
+    count: usize,
+    answered: Result<std::result::Result<Vec<T>, RedisError>>,
+) -> std::result::Result<Vec<T>, Vec<Result<Observation>>> {
+    let failed = match answered {
+        Ok(Ok(replies)) if replies.len() == count => return Ok(replies),
+        Ok(Ok(replies)) => Error::storage(format!(
+            "a pipeline of {count} checks got {} replies",
+            replies.len()
+        )),
+        Ok(Err(e)) => storage_error(e),
+        Err(e) => e,
+    };
+    Err((0..count).map(|_| Err(failed.clone())).collect())
 }
 
 /// The observation in the check script's reply (see [`SCRIPT`]).
