@@ -60,6 +60,9 @@ def main():
         assert limiter.check(keys[i % KEYS])
 
     report("py_check_4_rules", median_ns=median_ns(n, ours))
+    if len(sys.argv) > 3:  # a Redis with the ratekeeper module loaded
+        through_module = ratekeeper.Limiter(FOUR_RULES, sys.argv[3], prefix=prefix, redis_module="require")
+        report("py_check_4_rules_module", median_ns=median_ns(n, lambda i: through_module.check(keys[i % KEYS])))
     report("redis_usec_per_check_4_rules", usec=evalsha_usec_per_call(r, lambda: [ours(i) for i in range(n)]))
 
     from limits import parse_many, storage, strategies

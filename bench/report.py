@@ -30,6 +30,21 @@ ROWS = [
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
     ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_none_rps", "no limiter", None, "more"),
     ("`await acheck()` from one loop, 256 in flight, checks/s", "py_acheck_256_per_s", "py_check_16_threads_per_s", "blocking `check()` from 16 threads", None, "more"),
+    # the same through the ratekeeper Redis module (a Redis of its own, with the module loaded)
+    ("**module:** Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules_module", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 0.2, "le"),
+    ("**module:** Redis CPU per check, 4 rules (for reference)", "redis_usec_per_check_4_rules_module", "redis_usec_per_check_4_rules", "the script (the row above)", None, "le"),
+    ("**module:** Redis time per check under a full pipeline (for reference)", "redis_usec_per_pipelined_check_module", "redis_usec_per_pipelined_check_script", "the script, same workload", None, "le"),
+    ("**module:** checks one Redis core sustains (per CPU second, pipelined)", "redis_checks_per_cpu_second_module", "redis_checks_per_cpu_second_script", "the script, same workload", 5.0, "more"),
+    ("**module:** Rust core `check()`, 4 rules", "rust_check_4_rules_module", "redis_benchmark_ping_p50", "redis-benchmark -c 1 PING (p50)", 1.3, "le"),
+    ("**module:** Rust core `check()`, 4 rules (for reference)", "rust_check_4_rules_module", "rust_redis_rs_ping_paired", "redis-rs PING, same client, batches alternating", None, "le"),
+    ("**module:** Python `check()`, 4 rules", "py_check_4_rules_module", "redis_py_ping", "redis-py PING", 1.0, "le"),
+    ("**module:** Ruby `check()`, 4 rules", "rb_check_4_rules_module", "redis_rb_ping", "redis-rb PING", 1.0, "le"),
+    ("**module:** Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules_module", "rack_attack_4_throttles", "rack-attack, 4 throttles", 4.0, "ge"),
+    ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_none_p50", "no limiter", 1.3, "le"),
+    ("**module:** FastAPI + ASGI middleware, `wrk -c32` p50", "fastapi_ratekeeper_module_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
+    ("**module:** FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_module_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
+    ("**module:** Cluster, checks/s spread over 2 masters", "cluster_module_2_masters_per_s", "cluster_module_1_masters_per_s", "the same on 1 master", None, "more"),
+    ("**module:** Cluster, checks/s spread over 3 masters", "cluster_module_3_masters_per_s", "cluster_module_1_masters_per_s", "the same on 1 master", None, "more"),
 ]
 
 
@@ -99,6 +114,9 @@ def table(results):
     if "py_acheck_redis_busy" in results:
         busy = results["py_acheck_redis_busy"]
         lines.append(f"| Redis kept busy by one process's `acheck` (checks/s × {busy['usec_per_call']:.1f} µs per script) | {busy['ratio']:.2f} | – | – | – | ≥ 0.8 | {'yes' if busy['ratio'] >= 0.8 else '**no**'} |")
+    if "redis_usec_per_check_4_rules_module" in results:
+        usec = results["redis_usec_per_check_4_rules_module"]["usec"]
+        lines.append(f"| **module:** Redis CPU per check, 4 rules, absolute | {usec:.2f} µs | – | – | – | ≤ 3 µs | {'yes' if usec <= 3 else '**no**'} |")
     if "py_denied_cached_redis_calls" in results:
         calls = results["py_denied_cached_redis_calls"]["calls"]
         lines.append(f"| Redis calls while a denied key is hammered from Python | {calls} | – | – | – | 0 | {'yes' if calls == 0 else '**no**'} |")

@@ -50,6 +50,18 @@ ours = Ratekeeper::Rack::Middleware.new(ok, store: url, prefix: "#{prefix}-rack"
 end
 report("rack_ratekeeper_4_rules", median_ns(n) { |i| raise "denied" unless ours.call(envs[i % KEYS].dup)[0] == 200 })
 
+# the same through the ratekeeper Redis module, on a Redis that has it loaded
+if (module_url = ARGV[2])
+  through = Ratekeeper::Limiter.new(FOUR_RULES, store: module_url, prefix: prefix, redis_module: "require")
+  report("rb_check_4_rules_module",
+         median_ns(n) { |i| raise "denied" unless through.check(keys[i % KEYS]).allowed? })
+  rack = Ratekeeper::Rack::Middleware.new(ok, store: module_url, prefix: "#{prefix}-rack", redis_module: "require") do |rk|
+    rk.throttle "req/ip", rules: FOUR_RULES
+  end
+  report("rack_ratekeeper_4_rules_module",
+         median_ns(n) { |i| raise "denied" unless rack.call(envs[i % KEYS].dup)[0] == 200 })
+end
+
 require "rack/attack"
 Rack::Attack.cache.store = Redis.new(url: url)
 Rack::Attack.cache.prefix = "#{prefix}-attack"

@@ -21,19 +21,10 @@
 --          kind 1 (safelisted, allowed) and 2 (blocked, denied): no rule was
 --          consulted; detail is the reason, until when the entry lapses.
 --
--- Layout (numbers big-endian; 5 bytes unless said otherwise):
---   header  version (1 byte) | rule count (1 byte) | N, units ever logged | cap, ring
---           capacity (>= the largest limit) | room, ring slots allocated | newest
---           timestamp (6 bytes) | when the key's TTL runs out by the Redis clock (6 bytes;
---           0: unknown) | every rule's window | per rule: p, number of the oldest unit
---           in that window, and the timestamp of unit p
---   ring    unit number s sits in slot s % cap, as its timestamp in ms modulo 2^40,
---           read back relative to the newest timestamp (exact for 34 years).
--- A rule's pointer p only moves forward, so a check reads the header and touches ring
--- entries only when units leave a window: its cost does not grow with the limit.
--- The string grows by rewriting it at the size of its allocation (never by SETRANGE
--- past its end, which makes Redis reserve up to twice the size): a unit costs 5 bytes
--- plus the allocator's rounding, and the ring is rewritten about 4 times per doubling.
+-- The log's layout and rules are described once, in the engine crate's docs
+-- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
+-- for Redis servers that load no modules; a differential test
+-- (module/tests/differential.rs) holds the two to equal replies and stored bytes.
 -- This runs on every request: the common path makes four Redis calls (TIME, GETRANGE,
 -- SETRANGE, SETRANGE), encodes only what changed and defines no function it does not use.
 
@@ -174,15 +165,16 @@ if fits then
 elseif fresh then
   start_table()
 else
-  -- Written for other rules: keep every stored unit still inside the longest window,
-  -- renumbered from 0; the ring grows to hold them all if the new limits are smaller.
+  -- Written for other rules: keep every stored unit still inside the longest window
+  -- of a check at the newest unit's time (no later check is earlier), renumbered
+  -- from 0; the ring grows to hold them all if the new limits are smaller.
   local all = redis.call('GET', key)
   start_table()
   if #all >= FIXED and byte(all, 1) == VERSION then
     local old_h = FIXED + 15 * byte(all, 2)
     local old_n, old_cap = dec5(all, 3), dec5(all, 8)
     newest = dec5(all, 18) * 256 + byte(all, 23)
-    local horizon = math.max(now, newest) - longest
+    local horizon = newest - longest
     for s = math.max(0, old_n - old_cap), old_n - 1 do
       local ts = unstamp(dec5(all, old_h + (s % old_cap) * W + 1))
       if ts > horizon then
@@ -203,8 +195,6 @@ end
 if now < newest then now = newest end
 if now - newest >= SPAN / 2 then start_table() end
 
-local moved = false
-
 -- Moves rule i's pointer to the oldest unit still inside its window: a scan of the
 -- next 32 units in one read, then a binary search for a burst.
 local function advance(i)
@@ -214,13 +204,11 @@ local function advance(i)
     s = lo
     tsp[i] = entry(s)
     raw[i] = enc5(tsp[i] % SPAN)
-    moved = true
   end
   if s >= N or tsp[i] + w > now then
     p[i] = s
     return
   end
-  moved = true
   s = s + 1
   local k = math.min(N - s, 32)
   if not tbl then k = math.min(k, cap - s % cap) end
@@ -273,11 +261,21 @@ for i = 1, n do
   result[3 * i + 5] = free_at
 end
 
-if not writing or (allowed == 0 and not moved and not tbl) then return result end
+-- A denied check writes nothing but a rebuilt log: pointers it moved are not kept,
+-- since a later check may be earlier than this one (though never than the newest
+-- unit) and pointers only move forward.
+if not writing or (allowed == 0 and not tbl) then return result end
 if allowed == 0 and fresh then return result end
 
 -- Writing: the header from its unchanged bytes and what changed.
 local admitted = allowed == 1
+if not admitted then
+  -- a rebuilt log, its pointers at its first unit
+  for i = 1, n do
+    p[i] = 0
+    if N > 0 then tsp[i] = tbl[0]; raw[i] = enc5(tbl[0] % SPAN) else tsp[i] = 0; raw[i] = NONE end
+  end
+end
 local unit = enc5(now % SPAN)
 local before = N
 if admitted then

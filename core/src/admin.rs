@@ -12,7 +12,7 @@ use crate::policy::{
     TargetOptions,
 };
 use crate::rule::RuleSet;
-use crate::store::{self, Store, StoreOptions};
+use crate::store::{self, ModuleUse, Store, StoreOptions};
 use crate::time::now_to_ms;
 use std::sync::Arc;
 
@@ -39,10 +39,13 @@ impl Admin {
         Admin { store }
     }
 
-    /// Opens the store a URL names, with `prefix` as the limiters use it.
-    pub fn open(url: &str, prefix: &str) -> Result<Admin> {
+    /// Opens the store a URL names, with `prefix` as the limiters use it;
+    /// `redis_module` as the limiters' option of that name (`auto`, `off`,
+    /// `require`; None: auto).
+    pub fn open(url: &str, prefix: &str, redis_module: Option<&str>) -> Result<Admin> {
         let options = StoreOptions {
             prefix: prefix.to_owned(),
+            redis_module: redis_module.map_or(Ok(ModuleUse::Auto), str::parse)?,
             timeout: std::time::Duration::from_secs(2),
             connect_timeout: std::time::Duration::from_secs(2),
             pool_size: 2,

@@ -4,8 +4,9 @@
 //! bindings. A [`Limiter`] checks a key against a [`RuleSet`] (say
 //! `1/second; 20/minute; 200/hour; 800/day`) on a [`Store`]: in-process
 //! ([`MemoryStore`], `memory://`) or Redis ([`RedisStore`], `redis://`,
-//! `redis+cluster://`), where a check is ONE `EVALSHA` however many rules
-//! there are, timed by the Redis server clock.
+//! `redis+cluster://`), where a check is ONE call however many rules there
+//! are (the ratekeeper Redis module's command, or an `EVALSHA`), timed by the
+//! Redis server clock.
 //!
 //! ```
 //! use ratekeeper_core::{Limiter, OnError, RuleSet, StoreOptions};
@@ -29,31 +30,15 @@
 //!
 //! ## The Redis log format
 //!
-//! Each key is ONE Redis string, `<prefix>:{<key>}:l`, read and written by
-//! the script [`store::REDIS_SCRIPT`] (`core/lua/check.lua`):
-//!
-//! * a header: version, rule count, the number `N` of units ever logged, the
-//!   ring capacity (at least the largest limit), the slots allocated, the
-//!   newest timestamp, when the key's TTL runs out, every rule's window, and
-//!   per rule the number `p` of the oldest unit inside its window and that
-//!   unit's timestamp (29 + 15 × rules bytes);
-//! * a ring of 5-byte big-endian timestamps, one per logged unit: unit `s`
-//!   sits at slot `s % capacity`, so only the newest `max(L)` units are kept,
-//!   which is all an exact sliding log over these rules needs. A timestamp is
-//!   stored in milliseconds modulo 2^40 and read back relative to the newest
-//!   one (exact across 34 years; the longest window is 366 days).
-//!
-//! Why this format: a rule's pointer `p` only moves forward, so a check reads
-//! the header (one `GETRANGE`), reads ring entries only for units that leave a
-//! window (32 in one `GETRANGE`, then a binary search for a burst), and writes
-//! the new units and the header with `SETRANGE`. Its cost depends on the
-//! number of rules, not on the limits. While the ring is still filling, the
-//! string is rewritten with as many slots as its allocation (a jemalloc size
-//! class) holds anyway, instead of being grown by `SETRANGE`, which would make
-//! Redis reserve up to twice the bytes. The key's TTL is its longest window
-//! plus a quarter (at least a second), renewed on the Redis clock once per quarter window rather
-//! than on every check. A sorted set costs ~120 bytes per unit and a trim per
-//! check; a list of integers ~10 bytes per unit and a scan of the window.
+//! Each key is ONE Redis string, `<prefix>:{<key>}:l`: a header and a ring
+//! of 5-byte timestamps, described once in [`engine`] (the log engine,
+//! `ratekeeper-engine`). On a Redis with the ratekeeper module loaded
+//! (`module/`), a check is one `RATEKEEPER.CHECK`, which runs that engine
+//! inside Redis; elsewhere it is one `EVALSHA` of the script
+//! [`store::REDIS_SCRIPT`] (`core/lua/check.lua`), its Lua twin. Both take
+//! the same keys and arguments and leave the same bytes (a differential test
+//! holds them to it), so clients pick whichever the server has (the option
+//! `redis_module`) and a fleet can switch at any time.
 //!
 //! Measured on Redis 7.0.15 (`MEMORY USAGE`, by `core/tests/redis_footprint.rs`,
 //! which asserts ≤ 6 bytes per unit and equal command counts):
@@ -73,6 +58,8 @@
 //! | `100000/day` | 6.00 | 27.4 |
 //!
 //! A `100000/day` check costs what a `10/second` one does (ratio 1.00).
+
+pub use ratekeeper_engine as engine;
 
 pub mod admin;
 pub mod decision;
@@ -106,4 +93,6 @@ pub use plain::Plain;
 pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::{OptionValue, Settings};
-pub use store::{LogStore, MemoryStore, Mode, PolicyStore, RedisStore, Store, StoreOptions};
+pub use store::{
+    LogStore, MemoryStore, Mode, ModuleUse, PolicyStore, RedisStore, Store, StoreOptions,
+};

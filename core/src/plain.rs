@@ -177,14 +177,16 @@ impl Stats {
 }
 
 impl StoreStats {
-    /// `{attempts, failures, short_circuits}`.
+    /// `{attempts, failures, short_circuits, module_calls, script_calls,
+    /// path}`: `path` is the way the next check goes (module, script or memory).
     pub fn plain(&self) -> Plain {
-        Plain::Map(
-            self.counts()
-                .into_iter()
-                .map(|(name, value)| (Key::Name(name), value.into()))
-                .collect(),
-        )
+        let mut fields: Vec<(Key, Plain)> = self
+            .counts()
+            .into_iter()
+            .map(|(name, value)| (Key::Name(name), value.into()))
+            .collect();
+        fields.push((Key::Name("path"), self.path.into()));
+        Plain::Map(fields)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{shown, Error, Result};
 use crate::limiter::{Limiter, OnError};
 use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
-use crate::store::{self, StoreOptions, DEFAULT_TIMEOUT};
+use crate::store::{self, ModuleUse, StoreOptions, DEFAULT_TIMEOUT};
 use std::time::Duration;
 
 /// What kind of value an option takes.
@@ -56,7 +56,7 @@ pub enum OptionValue {
 }
 
 /// Every option, with its kind, in the order README lists them.
-pub const OPTIONS: [(&str, Kind); 12] = [
+pub const OPTIONS: [(&str, Kind); 13] = [
     ("store", Kind::Text),
     ("prefix", Kind::Text),
     ("on_error", Kind::Text),
@@ -69,6 +69,7 @@ pub const OPTIONS: [(&str, Kind); 12] = [
     ("tiers", Kind::Tiers),
     ("policy_refresh", Kind::Seconds),
     ("policies", Kind::Flag),
+    ("redis_module", Kind::Text),
 ];
 
 /// Everything a limiter is built from besides its rules, each value checked
@@ -101,6 +102,8 @@ pub struct Settings {
     pub policy_refresh: Duration,
     /// Whether each check reads the key's policy record (listings, tier, override).
     pub policies: bool,
+    /// Whether Redis checks use the ratekeeper module (`auto`: when loaded).
+    pub redis_module: ModuleUse,
 }
 
 impl Default for Settings {
@@ -118,6 +121,7 @@ impl Default for Settings {
             tiers: Vec::new(),
             policy_refresh: crate::limiter::DEFAULT_POLICY_REFRESH,
             policies: true,
+            redis_module: ModuleUse::Auto,
         }
     }
 }
@@ -172,6 +176,7 @@ impl Settings {
                 self.prefix = prefix;
             }
             ("on_error", OptionValue::Text(text)) => self.on_error = text.parse()?,
+            ("redis_module", OptionValue::Text(text)) => self.redis_module = text.parse()?,
             ("scope", OptionValue::Text(scope)) => {
                 crate::keys::check_scope(&scope)?;
                 self.scope = scope;
@@ -220,6 +225,7 @@ impl Settings {
             connect_timeout: self.connect_timeout,
             pool_size: self.pool_size,
             max_keys: self.max_keys,
+            redis_module: self.redis_module,
         }
     }
 
@@ -250,6 +256,10 @@ impl Settings {
                 d.policy_refresh.as_secs_f64().into(),
             ),
             (Key::Name("policies"), Plain::Bool(d.policies)),
+            (
+                Key::Name("redis_module"),
+                Plain::Text(d.redis_module.name().into()),
+            ),
         ])
     }
 }
@@ -322,6 +332,11 @@ mod tests {
                 "policy_refresh",
             ),
             ("on_error", OptionValue::Text("explode".into()), "explode"),
+            (
+                "redis_module",
+                OptionValue::Text("on".into()),
+                "invalid redis_module 'on'",
+            ),
             ("prefix", OptionValue::Text("a{b".into()), "prefix"),
             ("scope", OptionValue::Text("a b".into()), "scope"),
             ("store", OptionValue::Text("mysql://h".into()), "mysql://h"),

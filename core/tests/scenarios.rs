@@ -112,7 +112,9 @@ fn run_case(case: &Value, store: Arc<dyn Store>) -> Result<(), String> {
     Ok(())
 }
 
-fn run_all(make: fn() -> Arc<dyn Store>) {
+/// Runs every case on a store of its own from `make`; each store must say
+/// its checks went `path`'s way (module, script or memory).
+fn run_all(make: fn() -> Arc<dyn Store>, path: &str) {
     let cases = load();
     assert!(
         cases.len() >= 25,
@@ -121,7 +123,20 @@ fn run_all(make: fn() -> Arc<dyn Store>) {
     );
     let failures: Vec<String> = cases
         .iter()
-        .filter_map(|case| run_case(case, make()).err())
+        .filter_map(|case| {
+            let store = make();
+            let outcome = run_case(case, store.clone());
+            let stats = store.stats();
+            let other = match path {
+                "module" => stats.script_calls,
+                "script" => stats.module_calls,
+                _ => stats.module_calls + stats.script_calls,
+            };
+            if stats.path != path || other > 0 {
+                return Some(format!("{}: went the wrong way: {stats:?}", case["name"]));
+            }
+            outcome.err()
+        })
         .collect();
     assert!(
         failures.is_empty(),
@@ -134,17 +149,31 @@ fn run_all(make: fn() -> Arc<dyn Store>) {
 
 #[test]
 fn scenarios_on_memory() {
-    run_all(common::memory);
+    run_all(common::memory, "memory");
 }
 
 #[test]
 fn scenarios_on_redis() {
-    run_all(common::redis);
+    run_all(common::redis, "script");
 }
 
 #[test]
 fn scenarios_on_the_cluster() {
     if common::cluster().is_some() {
-        run_all(|| common::cluster().unwrap());
+        run_all(|| common::cluster().unwrap(), "script");
+    }
+}
+
+#[test]
+fn scenarios_on_redis_with_the_module() {
+    if common::redis_module().is_some() {
+        run_all(|| common::redis_module().unwrap(), "module");
+    }
+}
+
+#[test]
+fn scenarios_on_the_cluster_with_the_module() {
+    if common::cluster_module().is_some() {
+        run_all(|| common::cluster_module().unwrap(), "module");
     }
 }

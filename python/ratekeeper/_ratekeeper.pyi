@@ -186,6 +186,7 @@ class Limiter:
         tiers: Optional[Dict[str, _RulesLike]] = None,
         policy_refresh: Optional[float] = None,
         policies: Optional[bool] = None,
+        redis_module: Optional[str] = None,
     ) -> "Limiter": ...
     def check(
         self,
@@ -293,7 +294,7 @@ class Limiter:
     @property
     def error_count(self) -> int: ...
     @property
-    def store_stats(self) -> Dict[str, int]: ...
+    def store_stats(self) -> Dict[str, Union[int, str]]: ...
     @property
     def stats(self) -> Dict[str, Any]: ...
 
@@ -305,7 +306,7 @@ class TrustedProxies:
 
 @final
 class Admin:
-    def __new__(cls, store: str = "memory://", *, prefix: str = "rk") -> "Admin": ...
+    def __new__(cls, store: str = "memory://", *, prefix: str = "rk", redis_module: Optional[str] = None) -> "Admin": ...
     def block(
         self,
         target: _KeyLike,

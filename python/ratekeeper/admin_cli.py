@@ -37,6 +37,14 @@ def _left(expires_at: Optional[float]) -> str:
     return "-" if expires_at is None else time_left(expires_at - time.time())
 
 
+def redis_module_argument(parser: argparse.ArgumentParser) -> None:
+    """Adds --redis-module, the limiters' option of that name."""
+    parser.add_argument("--redis-module", metavar="auto|off|require",
+                        default=os.environ.get("RATEKEEPER_REDIS_MODULE", "auto"),
+                        help="check through the ratekeeper Redis module: auto (when loaded, the default), "
+                             "off (the Lua script) or require (default: $RATEKEEPER_REDIS_MODULE or auto)")
+
+
 def printable(text: Any) -> str:
     """``text`` with every character that is not printable (newlines, escape
     sequences, bidi controls) written as its Python escape, so a key or reason
@@ -99,7 +107,7 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
     rules = args.rules or seen["override"]
     if rules:
         limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
-                          timeout=2.0, connect_timeout=2.0, denial_cache=0.0)
+                          timeout=2.0, connect_timeout=2.0, denial_cache=0.0, redis_module=args.redis_module)
         decision = limiter.peek(args.key)
         seen["usage"] = [f"{r.limit}/{r.window:g}s: {r.used} used, {r.remaining} left" for r in decision.rules]
     return seen
@@ -153,6 +161,7 @@ class Command:
         parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
                             help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
         parser.add_argument("--json", action="store_true", help="print JSON")
+        redis_module_argument(parser)
         parser.set_defaults(run=self.run)
         return parser
 
@@ -164,7 +173,7 @@ class Command:
                     "--store memory:// is this command's own memory, gone when it exits: give the Redis URL "
                     "your limiters use (or set RATEKEEPER_STORE)"
                 )
-            admin = Admin(args.store, prefix=args.prefix)
+            admin = Admin(args.store, prefix=args.prefix, redis_module=args.redis_module)
             result = self.action(admin, args)
         except (ConfigurationError, TypeError) as exc:
             parser.print_usage(sys.stderr)

@@ -20,7 +20,7 @@ import sys
 from typing import Any, Optional
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
-from ratekeeper.admin_cli import printable
+from ratekeeper.admin_cli import printable, redis_module_argument
 
 ADMITTED, DENIED, USAGE, STORE_FAILED = 0, 1, 2, 4
 
@@ -35,6 +35,7 @@ def _arguments(parser: argparse.ArgumentParser, waits: bool) -> None:
     parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
                         help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    redis_module_argument(parser)
     if waits:
         parser.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait at most (default: as long as it takes)")
@@ -73,7 +74,7 @@ class ShellCommand:
             return USAGE
         try:
             limiter = Limiter(args.rules, args.store, prefix=args.prefix, scope=args.scope, on_error="raise",
-                              timeout=2.0, connect_timeout=2.0)
+                              timeout=2.0, connect_timeout=2.0, redis_module=args.redis_module)
             decision: Optional[Decision]
             if self.waits:
                 try:

@@ -105,10 +105,15 @@ fn switches_dict(py: Python<'_>, switches: core::Switches) -> PyResult<Py<PyDict
 #[pymethods]
 impl Admin {
     #[new]
-    #[pyo3(signature = (store = "memory://", *, prefix = "rk"))]
-    fn new(py: Python<'_>, store: &str, prefix: &str) -> PyResult<Admin> {
+    #[pyo3(signature = (store = "memory://", *, prefix = "rk", redis_module = None))]
+    fn new(
+        py: Python<'_>,
+        store: &str,
+        prefix: &str,
+        redis_module: Option<&str>,
+    ) -> PyResult<Admin> {
         Ok(Admin {
-            inner: guard(py, || core::Admin::open(store, prefix))?,
+            inner: guard(py, || core::Admin::open(store, prefix, redis_module))?,
         })
     }
 

@@ -159,7 +159,8 @@ impl Limiter {
     #[new]
     #[pyo3(signature = (rules, store = None, *, prefix = None, on_error = None, timeout = None,
                         connect_timeout = None, pool_size = None, max_keys = None, denial_cache = None,
-                        scope = None, tiers = None, policy_refresh = None, policies = None))]
+                        scope = None, tiers = None, policy_refresh = None, policies = None,
+                        redis_module = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -176,6 +177,7 @@ impl Limiter {
         tiers: Option<&Bound<'_, PyAny>>,
         policy_refresh: Option<&Bound<'_, PyAny>>,
         policies: Option<&Bound<'_, PyAny>>,
+        redis_module: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
         let mut given = core::Settings::default();
@@ -195,6 +197,7 @@ impl Limiter {
                 ("tiers", tiers),
                 ("policy_refresh", policy_refresh),
                 ("policies", policies),
+                ("redis_module", redis_module),
             ],
         )?;
         let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
@@ -608,7 +611,9 @@ impl Limiter {
     }
 
     /// How often the store was called, failed, and was spared by its circuit
-    /// breaker: a dict with `attempts`, `failures` and `short_circuits`.
+    /// breaker, and which way its checks go: a dict with `attempts`,
+    /// `failures`, `short_circuits`, `module_calls`, `script_calls` and `path`
+    /// ("module", "script" or "memory").
     #[getter]
     fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         crate::plain::to_dict(py, &self.inner.store_stats().plain())

@@ -52,15 +52,33 @@ def prefix() -> str:
     return unique_prefix()
 
 
-@pytest.fixture(params=["memory", "redis", "cluster"])
+def configured(var: str) -> str:
+    """The URL scripts/test puts in `var`; skips the test when it is not set
+    (and fails it under CI, where it always is)."""
+    url = os.environ.get(var)
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail(f"{var} is not set (scripts/test sets it)")
+        pytest.skip(f"{var} is not set (scripts/test sets it)")
+    return url
+
+
+# the stores by name: the Redis servers scripts/test starts (the last two
+# with the ratekeeper module loaded, so that checks go through it)
+STORE_VARS = {
+    "cluster": "RATEKEEPER_TEST_CLUSTER",
+    "redis-module": "RATEKEEPER_TEST_REDIS_MODULE",
+    "cluster-module": "RATEKEEPER_TEST_CLUSTER_MODULE",
+}
+
+
+@pytest.fixture(params=["memory", "redis", "cluster", "redis-module", "cluster-module"])
 def store(request, redis_url) -> str:
-    """Each test using it runs on every store: memory, Redis, and the Redis
-    Cluster that scripts/test starts (RATEKEEPER_TEST_CLUSTER)."""
-    if request.param == "cluster":
-        url = os.environ.get("RATEKEEPER_TEST_CLUSTER")
-        if not url:
-            pytest.skip("RATEKEEPER_TEST_CLUSTER is not set (scripts/test sets it)")
-        return url
+    """Each test using it runs on every store: memory, Redis, the Redis
+    Cluster, and a Redis and a Cluster with the module loaded (scripts/test
+    starts them all)."""
+    if request.param in STORE_VARS:
+        return configured(STORE_VARS[request.param])
     return "memory://" if request.param == "memory" else redis_url
 
 

@@ -17,7 +17,7 @@ from ratekeeper import Admin, Limiter, StorageError, check_all
 
 def readme_line(user: str) -> str:
     text = open(os.path.join(ROOT, "README.md")).read()
-    found = re.findall(rf"^ACL SETUSER {user} .*$", text, re.M)
+    found = re.findall(rf"^ACL SETUSER {user} on .*$", text, re.M)
     assert len(found) == 1, f"README should give one ACL SETUSER line for {user}"
     return found[0]
 

@@ -24,6 +24,12 @@ def test_scenario(case, store, api):
     rules = case["rules"] if isinstance(case["rules"], str) else [tuple(r) for r in case["rules"]]
     limiter = ratekeeper.Limiter(rules, store, prefix=unique_prefix(), on_error="raise", timeout=5)
     asyncio.run(run_steps(case, limiter, api == "awaited"))
+    stats = limiter.store_stats
+    if store == os.environ.get("RATEKEEPER_TEST_REDIS_MODULE") or store == os.environ.get("RATEKEEPER_TEST_CLUSTER_MODULE"):
+        assert (stats["path"], stats["script_calls"]) == ("module", 0), stats
+        assert stats["module_calls"] > 0, stats
+    elif store != "memory://":
+        assert (stats["path"], stats["module_calls"]) == ("script", 0), stats
 
 
 async def run_steps(case: dict, limiter: ratekeeper.Limiter, awaited: bool) -> None:

@@ -37,6 +37,16 @@ module TestSupport
     { "memory" => "memory://", "redis" => redis_url }
   end
 
+  # The URL scripts/test puts in +var+; skips the test when it is not set
+  # (and fails it under CI, where it always is).
+  def configured(var)
+    url = ENV.fetch(var, nil)
+    return url if url
+
+    flunk "#{var} is not set (scripts/test sets it)" if ENV["CI"]
+    skip "#{var} is not set (scripts/test sets it)"
+  end
+
   # Stops a server this test spawned, by its pid, and reaps it.
   def stop_server(pid)
     return unless pid

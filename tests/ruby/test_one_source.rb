@@ -14,7 +14,7 @@ class TestOneSource < Minitest::Test
   def test_defaults_are_the_cores
     assert_equal({ store: "memory://", prefix: "rk", on_error: "allow", timeout: 0.25, connect_timeout: 0.25,
                    pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0, scope: "", tiers: {},
-                   policy_refresh: 2.0, policies: true }, Ratekeeper::DEFAULTS)
+                   policy_refresh: 2.0, policies: true, redis_module: "auto" }, Ratekeeper::DEFAULTS)
     assert Ratekeeper::DEFAULTS.frozen?
   end
 

@@ -12,6 +12,8 @@ class TestScenarios < Minitest::Test
     assert_operator CASES.size, :>=, 25
   end
 
+  MODULE_STORES = { "redis_module" => "RATEKEEPER_TEST_REDIS_MODULE", "cluster_module" => "RATEKEEPER_TEST_CLUSTER_MODULE" }.freeze
+
   %w[memory redis].each do |store_name|
     CASES.each do |kase|
       define_method("test_#{store_name}_#{kase["name"].tr("-", "_")}") do
@@ -20,10 +22,22 @@ class TestScenarios < Minitest::Test
     end
   end
 
+  # through the ratekeeper Redis module (and only through it)
+  MODULE_STORES.each do |store_name, var|
+    CASES.each do |kase|
+      define_method("test_#{store_name}_#{kase["name"].tr("-", "_")}") do
+        limiter = run_case(kase, configured(var), redis_module: "require")
+        stats = limiter.store_stats
+        assert_equal ["module", 0], [stats[:path], stats[:script_calls]], stats.inspect
+      end
+    end
+  end
+
   private
 
-  def run_case(kase, store)
-    limiter = Ratekeeper::Limiter.new(kase["rules"], store: store, prefix: unique_prefix, on_error: :raise, timeout: 5)
+  def run_case(kase, store, **options)
+    limiter = Ratekeeper::Limiter.new(kase["rules"], store: store, prefix: unique_prefix, on_error: :raise, timeout: 5,
+                                                     **options)
     kase["steps"].each_with_index do |step, i|
       where = "#{kase["name"]} step #{i}: #{step}"
       if step["op"] == "reset"
@@ -51,5 +65,6 @@ class TestScenarios < Minitest::Test
         assert_equal [bound.limit, bound.remaining, bound.reset_after], [d.limit, d.remaining, d.reset_after], where
       end
     end
+    limiter
   end
 end

@@ -38,7 +38,7 @@ class TestSurface < Minitest::Test
 
   def test_limiter_options_are_the_cores
     assert_equal %w[store prefix on_error timeout connect_timeout pool_size max_keys denial_cache scope tiers
-                    policy_refresh policies], Ratekeeper::DEFAULTS.keys.map(&:to_s)
+                    policy_refresh policies redis_module], Ratekeeper::DEFAULTS.keys.map(&:to_s)
   end
 
   private

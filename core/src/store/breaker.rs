@@ -41,15 +41,23 @@ pub struct StoreStats {
     pub failures: u64,
     /// Calls answered at once with an error because the circuit was open.
     pub short_circuits: u64,
+    /// Checks and policy changes Redis answered through the ratekeeper module.
+    pub module_calls: u64,
+    /// Those it answered through the Lua script.
+    pub script_calls: u64,
+    /// The way the next check goes: "module", "script" or "memory".
+    pub path: &'static str,
 }
 
 impl StoreStats {
     /// The counts by name, as the bindings expose them.
-    pub fn counts(&self) -> [(&'static str, u64); 3] {
+    pub fn counts(&self) -> [(&'static str, u64); 5] {
         [
             ("attempts", self.attempts),
             ("failures", self.failures),
             ("short_circuits", self.short_circuits),
+            ("module_calls", self.module_calls),
+            ("script_calls", self.script_calls),
         ]
     }
 }
@@ -177,6 +185,7 @@ impl Breaker {
             attempts: self.attempts.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             short_circuits: self.short_circuits.load(Ordering::Relaxed),
+            ..StoreStats::default()
         }
     }
 }

@@ -10,7 +10,7 @@ mod url;
 
 pub use self::breaker::StoreStats;
 pub use self::memory::MemoryStore;
-pub use self::redis::{RedisStore, SCRIPT as REDIS_SCRIPT};
+pub use self::redis::{ModuleUse, RedisStore, SCRIPT as REDIS_SCRIPT};
 pub use self::url::redact;
 
 use crate::decision::Observation;
@@ -96,9 +96,13 @@ pub trait LogStore: Send + Sync {
         Ok(system_now_ms())
     }
 
-    /// How often the store was called, failed, and was spared by its circuit breaker.
+    /// How often the store was called, failed, and was spared by its
+    /// circuit breaker, and which way its checks go.
     fn stats(&self) -> StoreStats {
-        StoreStats::default()
+        StoreStats {
+            path: "memory",
+            ..StoreStats::default()
+        }
     }
 
     /// Whether a call may wait on the network: bindings release the GIL or
@@ -195,6 +199,8 @@ pub struct StoreOptions {
     pub pool_size: u32,
     /// Most keys the memory store holds before it evicts the soonest to expire.
     pub max_keys: usize,
+    /// Whether Redis checks use the ratekeeper module (see [`ModuleUse`]).
+    pub redis_module: ModuleUse,
 }
 
 impl Default for StoreOptions {
@@ -205,6 +211,7 @@ impl Default for StoreOptions {
             connect_timeout: DEFAULT_TIMEOUT,
             pool_size: 16,
             max_keys: 1_000_000,
+            redis_module: ModuleUse::Auto,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: the test Redis and fresh stores.
 #![allow(dead_code)]
 
-use ratekeeper_core::{store, Store, StoreOptions};
+use ratekeeper_core::{store, ModuleUse, Store, StoreOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -62,7 +62,50 @@ pub fn cluster() -> Option<Arc<dyn Store>> {
     Some(store)
 }
 
-/// Every store, named: memory, Redis, and the Cluster when configured.
+/// The URL in `var` (set by scripts/test); None with a note when it is not
+/// set, which under CI is a failure instead.
+pub fn configured(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var("CI").is_ok() => panic!("{var} is not set (scripts/test sets it)"),
+        Err(_) => {
+            eprintln!("{var} is not set: what needs it is not tested (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// A fresh store at the URL in `var`, with `redis_module` as given.
+pub fn store_at(var: &str, module: ModuleUse) -> Option<Arc<dyn Store>> {
+    let url = configured(var)?;
+    let options = StoreOptions {
+        prefix: unique_prefix(),
+        timeout: std::time::Duration::from_secs(5),
+        connect_timeout: std::time::Duration::from_secs(2),
+        redis_module: module,
+        ..StoreOptions::default()
+    };
+    let store = store::open(&url, &options).unwrap();
+    store
+        .reset(b"ping", "")
+        .unwrap_or_else(|e| panic!("no Redis at {url} ({e})"));
+    Some(store)
+}
+
+/// A fresh store on the test Redis that has the ratekeeper module loaded
+/// (`RATEKEEPER_TEST_REDIS_MODULE`).
+pub fn redis_module() -> Option<Arc<dyn Store>> {
+    store_at("RATEKEEPER_TEST_REDIS_MODULE", ModuleUse::Require)
+}
+
+/// A fresh store on the test Cluster that has the module loaded
+/// (`RATEKEEPER_TEST_CLUSTER_MODULE`).
+pub fn cluster_module() -> Option<Arc<dyn Store>> {
+    store_at("RATEKEEPER_TEST_CLUSTER_MODULE", ModuleUse::Require)
+}
+
+/// Every store, named: memory, Redis, and the Cluster when configured, then
+/// Redis and the Cluster with the module loaded (checks through it only).
 pub fn all() -> Vec<(&'static str, Arc<dyn Store>)> {
     let mut stores = vec![("memory", memory()), ("redis", redis())];
     match cluster() {
@@ -70,6 +113,12 @@ pub fn all() -> Vec<(&'static str, Arc<dyn Store>)> {
         None => eprintln!(
             "RATEKEEPER_TEST_CLUSTER is not set: the Cluster is not tested (scripts/test sets it)"
         ),
+    }
+    if let Some(store) = redis_module() {
+        stores.push(("redis-module", store));
+    }
+    if let Some(store) = cluster_module() {
+        stores.push(("cluster-module", store));
     }
     stores
 }
@@ -109,6 +158,11 @@ impl OwnRedis {
         };
         redis.restart();
         redis
+    }
+
+    /// The extra `redis-server` arguments of the next (re)start.
+    pub fn set_args(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
     }
 
     /// The URL of this server.

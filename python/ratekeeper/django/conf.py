@@ -57,13 +57,14 @@ KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
-    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES",
+    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES", "REDIS_MODULE",
 }
 # The settings that are Limiter options (each checked by the core, named here).
 LIMITER_OPTIONS = {
     "STORE": "store", "PREFIX": "prefix", "ON_ERROR": "on_error", "TIMEOUT": "timeout",
     "CONNECT_TIMEOUT": "connect_timeout", "POOL_SIZE": "pool_size", "MAX_KEYS": "max_keys",
     "POLICY_REFRESH": "policy_refresh", "DENIAL_CACHE": "denial_cache", "POLICIES": "policies",
+    "REDIS_MODULE": "redis_module",
 }
 BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
 

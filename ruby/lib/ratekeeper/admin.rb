@@ -13,9 +13,10 @@ module Ratekeeper
   #
   # Limiter#admin gives one on a limiter's own store (the memory store too).
   class Admin
-    # An admin for the store a URL names, with the limiters' +prefix+.
-    def self.new(store: "memory://", prefix: "rk")
-      _open(store.to_s, prefix.to_s)
+    # An admin for the store a URL names, with the limiters' +prefix+ and
+    # +redis_module+ ("auto", "off" or "require"; nil: auto).
+    def self.new(store: "memory://", prefix: "rk", redis_module: nil)
+      _open(store.to_s, prefix.to_s, redis_module&.to_s)
     end
 
     # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds

@@ -1,5 +1,5 @@
-//! The awaitable Redis log ([`AsyncLogStore`]): the same script, keys,
-//! arguments and replies as the blocking one, over ONE multiplexed
+//! The awaitable Redis log ([`AsyncLogStore`]): the same module command or
+//! script, keys, arguments and replies as the blocking one, over ONE multiplexed
 //! connection per process (a Cluster connection for `redis+cluster://`),
 //! which concurrent checks share and pipeline naturally. It shares the
 //! process's circuit breaker with the blocking path, retries a Cluster
@@ -8,8 +8,8 @@
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
 use super::{
-    describe, is_noscript, parse_reply, pipeline_replies, storage_error, unreachable, RedisStore,
-    Step, Target,
+    describe, is_noscript, parse_reply, pipeline_replies, routing, storage_error, unreachable,
+    Path, RedisStore, Step, Target, Via,
 };
 use crate::decision::Observation;
 use crate::error::{Error, Result};
@@ -131,9 +131,10 @@ impl AsyncSide {
     }
 }
 
-/// What one call sends: a command or a pipeline.
+/// What one call sends: a command (on a Cluster, to the master of a key's
+/// slot when one is given) or a pipeline.
 enum Work<'w> {
-    One(&'w Cmd),
+    One(&'w Cmd, Option<&'w [u8]>),
     Many(&'w Pipeline),
 }
 
@@ -162,7 +163,13 @@ impl RedisStore {
         };
         let sent = async {
             match work {
-                Work::One(cmd) => conn.req_packed_command(cmd).await.map(|v| vec![v]),
+                Work::One(cmd, route) => match (&mut conn, route) {
+                    (Conn::Cluster(c), Some(key)) => c
+                        .route_command((*cmd).clone(), routing(key))
+                        .await
+                        .map(|v| vec![v]),
+                    _ => conn.req_packed_command(cmd).await.map(|v| vec![v]),
+                },
                 Work::Many(pipe) => pipe.query_async::<Vec<Value>>(&mut conn).await,
             }
         };
@@ -197,7 +204,11 @@ impl RedisStore {
     }
 
     /// One command's reply; a Cluster redirect is retried once.
-    async fn run_async(&self, cmd: &Cmd) -> Result<std::result::Result<Value, RedisError>> {
+    async fn run_async(
+        &self,
+        cmd: &Cmd,
+        route: Option<&[u8]>,
+    ) -> Result<std::result::Result<Value, RedisError>> {
         let once = |reply: std::result::Result<Vec<Value>, RedisError>| {
             reply.and_then(|mut v| {
                 v.pop()
@@ -205,20 +216,52 @@ impl RedisStore {
                     .and_then(|v| v.extract_error())
             })
         };
-        match once(self.on_async(&Work::One(cmd)).await?) {
-            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&Work::One(cmd)).await?)),
+        let work = Work::One(cmd, route);
+        match once(self.on_async(&work).await?) {
+            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&work).await?)),
             answered => Ok(answered),
         }
     }
 
-    /// One check: by the script's SHA-1, and by its source on NOSCRIPT.
+    /// One check: through the module when this process uses it (the script
+    /// on a server without one), else by the script's SHA-1, and by its
+    /// source on NOSCRIPT, as [`RedisStore::script`] does.
     async fn check_async(&self, request: &Request<'_>) -> Result<Observation> {
-        let reply = match self.run_async(&self.check_command(request, false)).await? {
-            Err(e) if is_noscript(&e) => self
-                .run_async(&self.check_command(request, true))
-                .await?
-                .map_err(storage_error)?,
-            other => other.map_err(storage_error)?,
+        let paths = &self.connections()?.paths;
+        let mut reply = None;
+        if paths.choose() == Path::Module {
+            let route = log_key(&self.prefix, request.tag, request.scope);
+            let command = self.check_command(request, Via::Module);
+            match self.run_async(&command, Some(&route)).await? {
+                Ok(answer) => {
+                    paths.answered(Path::Module);
+                    reply = Some(answer);
+                }
+                Err(e) if paths.lacks_module(&e) => {
+                    if paths.required() {
+                        return Err(paths.missing(&self.shown));
+                    }
+                }
+                Err(e) => return Err(storage_error(e)),
+            }
+        }
+        let reply = match reply {
+            Some(reply) => reply,
+            None => {
+                let answer = match self
+                    .run_async(&self.check_command(request, Via::Sha), None)
+                    .await?
+                {
+                    Err(e) if is_noscript(&e) => {
+                        self.run_async(&self.check_command(request, Via::Source), None)
+                            .await?
+                    }
+                    other => other,
+                }
+                .map_err(storage_error)?;
+                paths.answered(Path::Script);
+                answer
+            }
         };
         let values: Vec<Value> = redis::from_redis_value(reply).map_err(|e| {
             Error::storage(format!("unexpected reply from the ratekeeper script: {e}"))
@@ -235,11 +278,11 @@ impl RedisStore {
             }
             return out;
         }
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for request in requests {
-            pipe.add_command(self.check_command(request, false));
-        }
+        let (pipe, via, paths) = match self.batch(requests) {
+            Ok(batch) => batch,
+            Err(every) => return every,
+        };
+        let path = via.path();
         let answered = self.on_async(&Work::Many(&pipe)).await;
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
@@ -248,11 +291,18 @@ impl RedisStore {
         let mut out = Vec::with_capacity(requests.len());
         for (request, reply) in requests.iter().zip(replies) {
             out.push(match reply.extract_error() {
+                // each on its own again: through the script now, or by its source
+                Err(e) if via == Via::Module && paths.lacks_module(&e) => {
+                    self.check_async(request).await
+                }
                 Err(e) if is_noscript(&e) => self.check_async(request).await,
                 Err(e) => Err(storage_error(e)),
-                Ok(reply) => redis::from_redis_value::<Vec<Value>>(reply)
-                    .map_err(|e| Error::storage(e.to_string()))
-                    .and_then(|values| parse_reply(&values, request)),
+                Ok(reply) => {
+                    paths.answered(path);
+                    redis::from_redis_value::<Vec<Value>>(reply)
+                        .map_err(|e| Error::storage(e.to_string()))
+                        .and_then(|values| parse_reply(&values, request))
+                }
             });
         }
         out
@@ -275,7 +325,7 @@ impl AsyncLogStore for RedisStore {
         Box::pin(async move {
             let mut cmd = redis::cmd("DEL");
             cmd.arg(log_key(&self.prefix, tag, scope));
-            self.run_async(&cmd).await?.map_err(storage_error)?;
+            self.run_async(&cmd, None).await?.map_err(storage_error)?;
             Ok(())
         })
     }

@@ -1,4 +1,6 @@
-//! The Redis store: one EVALSHA per check, whatever the number of rules.
+//! The Redis store: one call per check, whatever the number of rules: the
+//! ratekeeper module's `RATEKEEPER.CHECK` when the server has it loaded, else
+//! one EVALSHA of the script (see [`module`] for the choice).
 //!
 //! Connections come from a pool of this process's own ([`super::pool`]) with
 //! connect and command timeouts; the script ([`SCRIPT`]) is run by its SHA-1
@@ -12,6 +14,10 @@
 
 #[cfg(feature = "async")]
 mod aio;
+mod module;
+
+pub use self::module::ModuleUse;
+use self::module::{Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
 
 use super::breaker::{Breaker, Failure, StoreStats};
 use super::pool::{Connect, GetError, Lent, Pool};
@@ -38,30 +44,62 @@ pub const SCRIPT: &str = include_str!("../../../lua/check.lua");
 /// The Lua script that changes a key's policy record and counts fail2ban strikes.
 pub const POLICY_SCRIPT: &str = include_str!("../../../lua/policy.lua");
 
-/// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT.
+/// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT, and
+/// the module's command that does what it does.
 struct Lua {
     source: &'static str,
     sha: String,
+    module: &'static str,
 }
 
 impl Lua {
-    fn new(source: &'static str) -> Lua {
+    fn new(source: &'static str, module: &'static str) -> Lua {
         Lua {
             source,
             sha: sha1_smol::Sha1::from(source).digest().to_string(),
+            module,
         }
     }
 
-    /// The EVALSHA (or, `by_source`, EVAL) command with these keys; the
-    /// arguments follow.
-    fn command(&self, by_source: bool, keys: &[&[u8]]) -> redis::Cmd {
-        let mut cmd = redis::cmd(if by_source { "EVAL" } else { "EVALSHA" });
-        cmd.arg(if by_source { self.source } else { &self.sha })
-            .arg(keys.len());
+    /// The call with these keys, as `via` says; the arguments follow, the
+    /// same for all three.
+    fn command(&self, via: Via, keys: &[&[u8]]) -> redis::Cmd {
+        let mut cmd = match via {
+            Via::Sha => redis::cmd("EVALSHA"),
+            Via::Source => redis::cmd("EVAL"),
+            Via::Module => redis::cmd(self.module),
+        };
+        match via {
+            Via::Sha => cmd.arg(&self.sha),
+            Via::Source => cmd.arg(self.source),
+            Via::Module => &mut cmd,
+        };
+        cmd.arg(keys.len());
         for key in keys {
             cmd.arg(*key);
         }
         cmd
+    }
+}
+
+/// How a script's call is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// EVALSHA: the script by its SHA-1.
+    Sha,
+    /// EVAL: the script's source (after NOSCRIPT).
+    Source,
+    /// The module's command (same keys, arguments and reply).
+    Module,
+}
+
+impl Via {
+    /// The way a call sent so is counted.
+    fn path(self) -> Path {
+        match self {
+            Via::Module => Path::Module,
+            Via::Sha | Via::Source => Path::Script,
+        }
     }
 }
 
@@ -87,6 +125,32 @@ impl Conn {
             Link::Cluster(c) => c.as_mut(),
         }
     }
+
+    /// Runs `cmd`; on a Cluster, on the master of `route`'s slot when given
+    /// (the module's commands name their keys after a count, which the
+    /// client's own routing does not read).
+    fn query<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+        route: Option<&[u8]>,
+    ) -> redis::RedisResult<T> {
+        match (&mut self.link, route) {
+            (Link::Cluster(c), Some(key)) => {
+                let value = c.route_command(cmd, routing(key))?.extract_error()?;
+                redis::from_redis_value(value).map_err(Into::into)
+            }
+            _ => cmd.query(self.as_like()),
+        }
+    }
+}
+
+/// The Cluster route to the master of `key`'s slot.
+fn routing(key: &[u8]) -> redis::cluster_routing::RoutingInfo {
+    use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        key,
+        SlotAddr::Master,
+    )))
 }
 
 enum Target {
@@ -154,6 +218,8 @@ struct Connections {
     pool: Pool<Manager>,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
+    /// Whether this process's checks use the module or the script.
+    paths: Paths,
     /// The one multiplexed connection awaitable checks share.
     #[cfg(feature = "async")]
     aio: aio::AsyncSide,
@@ -174,6 +240,7 @@ impl Connections {
             pool,
             breaker: Breaker::default(),
             generation,
+            paths: Paths::new(options.redis_module),
             #[cfg(feature = "async")]
             aio: aio::AsyncSide::new(
                 parse_target(url, options)?,
@@ -215,8 +282,8 @@ impl RedisStore {
         Ok(RedisStore {
             local,
             prefix: options.prefix.clone(),
-            check: Lua::new(SCRIPT),
-            policy: Lua::new(POLICY_SCRIPT),
+            check: Lua::new(SCRIPT, CHECK_COMMAND),
+            policy: Lua::new(POLICY_SCRIPT, POLICY_COMMAND),
             cluster,
             shown,
             tls,
@@ -279,9 +346,10 @@ impl RedisStore {
     fn run<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
+        route: Option<&[u8]>,
     ) -> Result<std::result::Result<T, RedisError>> {
-        match self.run_once(cmd)? {
-            Err(e) if e.is_cluster_error() => self.run_once(cmd),
+        match self.run_once(cmd, route)? {
+            Err(e) if e.is_cluster_error() => self.run_once(cmd, route),
             answered => Ok(answered),
         }
     }
@@ -289,8 +357,9 @@ impl RedisStore {
     fn run_once<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
+        route: Option<&[u8]>,
     ) -> Result<std::result::Result<T, RedisError>> {
-        self.on_connection(|con| cmd.query::<T>(con))
+        self.on_connection(|con| con.query::<T>(cmd, route))
     }
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
@@ -298,12 +367,12 @@ impl RedisStore {
     /// answered with an error. Each call counts once with the breaker.
     fn on_connection<T>(
         &self,
-        f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         let local = self.connections()?;
         local.breaker.allow()?;
         let mut con = self.fresh_connection(local)?;
-        match f(con.as_like()) {
+        match f(&mut con) {
             Err(e) if unreachable(&e) => {
                 // A late reply may still arrive on this connection: never reuse it.
                 con.broken = true;
@@ -319,29 +388,76 @@ impl RedisStore {
         }
     }
 
-    /// The EVALSHA (or, `by_source`, EVAL) command of one check.
-    fn check_command(&self, r: &Request<'_>, by_source: bool) -> redis::Cmd {
+    /// The call of one check, as `via` says.
+    fn check_command(&self, r: &Request<'_>, via: Via) -> redis::Cmd {
         let log = log_key(&self.prefix, r.tag, r.scope);
         let record = record_key(&self.prefix, r.tag);
         let keys: &[&[u8]] = if r.policy { &[&log, &record] } else { &[&log] };
-        let mut cmd = self.check.command(by_source, keys);
+        let mut cmd = self.check.command(via, keys);
         script_args(&mut cmd, r);
         cmd
     }
 
-    /// Runs a script's command built by `command(by_source)`: by its SHA-1,
-    /// and once more by its source on NOSCRIPT (after a restart or `SCRIPT
-    /// FLUSH`: the script did not run).
-    fn script<T: redis::FromRedisValue>(&self, command: impl Fn(bool) -> redis::Cmd) -> Result<T> {
-        match self.run(&command(false))? {
-            Err(e) if is_noscript(&e) => self.run(&command(true))?.map_err(storage_error),
-            other => other.map_err(storage_error),
+    /// A pipeline of these checks, each as this process's calls go now (the
+    /// module or the script), or, when its connections cannot be had, the
+    /// error each check gets.
+    fn batch(
+        &self,
+        requests: &[Request<'_>],
+    ) -> std::result::Result<(redis::Pipeline, Via, &Paths), Vec<Result<Observation>>> {
+        let paths = match self.connections() {
+            Ok(local) => &local.paths,
+            Err(e) => return Err(requests.iter().map(|_| Err(e.clone())).collect()),
+        };
+        let via = match paths.choose() {
+            Path::Module => Via::Module,
+            Path::Script => Via::Sha,
+        };
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for request in requests {
+            pipe.add_command(self.check_command(request, via));
         }
+        Ok((pipe, via, paths))
+    }
+
+    /// Runs a script's call built by `command(via)`, whose first key is
+    /// `key`: through the module when this process uses it (falling back to
+    /// the script, with no error, on a server that has none), else by the
+    /// script's SHA-1, and once more by its source on NOSCRIPT (after a
+    /// restart or `SCRIPT FLUSH`: the script did not run).
+    fn script<T: redis::FromRedisValue>(
+        &self,
+        key: &[u8],
+        command: impl Fn(Via) -> redis::Cmd,
+    ) -> Result<T> {
+        let paths = &self.connections()?.paths;
+        if paths.choose() == Path::Module {
+            match self.run(&command(Via::Module), Some(key))? {
+                Ok(answer) => {
+                    paths.answered(Path::Module);
+                    return Ok(answer);
+                }
+                Err(e) if paths.lacks_module(&e) => {
+                    if paths.required() {
+                        return Err(paths.missing(&self.shown));
+                    }
+                }
+                Err(e) => return Err(storage_error(e)),
+            }
+        }
+        let answer = match self.run(&command(Via::Sha), None)? {
+            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None)?,
+            other => other,
+        }
+        .map_err(storage_error)?;
+        paths.answered(Path::Script);
+        Ok(answer)
     }
 
     /// A command answered by Redis (or a storage error).
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.run(cmd)?.map_err(storage_error)
+        self.run(cmd, None)?.map_err(storage_error)
     }
 }
 
@@ -584,23 +700,24 @@ impl LogStore for RedisStore {
     }
 
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
-        let reply: Vec<Value> = self.script(|by_source| self.check_command(request, by_source))?;
+        let route = log_key(&self.prefix, request.tag, request.scope);
+        let reply: Vec<Value> = self.script(&route, |via| self.check_command(request, via))?;
         parse_reply(&reply, request)
     }
 
-    /// One pipeline of EVALSHAs on a single Redis; the Cluster, whose keys
+    /// One pipeline of checks on a single Redis; the Cluster, whose keys
     /// live on several nodes, takes them one by one.
     fn apply_many(&self, requests: &[Request<'_>]) -> Vec<Result<Observation>> {
         if requests.len() < 2 || self.cluster {
             return requests.iter().map(|r| self.apply(r)).collect();
         }
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for request in requests {
-            pipe.add_command(self.check_command(request, false));
-        }
-        let answered =
-            self.on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con));
+        let (pipe, via, paths) = match self.batch(requests) {
+            Ok(batch) => batch,
+            Err(every) => return every,
+        };
+        let path = via.path();
+        let answered = self
+            .on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con.as_like()));
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
             Err(every) => return every,
@@ -610,18 +727,36 @@ impl LogStore for RedisStore {
             .zip(replies)
             .map(|(request, reply)| {
                 let reply = match reply {
-                    Err(e) if is_noscript(&e) => self.query(&self.check_command(request, true))?,
+                    // each on its own again: through the script now (or,
+                    // when the module is required, with its error)
+                    Err(e) if via == Via::Module && paths.lacks_module(&e) => {
+                        return self.apply(request)
+                    }
+                    Err(e) if is_noscript(&e) => {
+                        self.query(&self.check_command(request, Via::Source))?
+                    }
                     other => other.map_err(storage_error)?,
                 };
+                paths.answered(path);
                 parse_reply(&reply, request)
             })
             .collect()
     }
 
     fn stats(&self) -> StoreStats {
-        self.connections()
-            .map(|local| local.breaker.stats())
-            .unwrap_or_default()
+        let Ok(local) = self.connections() else {
+            return StoreStats::default();
+        };
+        let (module_calls, script_calls, next) = local.paths.counts();
+        StoreStats {
+            module_calls,
+            script_calls,
+            path: match next {
+                Path::Module => "module",
+                Path::Script => "script",
+            },
+            ..local.breaker.stats()
+        }
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
@@ -651,8 +786,8 @@ impl PolicyStore for RedisStore {
 
     fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
         let key = record_key(&self.prefix, tag);
-        self.script::<i64>(|by_source| {
-            let mut cmd = self.policy.command(by_source, &[&key]);
+        self.script::<i64>(&key, |via| {
+            let mut cmd = self.policy.command(via, &[&key]);
             cmd.arg("set").arg(now_ms).arg(field.code());
             if let Some(value) = value {
                 cmd.arg(value);
@@ -688,8 +823,8 @@ impl PolicyStore for RedisStore {
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
         let key = strikes_key(&self.prefix, tag, &rule.name);
-        let (now, strikes, banned): (u64, u64, i64) = self.script(|by_source| {
-            let mut cmd = self.policy.command(by_source, &[&key]);
+        let (now, strikes, banned): (u64, u64, i64) = self.script(&key, |via| {
+            let mut cmd = self.policy.command(via, &[&key]);
             cmd.arg("strike");
             match now_ms {
                 Some(now) => cmd.arg(now),

@@ -33,10 +33,17 @@ impl Admin {
         Admin { inner }
     }
 
-    /// `Admin._open(store, prefix)`.
-    fn open(ruby: &Ruby, store: String, prefix: String) -> Result<Admin, Error> {
+    /// `Admin._open(store, prefix, redis_module)`.
+    fn open(
+        ruby: &Ruby,
+        store: String,
+        prefix: String,
+        redis_module: Option<String>,
+    ) -> Result<Admin, Error> {
         Ok(Admin {
-            inner: guard(ruby, || core::Admin::open(&store, &prefix))?,
+            inner: guard(ruby, || {
+                core::Admin::open(&store, &prefix, redis_module.as_deref())
+            })?,
         })
     }
 
@@ -152,7 +159,7 @@ impl Admin {
 /// Defines `Ratekeeper::Admin`'s native methods.
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let class = module.define_class("Admin", ruby.class_object())?;
-    class.define_singleton_method("_open", function!(Admin::open, 2))?;
+    class.define_singleton_method("_open", function!(Admin::open, 3))?;
     class.define_method("_add", method!(Admin::add, 7))?;
     class.define_method("_remove", method!(Admin::remove, 3))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;

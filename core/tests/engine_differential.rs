@@ -1,0 +1,420 @@
+//! The Lua script and the Redis module (the engine inside Redis) held to
+//! each other: random rule sets, costs, times (backwards and far jumps
+//! too), rule changes, tiers, overrides and listings, applied once through
+//! the script and once through the module to two keys on one Redis: every
+//! reply and every stored byte must be equal. A third key takes each step
+//! through either, at random (a fleet switching), and must stay equal too.
+//!
+//! Runs on `RATEKEEPER_TEST_REDIS_MODULE` (scripts/test starts it).
+
+mod common;
+
+use ratekeeper_core::store::REDIS_SCRIPT;
+use redis::Value;
+
+/// A small deterministic generator (xorshift), so a failure names its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const WINDOWS: [u64; 8] = [1, 10, 100, 1_000, 5_000, 60_000, 3_600_000, 86_400_000];
+
+/// (limit, window ms) pairs, shortest window first.
+fn rule_set(rng: &mut Rng) -> Vec<(u64, u64)> {
+    let n = 1 + rng.below(4) as usize;
+    let mut windows: Vec<u64> = (0..n).map(|_| rng.pick(&WINDOWS)).collect();
+    windows.sort_unstable();
+    windows
+        .into_iter()
+        .map(|w| {
+            let limit = match rng.below(10) {
+                0 => 200 + rng.below(400),
+                1..=3 => 1 + rng.below(3),
+                _ => 1 + rng.below(40),
+            };
+            (limit, w)
+        })
+        .collect()
+}
+
+fn rule_args(args: &mut Vec<Vec<u8>>, rules: &[(u64, u64)]) {
+    args.push(rules.len().to_string().into_bytes());
+    args.push(
+        rules
+            .iter()
+            .flat_map(|r| r.1.to_be_bytes()[3..].to_vec())
+            .collect(),
+    );
+    args.extend(rules.iter().map(|r| r.0.to_string().into_bytes()));
+    args.extend(rules.iter().map(|r| r.1.to_string().into_bytes()));
+}
+
+/// One call of the check, through the script (by its source's SHA-1) or the module.
+fn call(
+    con: &mut redis::Connection,
+    sha: &str,
+    module: bool,
+    keys: &[&str],
+    args: &[Vec<u8>],
+) -> Result<Value, String> {
+    let mut cmd = if module {
+        redis::cmd("RATEKEEPER.CHECK")
+    } else {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(sha);
+        c
+    };
+    cmd.arg(keys.len()).arg(keys).arg(args);
+    cmd.query::<Value>(con).map_err(|e| e.to_string())
+}
+
+/// The server clock (ms).
+fn server_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn bytes(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+/// Whether the key has a TTL (-1: none, -2: no key), as a class.
+fn ttl_class(con: &mut redis::Connection, key: &str) -> i64 {
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
+    ttl.clamp(-2, 0)
+}
+
+struct Keys {
+    script: String,
+    module: String,
+    mixed: String,
+    records: [String; 3],
+}
+
+fn copy(con: &mut redis::Connection, from: &str, to: &str) {
+    let dumped: Option<Vec<u8>> = redis::cmd("DUMP").arg(from).query(con).unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(from).query(con).unwrap();
+    let _: () = redis::cmd("DEL").arg(to).query(con).unwrap();
+    if let Some(dumped) = dumped {
+        let _: () = redis::cmd("RESTORE")
+            .arg(to)
+            .arg(ttl.max(0))
+            .arg(dumped)
+            .query(con)
+            .unwrap();
+    }
+}
+
+/// Sets (or removes) one record field on every record key alike.
+fn set_record(con: &mut redis::Connection, keys: &Keys, field: &str, value: Option<String>) {
+    for record in &keys.records {
+        let _: i64 = match &value {
+            Some(v) => redis::cmd("HSET")
+                .arg(record)
+                .arg(field)
+                .arg(v)
+                .query(con)
+                .unwrap(),
+            None => redis::cmd("HDEL")
+                .arg(record)
+                .arg(field)
+                .query(con)
+                .unwrap(),
+        };
+    }
+}
+
+fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [u64; 5]) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let tag = common::unique_prefix();
+    let keys = Keys {
+        script: format!("{tag}:{{k}}:s"),
+        module: format!("{tag}:{{k}}:m"),
+        mixed: format!("{tag}:{{k}}:x"),
+        records: [
+            format!("{tag}:{{k}}:rs"),
+            format!("{tag}:{{k}}:rm"),
+            format!("{tag}:{{k}}:rx"),
+        ],
+    };
+    let mut rules = rule_set(&mut rng);
+    let tiers: Vec<(String, Vec<(u64, u64)>)> = (0..rng.below(3))
+        .map(|i| (format!("tier{i}"), rule_set(&mut rng)))
+        .collect();
+    let policy = rng.chance(50);
+    let mut now: i64 = if rng.chance(50) {
+        1_000
+    } else {
+        1_700_000_000_000
+    };
+    for step in 0..60 {
+        // the time: mostly forward, sometimes still, back, or far ahead
+        now += match rng.below(20) {
+            0 => -(rng.below(3_000) as i64),
+            1 => 0,
+            2 => (1i64 << 39) + rng.below(1 << 20) as i64,
+            3..=6 => rng.below(3) as i64,
+            7..=12 => rng.below(200) as i64,
+            _ => rng.below(90_000) as i64,
+        };
+        now = now.clamp(0, (1 << 47) - 1);
+        if rng.chance(5) {
+            rules = rule_set(&mut rng);
+        }
+        if policy && rng.chance(15) {
+            let until = |rng: &mut Rng| now + rng.below(4_000) as i64 - 2_000;
+            match rng.below(6) {
+                0 => set_record(
+                    con,
+                    &keys,
+                    "s",
+                    Some(format!("{} trusted", until(&mut rng))),
+                ),
+                1 => set_record(con, &keys, "b", Some(format!("{} spam", until(&mut rng)))),
+                2 => {
+                    let name = if rng.chance(70) && !tiers.is_empty() {
+                        tiers[rng.below(tiers.len() as u64) as usize].0.clone()
+                    } else {
+                        "unknown".to_owned()
+                    };
+                    set_record(con, &keys, "t", Some(name))
+                }
+                3 => {
+                    let text: Vec<String> = rule_set(&mut rng)
+                        .iter()
+                        .map(|(l, w)| format!("{l}:{w}"))
+                        .collect();
+                    set_record(con, &keys, "o", Some(text.join(";")))
+                }
+                _ => {
+                    let field = rng.pick(&["s", "b", "t", "o"]);
+                    set_record(con, &keys, field, None)
+                }
+            }
+        }
+        let limit_max = rules.iter().map(|r| r.0).max().unwrap();
+        let cost = match rng.below(10) {
+            0 => limit_max + 1 + rng.below(3),
+            1..=2 => 1 + rng.below(5),
+            _ => 1,
+        };
+        let mode = if rng.chance(15) { "p" } else { "c" };
+        // the server clock now and then: both calls must then fall in one ms
+        let clock = rng.chance(8);
+        let mut args: Vec<Vec<u8>> = vec![
+            mode.into(),
+            cost.to_string().into_bytes(),
+            if clock {
+                Vec::new()
+            } else {
+                now.to_string().into_bytes()
+            },
+        ];
+        rule_args(&mut args, &rules);
+        if policy {
+            for (name, tier) in &tiers {
+                args.push(name.clone().into_bytes());
+                rule_args(&mut args, tier);
+            }
+        }
+        let with = |log: &str, record: &str| -> Vec<String> {
+            if policy {
+                vec![log.to_owned(), record.to_owned()]
+            } else {
+                vec![log.to_owned()]
+            }
+        };
+        let ks = with(&keys.script, &keys.records[0]);
+        let km = with(&keys.module, &keys.records[1]);
+        let kx = with(&keys.mixed, &keys.records[2]);
+        let through_module = rng.chance(50);
+        let before = server_ms(con);
+        let a = call(con, sha, false, &refs(&ks), &args);
+        let b = call(con, sha, true, &refs(&km), &args);
+        let x = call(con, sha, through_module, &refs(&kx), &args);
+        let at = format!(
+            "seed {seed} step {step}: args {:?}",
+            args.iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+        );
+        if clock && server_ms(con) != before {
+            // a millisecond passed between the calls: start the keys again alike
+            copy(con, &keys.script, &keys.module);
+            copy(con, &keys.script, &keys.mixed);
+            stats[3] += 1;
+            continue;
+        }
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "replies differ at {at}"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("one failed at {at}: script {a:?}, module {b:?}"),
+        }
+        assert_eq!(a.is_ok(), x.is_ok(), "the mixed key differs at {at}");
+        if let (Ok(a), Ok(x)) = (&a, &x) {
+            assert_eq!(a, x, "the mixed key's reply differs at {at}");
+        }
+        let (sa, sb, sx) = (
+            bytes(con, &keys.script),
+            bytes(con, &keys.module),
+            bytes(con, &keys.mixed),
+        );
+        assert_eq!(sa, sb, "stored bytes differ at {at}");
+        assert_eq!(sa, sx, "the mixed key's bytes differ at {at}");
+        if std::env::var("RK_DIFF_DEBUG").is_ok() {
+            let pt = |con: &mut redis::Connection, k: &str| -> i64 {
+                redis::cmd("PTTL").arg(k).query(con).unwrap()
+            };
+            eprintln!(
+                "step {step} now {now} cost {cost} {mode} pttl {} {} len {:?} reply {:?}",
+                pt(con, &keys.script),
+                pt(con, &keys.module),
+                sa.as_ref().map(|v| v.len()),
+                a
+            );
+        }
+        assert_eq!(
+            ttl_class(con, &keys.script),
+            ttl_class(con, &keys.module),
+            "TTLs differ at {at}"
+        );
+        stats[0] += 1;
+        if let Ok(Value::Array(items)) = &a {
+            if items.get(1) == Some(&Value::Int(0)) {
+                stats[1] += 1;
+            }
+            if matches!(items.get(2), Some(Value::Int(1 | 2))) {
+                stats[2] += 1;
+            }
+            if matches!(items.get(3), Some(Value::BulkString(d)) if !d.is_empty() && items.get(2) == Some(&Value::Int(0)))
+            {
+                stats[4] += 1;
+            }
+        }
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(&keys.script)
+        .arg(&keys.module)
+        .arg(&keys.mixed)
+        .arg(&keys.records)
+        .query(con)
+        .unwrap();
+}
+
+/// A connection to the test Redis that has the module, and the script's SHA-1 there.
+fn module_redis() -> Option<(redis::Connection, String)> {
+    let url = common::configured("RATEKEEPER_TEST_REDIS_MODULE")?;
+    let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(REDIS_SCRIPT)
+        .query(&mut con)
+        .unwrap();
+    Some((con, sha))
+}
+
+#[test]
+fn the_script_and_the_module_give_equal_replies_and_bytes() {
+    let Some((mut con, sha)) = module_redis() else {
+        return;
+    };
+    // compared steps, denials, listed answers, clock steps started again,
+    // steps a tier or an override decided
+    let mut stats = [0u64; 5];
+    let seeds = match std::env::var("RK_DIFF_DEBUG") {
+        Ok(seed) => seed.parse().unwrap()..=seed.parse().unwrap(),
+        Err(_) => 1..=250,
+    };
+    for seed in seeds {
+        run_sequence(&mut con, &sha, seed, &mut stats);
+    }
+    eprintln!(
+        "differential: {} steps compared ({} denied, {} listed, {} by a tier or an override), \
+         {} clock steps split by a ms",
+        stats[0], stats[1], stats[2], stats[4], stats[3]
+    );
+    assert!(
+        stats[0] > 12_000 && stats[1] > 1_000 && stats[2] > 100 && stats[4] > 500,
+        "{stats:?}"
+    );
+}
+
+/// Logs that are not ratekeeper's (another program's string, a truncated
+/// log): the module answers as the script does, or, where the script fails,
+/// with an error too; Redis stays up.
+#[test]
+fn foreign_and_damaged_logs_are_answered_alike() {
+    let Some((mut con, sha)) = module_redis() else {
+        return;
+    };
+    let tag = common::unique_prefix();
+    let (ka, kb) = (format!("{tag}:a"), format!("{tag}:b"));
+    let mut rng = Rng(77);
+    let rules = vec![(5, 1_000), (50, 60_000)];
+    let mut compared = 0;
+    for round in 0..300 {
+        // a valid log, grown for a while, then cut or overwritten
+        let _: () = redis::cmd("DEL").arg(&ka).arg(&kb).query(&mut con).unwrap();
+        let mut args: Vec<Vec<u8>> = vec!["c".into(), "1".into(), "1000".into()];
+        rule_args(&mut args, &rules);
+        for _ in 0..rng.below(60) {
+            call(&mut con, &sha, false, &[&ka], &args).unwrap();
+        }
+        let mut stored = bytes(&mut con, &ka).unwrap_or_default();
+        match round % 3 {
+            0 => stored.truncate(rng.below(stored.len() as u64 + 1) as usize),
+            1 => {
+                stored = (0..rng.below(200)).map(|_| rng.next() as u8).collect();
+            }
+            _ => {
+                for _ in 0..3 {
+                    if !stored.is_empty() {
+                        let i = rng.below(stored.len() as u64) as usize;
+                        stored[i] = rng.next() as u8;
+                    }
+                }
+            }
+        }
+        for key in [&ka, &kb] {
+            let _: () = redis::cmd("SET")
+                .arg(key)
+                .arg(&stored)
+                .query(&mut con)
+                .unwrap();
+        }
+        let a = call(&mut con, &sha, false, &[&ka], &args);
+        let b = call(&mut con, &sha, true, &[&kb], &args);
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "round {round}: replies differ");
+                assert_eq!(bytes(&mut con, &ka), bytes(&mut con, &kb), "round {round}");
+                compared += 1;
+            }
+            (Err(_), Err(_)) => {}
+            _ => panic!("round {round}: script {a:?}, module {b:?} on {stored:?}"),
+        }
+    }
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    assert!(compared > 50, "only {compared} rounds answered");
+}

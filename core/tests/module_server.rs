@@ -1,0 +1,463 @@
+//! The Redis module as a server runs it: hostile arguments, a replica, an
+//! AOF rewrite and restart, a restart without the module, and the option
+//! `redis_module` (auto, off, require) with what `store_stats` says.
+//!
+//! The module's file is `RATEKEEPER_MODULE` (scripts/test builds it).
+
+mod common;
+
+use common::OwnRedis;
+use ratekeeper_core::{store, Limiter, ModuleUse, OnError, RuleSet, Store, StoreOptions};
+use redis::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn module_file() -> Option<String> {
+    common::configured("RATEKEEPER_MODULE")
+}
+
+fn connect(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+fn open(url: &str, module: ModuleUse) -> Arc<dyn Store> {
+    let options = StoreOptions {
+        prefix: common::unique_prefix(),
+        timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_secs(2),
+        redis_module: module,
+        ..StoreOptions::default()
+    };
+    store::open(url, &options).unwrap()
+}
+
+fn limiter(store: Arc<dyn Store>) -> Limiter {
+    Limiter::with_store(
+        RuleSet::parse("10/minute; 1000/day").unwrap(),
+        store,
+        OnError::Raise,
+    )
+}
+
+/// The logs (and policy records) a store's prefix holds: key -> bytes.
+fn logs(con: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*:l").query(con).unwrap();
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = keys
+        .into_iter()
+        .map(|k| {
+            let v: Vec<u8> = redis::cmd("GET").arg(&k).query(con).unwrap();
+            (k, v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Lets the store notice a restarted Redis: its pooled connections were
+/// reset, and the first call on one fails (as any client's would).
+fn reconnected(store: &Arc<dyn Store>) {
+    for _ in 0..5 {
+        if store.clock_ms().is_ok() {
+            return;
+        }
+    }
+    panic!("the store did not reconnect");
+}
+
+#[test]
+fn hostile_arguments_get_error_replies_and_redis_stays_up() {
+    let Some(url) = common::configured("RATEKEEPER_TEST_REDIS_MODULE") else {
+        return;
+    };
+    let mut con = connect(&url);
+    let tag = common::unique_prefix();
+    let (hash, list, text) = (
+        format!("{tag}:h"),
+        format!("{tag}:list"),
+        format!("{tag}:s"),
+    );
+    let _: () = redis::cmd("HSET")
+        .arg(&hash)
+        .arg("f")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&list)
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&text)
+        .arg("plain")
+        .query(&mut con)
+        .unwrap();
+    let w = vec![0u8, 0, 0, 3, 232];
+    let good = |log: &str| -> Vec<Vec<u8>> {
+        vec![
+            b"1".to_vec(),
+            log.as_bytes().to_vec(),
+            b"c".to_vec(),
+            b"1".to_vec(),
+            b"1000".to_vec(),
+            b"1".to_vec(),
+            w.clone(),
+            b"5".to_vec(),
+            b"1000".to_vec(),
+        ]
+    };
+    let fixed: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
+        ("RATEKEEPER.CHECK", vec![], "wrong number of arguments"),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"0".to_vec(), b"k".to_vec()],
+            "numkeys",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"3".to_vec(), b"k".to_vec()],
+            "numkeys",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"2".to_vec(), b"k".to_vec()],
+            "wrong number of arguments",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"1".to_vec(), b"k".to_vec(), b"c".to_vec()],
+            "wrong number of arguments",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                let mut a = good(&format!("{tag}:l"));
+                a[3] = b"99999999999999999999999".to_vec();
+                a
+            },
+            "the cost",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                let mut a = good(&format!("{tag}:l"));
+                a[3] = b"-4".to_vec();
+                a
+            },
+            "the cost",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                let mut a = good(&format!("{tag}:l"));
+                a[5] = b"200".to_vec();
+                a
+            },
+            "200 rules need",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                let mut a = good(&format!("{tag}:l"));
+                a[7] = vec![0xff, 0xfe, 0];
+                a
+            },
+            "a limit",
+        ),
+        ("RATEKEEPER.CHECK", good(&hash), "WRONGTYPE"),
+        ("RATEKEEPER.CHECK", good(&list), "WRONGTYPE"),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                let mut a = good(&format!("{tag}:l2"));
+                a[0] = b"2".to_vec();
+                a.insert(2, text.clone().into_bytes());
+                a
+            },
+            "WRONGTYPE",
+        ),
+        ("RATEKEEPER.POLICY", vec![], "wrong number of arguments"),
+        (
+            "RATEKEEPER.POLICY",
+            vec![b"1".to_vec(), b"k".to_vec(), b"explode".to_vec()],
+            "unknown policy op",
+        ),
+        (
+            "RATEKEEPER.POLICY",
+            vec![
+                b"1".to_vec(),
+                text.clone().into_bytes(),
+                b"set".to_vec(),
+                b"5".to_vec(),
+                b"t".to_vec(),
+                b"x".to_vec(),
+            ],
+            "WRONGTYPE",
+        ),
+        (
+            "RATEKEEPER.POLICY",
+            vec![
+                b"1".to_vec(),
+                hash.clone().into_bytes(),
+                b"strike".to_vec(),
+                b"".to_vec(),
+                b"3".to_vec(),
+                b"1000".to_vec(),
+            ],
+            "WRONGTYPE",
+        ),
+        (
+            "RATEKEEPER.POLICY",
+            vec![
+                b"1".to_vec(),
+                b"k".to_vec(),
+                b"strike".to_vec(),
+                b"".to_vec(),
+                b"0".to_vec(),
+                b"1000".to_vec(),
+            ],
+            "maxretry",
+        ),
+    ];
+    for (name, args, want) in &fixed {
+        let err = redis::cmd(name)
+            .arg(args)
+            .query::<Value>(&mut con)
+            .expect_err(&format!("{name} {args:?} was accepted"));
+        assert!(err.to_string().contains(want), "{name} {args:?}: {err}");
+    }
+    // the text key is a plain string: read as a foreign log, rebuilt (as the script does)
+    let rebuilt: Value = redis::cmd("RATEKEEPER.CHECK")
+        .arg(good(&text))
+        .query(&mut con)
+        .unwrap();
+    assert!(matches!(rebuilt, Value::Array(_)));
+
+    // random arguments, many times: every answer is an error or a reply
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let pieces: Vec<Vec<u8>> = vec![
+        b"c".to_vec(),
+        b"p".to_vec(),
+        b"1".to_vec(),
+        b"2".to_vec(),
+        b"0".to_vec(),
+        b"-1".to_vec(),
+        b"".to_vec(),
+        b"18446744073709551616".to_vec(),
+        w.clone(),
+        b"set".to_vec(),
+        b"strike".to_vec(),
+        b"1000".to_vec(),
+        vec![0xff; 7],
+        hash.clone().into_bytes(),
+        format!("{tag}:fuzz").into_bytes(),
+    ];
+    let (mut errors, mut replies) = (0, 0);
+    for _ in 0..3000 {
+        let name = if next() % 2 == 0 {
+            "RATEKEEPER.CHECK"
+        } else {
+            "RATEKEEPER.POLICY"
+        };
+        let count = next() % 14;
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        if next() % 3 > 0 {
+            args.push(b"1".to_vec());
+            args.push(format!("{tag}:fuzz{}", next() % 4).into_bytes());
+        }
+        for _ in 0..count {
+            let piece = match next() % 4 {
+                0 => (0..next() % 12).map(|_| next() as u8).collect(),
+                _ => pieces[(next() % pieces.len() as u64) as usize].clone(),
+            };
+            args.push(piece);
+        }
+        match redis::cmd(name).arg(&args).query::<Value>(&mut con) {
+            Ok(_) => replies += 1,
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                    || e.to_string().contains("WRONGTYPE")
+                    || e.to_string().contains("CROSSSLOT") =>
+            {
+                errors += 1
+            }
+            Err(e) => panic!("{name} {args:?}: {e}"),
+        }
+    }
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    assert!(errors > 2000, "{errors} errors, {replies} replies");
+    eprintln!("fuzzed: {errors} error replies, {replies} replies; Redis answers PING");
+}
+
+#[test]
+fn the_module_declares_its_keys() {
+    let Some(url) = common::configured("RATEKEEPER_TEST_REDIS_MODULE") else {
+        return;
+    };
+    let mut con = connect(&url);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RATEKEEPER.CHECK")
+        .arg(2)
+        .arg("rk:{u}:l")
+        .arg("rk:{u}:r")
+        .arg("c")
+        .arg(1)
+        .arg("")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["rk:{u}:l", "rk:{u}:r"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RATEKEEPER.POLICY")
+        .arg(1)
+        .arg("rk:{u}:r")
+        .arg("set")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["rk:{u}:r"]);
+}
+
+#[test]
+fn auto_uses_the_module_where_loaded_and_the_script_elsewhere() {
+    let Some(with_module) = common::configured("RATEKEEPER_TEST_REDIS_MODULE") else {
+        return;
+    };
+    let cases = [
+        (with_module.clone(), ModuleUse::Auto, "module"),
+        (with_module.clone(), ModuleUse::Off, "script"),
+        (with_module, ModuleUse::Require, "module"),
+        (common::redis_url(), ModuleUse::Auto, "script"),
+    ];
+    for (url, module, path) in cases {
+        let store = open(&url, module);
+        let limiter = limiter(store.clone());
+        let admitted = (0..12)
+            .filter(|_| limiter.check(b"user", 1, None).unwrap().allowed())
+            .count();
+        assert_eq!(admitted, 10, "{url} {module:?}");
+        let stats = store.stats();
+        assert_eq!(stats.path, path, "{url} {module:?}: {stats:?}");
+        let (went, other) = match path {
+            "module" => (stats.module_calls, stats.script_calls),
+            _ => (stats.script_calls, stats.module_calls),
+        };
+        // the 12th is answered by the denial cache
+        assert!(went >= 11 && other == 0, "{url} {module:?}: {stats:?}");
+    }
+    // require, on a Redis without the module: a clear error, every time
+    let store = open(&common::redis_url(), ModuleUse::Require);
+    for _ in 0..2 {
+        let e = limiter(store.clone())
+            .check(b"user", 1, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has no ratekeeper module loaded"), "{e}");
+        assert!(e.contains("--loadmodule"), "{e}");
+    }
+}
+
+#[test]
+fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_on() {
+    let Some(module) = module_file() else { return };
+    let load = ["--loadmodule", module.as_str()];
+    let mut master = OwnRedis::start(&[&load[..], &["--appendonly", "yes"]].concat());
+    // a replica without the module: what it is sent is plain string commands
+    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut mcon = connect(&master.url());
+    let mut rcon = connect(&replica.url());
+    for _ in 0..100 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut rcon)
+            .unwrap();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let store = open(&master.url(), ModuleUse::Auto);
+    let limiter = limiter(store.clone());
+    let admit = |limiter: &Limiter, key: &[u8], n: usize| -> usize {
+        (0..n)
+            .filter(|_| limiter.check(key, 1, None).unwrap().allowed())
+            .count()
+    };
+    for i in 0..40 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 3);
+    }
+    assert_eq!(admit(&limiter, b"busy", 6), 6);
+    // a rule change rewrites a log whole (SET ... PXAT)
+    let wider = Limiter::with_store(
+        RuleSet::parse("20/minute").unwrap(),
+        store.clone(),
+        OnError::Raise,
+    );
+    assert_eq!(admit(&wider, b"wide", 25), 20);
+    assert_eq!(store.stats().path, "module");
+    assert_eq!(store.stats().script_calls, 0);
+
+    let _: Value = redis::cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut mcon)
+        .unwrap();
+    let on_master = logs(&mut mcon);
+    assert_eq!(on_master.len(), 42);
+    assert_eq!(logs(&mut rcon), on_master, "the replica's logs differ");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&on_master[0].0)
+        .query(&mut rcon)
+        .unwrap();
+    assert!(ttl > 0, "the replica's log has no TTL ({ttl})");
+
+    // an AOF rewrite, more checks, then a restart: the same logs
+    let _: Value = redis::cmd("BGREWRITEAOF").query(&mut mcon).unwrap();
+    for _ in 0..100 {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut mcon)
+            .unwrap();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(admit(&limiter, b"busy", 2), 2);
+    let before = logs(&mut mcon);
+    master.stop();
+    master.restart();
+    let mut mcon = connect(&master.url());
+    assert_eq!(
+        logs(&mut mcon),
+        before,
+        "the logs differ after the AOF is loaded"
+    );
+    reconnected(&store);
+
+    // and without the module: the AOF still loads, checks go on through the
+    // script with no error, exactly
+    master.stop();
+    master.set_args(&["--appendonly", "yes"]);
+    master.restart();
+    let mut mcon = connect(&master.url());
+    assert_eq!(
+        logs(&mut mcon),
+        before,
+        "the logs differ on a server without the module"
+    );
+    reconnected(&store);
+    assert_eq!(admit(&limiter, b"busy", 5), 2, "busy had 8 of 10");
+    assert_eq!(admit(&limiter, b"user-7", 10), 7);
+    let stats = store.stats();
+    assert_eq!(stats.path, "script", "{stats:?}");
+    assert!(stats.script_calls >= 10, "{stats:?}");
+}

@@ -1,0 +1,374 @@
+//! The check command's arguments and the key's policy record, as
+//! `core/lua/check.lua` takes them: parsed, checked, and turned into the
+//! rules a check applies (or a listing that answers it without one).
+
+use crate::layout::{enc5, MAX5};
+use crate::log::{Rules, Seen};
+
+/// Arguments a command cannot run with; the text names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+fn bad<T>(why: impl Into<String>) -> Result<T, ArgError> {
+    Err(ArgError(why.into()))
+}
+
+/// Most rules a log holds (its header keeps the count in one byte).
+pub const MAX_RULES: usize = 255;
+/// Latest time a check may give (ms): 2^47, past which a timestamp's
+/// reading relative to the newest one is no longer exact.
+pub const MAX_NOW: i64 = 1 << 47;
+
+/// A decimal number of at most 18 digits, no sign, within `min..=max`.
+pub fn number(arg: &[u8], what: &str, min: i64, max: i64) -> Result<i64, ArgError> {
+    if arg.is_empty() || arg.len() > 18 || !arg.iter().all(u8::is_ascii_digit) {
+        return bad(format!("{what} must be a whole number"));
+    }
+    let n = arg.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
+    if n < min || n > max {
+        return bad(format!("{what} must be from {min} to {max}"));
+    }
+    Ok(n)
+}
+
+/// What one check asks (ARGV of the check script).
+#[derive(Debug, Clone)]
+pub struct CheckArgs<'a> {
+    /// "c": log the cost on admission; "p": only observe.
+    pub writing: bool,
+    /// Units the check costs (at least 1).
+    pub cost: i64,
+    /// The check's time (ms), or `None` for the server clock.
+    pub now: Option<i64>,
+    /// The caller's rules.
+    pub rules: Rules,
+    /// The tiers a stored tier may select, by name.
+    pub tiers: Vec<(&'a [u8], Rules)>,
+}
+
+/// Reads `n`, the windows as stored, the limits and the windows from `args`
+/// at `at`; returns the rules and where the next argument is.
+fn rule_set(args: &[&[u8]], at: usize, whose: &str) -> Result<(Rules, usize), ArgError> {
+    // (the messages are made only on an error: this runs on every check)
+    let named = |e: ArgError| ArgError(format!("{whose}: {}", e.0));
+    let Some(count) = args.get(at) else {
+        return bad(format!("{whose}: the number of rules is missing"));
+    };
+    let n = number(count, "the number of rules", 1, MAX_RULES as i64).map_err(named)? as usize;
+    let end = at + 2 + 2 * n;
+    if args.len() < end {
+        return bad(format!(
+            "{whose}: {n} rules need their windows as stored, {n} limits and {n} windows"
+        ));
+    }
+    let mut rules = Rules {
+        limits: Vec::with_capacity(n),
+        windows: Vec::with_capacity(n),
+        encoded: Vec::with_capacity(5 * n),
+    };
+    for i in 0..n {
+        let limit = number(args[at + 2 + i], "a limit", 1, MAX5 as i64).map_err(named)?;
+        let window =
+            number(args[at + 2 + n + i], "a window (ms)", 1, MAX5 as i64).map_err(named)?;
+        rules.limits.push(limit);
+        rules.windows.push(window);
+        rules.encoded.extend_from_slice(&enc5(window));
+    }
+    if args[at + 1] != rules.encoded.as_slice() {
+        return bad(format!(
+            "{whose}: the windows as stored ({} bytes) do not encode the windows given",
+            args[at + 1].len()
+        ));
+    }
+    Ok((rules, end))
+}
+
+/// Parses the check script's ARGV: `c|p`, cost, now (ms, or "" for the
+/// server clock), the caller's rules, then each tier: name and rules.
+pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
+    if args.len() < 6 {
+        return bad("wrong number of arguments: give c|p, cost, now, then the rules");
+    }
+    let writing = match args[0] {
+        b"c" => true,
+        b"p" => false,
+        _ => return bad("the mode must be c (check) or p (peek)"),
+    };
+    let cost = number(args[1], "the cost", 1, MAX5 as i64)?;
+    let now = match args[2] {
+        b"" => None,
+        given => Some(number(given, "now (ms)", 0, MAX_NOW)?),
+    };
+    let (rules, mut at) = rule_set(args, 3, "the rules")?;
+    let mut tiers = Vec::new();
+    while at < args.len() {
+        let name = args[at];
+        let (tier, next) = rule_set(args, at + 1, "a tier")?;
+        tiers.push((name, tier));
+        at = next;
+    }
+    Ok(CheckArgs {
+        writing,
+        cost,
+        now,
+        rules,
+        tiers,
+    })
+}
+
+/// The fields of a key's policy record the check reads: `s`, `b`, `t`, `o`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Record<'a> {
+    /// Safelisted: `<until ms> <reason>`.
+    pub safe: Option<&'a [u8]>,
+    /// Blocked: `<until ms> <reason>`.
+    pub block: Option<&'a [u8]>,
+    /// A tier's name.
+    pub tier: Option<&'a [u8]>,
+    /// Rules that replace the caller's: `<limit>:<window ms>;...`.
+    pub overrides: Option<&'a [u8]>,
+}
+
+/// The leading number of a listing (`<until ms> <reason>`) and its reason,
+/// when it starts with digits (a number too large for 63 bits reads as the
+/// largest one).
+pub fn listing(field: &[u8]) -> Option<(i64, &[u8])> {
+    let digits = field.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let until = field[..digits].iter().fold(0i64, |n, &d| {
+        n.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+    });
+    let rest = &field[digits..];
+    Some((until, rest.strip_prefix(b" ").unwrap_or(rest)))
+}
+
+/// The rules of a stored override: every `<limit>:<window>` in it.
+pub fn parse_override(text: &[u8]) -> Result<Rules, ArgError> {
+    let invalid = || ArgError("the key's stored override is not <limit>:<window ms>;...".into());
+    let run = |from: usize| {
+        text[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut pairs = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let digits = run(i);
+        let colon = i + digits;
+        if digits > 0 && text.get(colon) == Some(&b':') && run(colon + 1) > 0 {
+            let end = colon + 1 + run(colon + 1);
+            let limit = number(&text[i..colon], "", 1, MAX5 as i64).map_err(|_| invalid())?;
+            let window =
+                number(&text[colon + 1..end], "", 1, MAX5 as i64).map_err(|_| invalid())?;
+            pairs.push((limit, window));
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    if pairs.is_empty() || pairs.len() > MAX_RULES {
+        return Err(invalid());
+    }
+    Ok(Rules::new(&pairs))
+}
+
+/// What a key's record makes of a check.
+#[derive(Debug)]
+pub enum Selected<'r> {
+    /// Safelisted (kind 1, admitted) or blocked (kind 2, denied) until `until`.
+    Listed {
+        /// 1: safelisted; 2: blocked.
+        kind: i64,
+        /// The listing's reason.
+        reason: &'r [u8],
+        /// When it lapses (ms).
+        until: i64,
+    },
+    /// Checked against these rules; `detail` says whose (`""`, `t<name>`, `o<rules>`).
+    Rules {
+        /// The caller's, a tier's or the override's.
+        rules: std::borrow::Cow<'r, Rules>,
+        /// What the reply's detail says.
+        detail: Vec<u8>,
+    },
+}
+
+/// The rules (or listing) that apply to a check at `now`, given the key's record.
+pub fn select<'r>(
+    args: &'r CheckArgs<'_>,
+    record: Option<&Record<'r>>,
+    now: i64,
+) -> Result<Selected<'r>, ArgError> {
+    use std::borrow::Cow;
+    let given = || Selected::Rules {
+        rules: Cow::Borrowed(&args.rules),
+        detail: Vec::new(),
+    };
+    let Some(record) = record else {
+        return Ok(given());
+    };
+    for (kind, field) in [(1, record.safe), (2, record.block)] {
+        if let Some((until, reason)) = field.and_then(listing) {
+            if until > now {
+                return Ok(Selected::Listed {
+                    kind,
+                    reason,
+                    until,
+                });
+            }
+        }
+    }
+    if let Some(text) = record.overrides {
+        let mut detail = b"o".to_vec();
+        detail.extend_from_slice(text);
+        return Ok(Selected::Rules {
+            rules: Cow::Owned(parse_override(text)?),
+            detail,
+        });
+    }
+    if let Some(name) = record.tier {
+        if let Some((_, rules)) = args.tiers.iter().find(|(n, _)| *n == name) {
+            let mut detail = b"t".to_vec();
+            detail.extend_from_slice(name);
+            return Ok(Selected::Rules {
+                rules: Cow::Borrowed(rules),
+                detail,
+            });
+        }
+    }
+    Ok(given())
+}
+
+/// The check command's reply, element by element (see `check.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item<'a> {
+    /// An integer.
+    Int(i64),
+    /// A bulk string.
+    Bytes(&'a [u8]),
+}
+
+/// The reply to a listed key: `{now, allowed, kind, reason, until}`.
+pub fn listed_reply(now: i64, kind: i64, reason: &[u8], until: i64) -> [Item<'_>; 5] {
+    [
+        Item::Int(now),
+        Item::Int(i64::from(kind == 1)),
+        Item::Int(kind),
+        Item::Bytes(reason),
+        Item::Int(until),
+    ]
+}
+
+/// The reply to a check the rules decided: `{now, allowed, 0, detail, 0}`
+/// then per rule its count, oldest unit (-1: none) and free time (-1: n/a).
+pub fn checked_reply<'a>(
+    seen: &'a Seen,
+    detail: &'a [u8],
+) -> impl ExactSizeIterator<Item = Item<'a>> + 'a {
+    let head = [
+        Item::Int(seen.now),
+        Item::Int(i64::from(seen.allowed)),
+        Item::Int(0),
+        Item::Bytes(detail),
+        Item::Int(0),
+    ];
+    (0..5 + 3 * seen.rules.len()).map(move |i| match i {
+        0..5 => head[i].clone(),
+        _ => {
+            let rule = &seen.rules[(i - 5) / 3];
+            Item::Int([rule.count, rule.oldest, rule.free_at][(i - 5) % 3])
+        }
+    })
+}
+
+/// The windows of `pairs` as the check command takes them (5 bytes each).
+pub fn encode_windows(windows: &[i64]) -> Vec<u8> {
+    windows.iter().flat_map(|&w| enc5(w)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<Vec<u8>> {
+        list.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    fn parse(list: Vec<Vec<u8>>) -> Result<usize, ArgError> {
+        let refs: Vec<&[u8]> = list.iter().map(Vec::as_slice).collect();
+        parse_check(&refs).map(|a| a.tiers.len())
+    }
+
+    fn with_windows(mut list: Vec<Vec<u8>>, at: usize, windows: &[i64]) -> Vec<Vec<u8>> {
+        list[at] = encode_windows(windows);
+        list
+    }
+
+    #[test]
+    fn a_check_with_tiers_parses() {
+        let list = args(&[
+            "c", "1", "", "2", "W", "5", "50", "1000", "60000", "gold", "1", "W", "9", "1000",
+        ]);
+        let list = with_windows(with_windows(list, 4, &[1000, 60000]), 11, &[1000]);
+        assert_eq!(parse(list), Ok(1));
+    }
+
+    #[test]
+    fn hostile_arguments_are_named() {
+        let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
+            (args(&["c"]), "wrong number of arguments"),
+            (args(&["x", "1", "", "1", "W", "5", "1000"]), "the mode"),
+            (args(&["c", "-1", "", "1", "W", "5", "1000"]), "the cost"),
+            (
+                args(&["c", "1", "99999999999999999999", "1", "W", "5", "1000"]),
+                "now",
+            ),
+            (
+                args(&["c", "1", "", "0", "W", "5", "1000"]),
+                "number of rules",
+            ),
+            (args(&["c", "1", "", "3", "W", "5", "1000"]), "3 rules need"),
+            (
+                args(&["c", "1", "", "1", "W", "5", "1000"]),
+                "do not encode",
+            ),
+            (args(&["c", "1", "", "1", "W", "0", "1000"]), "a limit"),
+            (args(&["c", "1", "", "1", "W", "1", "1e3"]), "a window"),
+        ];
+        for (list, want) in cases {
+            let err = parse(list).unwrap_err().0;
+            assert!(err.contains(want), "{err} lacks {want}");
+        }
+        let tail = with_windows(
+            args(&["c", "1", "", "1", "W", "5", "1000", "gold"]),
+            4,
+            &[1000],
+        );
+        assert!(parse(tail).unwrap_err().0.contains("a tier"));
+    }
+
+    #[test]
+    fn listings_and_overrides_read_as_the_script_reads_them() {
+        assert_eq!(listing(b"1700 spam bot"), Some((1700, &b"spam bot"[..])));
+        assert_eq!(listing(b"1700"), Some((1700, &b""[..])));
+        assert_eq!(listing(b"x1700"), None);
+        assert_eq!(listing(b"99999999999999999999999 r").unwrap().0, i64::MAX);
+        let rules = parse_override(b"10:1000;200:3600000").unwrap();
+        assert_eq!(rules.limits, vec![10, 200]);
+        assert_eq!(rules.windows, vec![1000, 3_600_000]);
+        assert_eq!(parse_override(b"a1:2:3;x4:5").unwrap().limits, vec![1, 4]);
+        assert!(parse_override(b"none").is_err());
+        assert!(parse_override(b"0:1000").is_err());
+    }
+}

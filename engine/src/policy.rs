@@ -1,0 +1,155 @@
+//! The policy command's arguments and decisions, as `core/lua/policy.lua`
+//! takes and makes them: a change to a key's record, and a fail2ban strike.
+
+use crate::command::{listing, number, ArgError, MAX_NOW};
+use crate::layout::MAX5;
+
+/// One policy operation (ARGV of the policy script).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyArgs<'a> {
+    /// `set now field [value]`: sets (or, with no value, removes) one field
+    /// of the key's record, at `now` (ms).
+    Set {
+        /// The time the record's lifetime is judged at.
+        now: i64,
+        /// The field: `s`, `b`, `t` or `o`.
+        field: &'a [u8],
+        /// Its new value; `None` removes it.
+        value: Option<&'a [u8]>,
+    },
+    /// `strike now|"" maxretry findtime`: one fail2ban strike.
+    Strike {
+        /// Its time (ms), or `None` for the server clock.
+        now: Option<i64>,
+        /// Strikes within `findtime` that ban.
+        maxretry: i64,
+        /// The window strikes are counted in (ms).
+        findtime: i64,
+    },
+}
+
+/// Parses the policy script's ARGV.
+pub fn parse_policy<'a>(args: &[&'a [u8]]) -> Result<PolicyArgs<'a>, ArgError> {
+    match args.first().copied() {
+        Some(b"set") => {
+            if !(3..=4).contains(&args.len()) {
+                return Err(ArgError(
+                    "wrong number of arguments: set takes now, a field and maybe a value".into(),
+                ));
+            }
+            Ok(PolicyArgs::Set {
+                now: number(args[1], "now (ms)", 0, MAX_NOW)?,
+                field: args[2],
+                value: args.get(3).copied(),
+            })
+        }
+        Some(b"strike") => {
+            if args.len() != 4 {
+                return Err(ArgError(
+                    "wrong number of arguments: strike takes now, maxretry and findtime".into(),
+                ));
+            }
+            let now = match args[1] {
+                b"" => None,
+                given => Some(number(given, "now (ms)", 0, MAX_NOW)?),
+            };
+            Ok(PolicyArgs::Strike {
+                now,
+                maxretry: number(args[2], "maxretry", 1, 1_000_000)?,
+                findtime: number(args[3], "findtime (ms)", 1, MAX5 as i64)?,
+            })
+        }
+        _ => Err(ArgError("unknown policy op: give set or strike".into())),
+    }
+}
+
+/// How long a record lasts after a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// It holds a tier or an override: for good.
+    Persist,
+    /// Until its last listing lapses, in this many ms.
+    Expire(i64),
+    /// Nothing in it stands: delete it.
+    Delete,
+}
+
+/// The lifetime of a record holding these fields (`s`, `b`, `t`, `o`) at `now`.
+pub fn lifetime(fields: [Option<&[u8]>; 4], now: i64) -> Lifetime {
+    if fields[2].is_some() || fields[3].is_some() {
+        return Lifetime::Persist;
+    }
+    let last = fields[..2]
+        .iter()
+        .filter_map(|f| f.and_then(listing))
+        .map(|(until, _)| until)
+        .fold(0, i64::max);
+    if last > now {
+        Lifetime::Expire(last - now)
+    } else {
+        Lifetime::Delete
+    }
+}
+
+/// Strikes (as stored, newest first) that fall within `findtime` of `now`.
+pub fn strikes_within(stored: &[&[u8]], now: i64, findtime: i64) -> i64 {
+    stored
+        .iter()
+        .filter_map(|s| std::str::from_utf8(s).ok()?.parse::<i64>().ok())
+        .filter(|&at| at > now - findtime)
+        .count() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_arguments_parse_or_are_named() {
+        assert_eq!(
+            parse_policy(&[b"set", b"5", b"t", b"gold"]),
+            Ok(PolicyArgs::Set {
+                now: 5,
+                field: b"t",
+                value: Some(b"gold")
+            })
+        );
+        assert!(matches!(
+            parse_policy(&[b"strike", b"", b"3", b"60000"]),
+            Ok(PolicyArgs::Strike {
+                now: None,
+                maxretry: 3,
+                ..
+            })
+        ));
+        assert!(parse_policy(&[b"drop"])
+            .unwrap_err()
+            .0
+            .contains("unknown policy op"));
+        assert!(parse_policy(&[b"set", b"5"])
+            .unwrap_err()
+            .0
+            .contains("wrong number"));
+        assert!(parse_policy(&[b"strike", b"", b"0", b"1"])
+            .unwrap_err()
+            .0
+            .contains("maxretry"));
+    }
+
+    #[test]
+    fn a_record_lasts_while_something_in_it_stands() {
+        assert_eq!(
+            lifetime([None, None, Some(b"gold"), None], 5),
+            Lifetime::Persist
+        );
+        assert_eq!(
+            lifetime([Some(b"100 x"), Some(b"300"), None, None], 50),
+            Lifetime::Expire(250)
+        );
+        assert_eq!(
+            lifetime([Some(b"10 x"), None, None, None], 50),
+            Lifetime::Delete
+        );
+        assert_eq!(strikes_within(&[b"100", b"90", b"junk", b"10"], 100, 50), 2);
+    }
+}

@@ -1,0 +1,127 @@
+//! `RATEKEEPER.CHECK numkeys log [record] ARGV...`: the check script's call
+//! (`EVALSHA <sha> numkeys ...`) with the same keys, arguments, reply and
+//! stored bytes, run by the engine inside Redis.
+
+use crate::api::{self, reply, Arg, Ctx, Key, Kind};
+use crate::guard::{self, Failure};
+use ratekeeper_engine::command::{checked_reply, listed_reply, number, Item};
+use ratekeeper_engine::{check, parse_check, select, Check, Record, Selected, Write};
+use std::os::raw::c_int;
+
+/// The command's entry point.
+pub extern "C" fn command(ctx: Ctx, argv: *mut Arg, argc: c_int) -> c_int {
+    guard::entry(ctx, argv, argc, run)
+}
+
+fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
+    let args = argv
+        .iter()
+        .map(|a| api::bytes(*a))
+        .collect::<Result<Vec<&[u8]>, _>>()?;
+    let Some(numkeys) = args.get(1) else {
+        return Err(wrong_arity());
+    };
+    let numkeys = number(numkeys, "numkeys", 1, 2)? as usize;
+    if args.len() < 2 + numkeys {
+        return Err(wrong_arity());
+    }
+    let parsed = parse_check(&args[2 + numkeys..])?;
+    let clock = api::clock_ms()?;
+    let now = parsed.now.unwrap_or(clock);
+
+    let record_key = match numkeys {
+        2 => Some(Key::open(ctx, argv[3], false)?),
+        _ => None,
+    };
+    let fields = match &record_key {
+        Some(key) => match key.kind()? {
+            Kind::Empty => None,
+            Kind::Hash => Some(key.record_fields()?),
+            _ => return Err(Failure::WrongType),
+        },
+        None => None,
+    };
+    let record = match &fields {
+        Some(f) => Some(Record {
+            safe: f.get(0)?,
+            block: f.get(1)?,
+            tier: f.get(2)?,
+            overrides: f.get(3)?,
+        }),
+        None => None,
+    };
+    let (rules, detail) = match select(&parsed, record.as_ref(), now)? {
+        Selected::Listed {
+            kind,
+            reason,
+            until,
+        } => return send(ctx, listed_reply(now, kind, reason, until).into_iter()),
+        Selected::Rules { rules, detail } => (rules, detail),
+    };
+
+    let mut log = Key::open(ctx, argv[2], parsed.writing)?;
+    let stored: &[u8] = match log.kind()? {
+        Kind::Empty => &[],
+        Kind::Text => log.bytes()?,
+        _ => return Err(Failure::WrongType),
+    };
+    let (seen, write) = check(Check {
+        stored,
+        rules: &rules,
+        cost: parsed.cost,
+        now,
+        clock: parsed.now.is_none().then_some(clock),
+        writing: parsed.writing,
+    })?;
+    apply(ctx, &mut log, &write, clock)?;
+    send(ctx, checked_reply(&seen, &detail))
+}
+
+fn wrong_arity() -> Failure {
+    Failure::Arg(ratekeeper_engine::ArgError(
+        "wrong number of arguments: RATEKEEPER.CHECK numkeys log [record] c|p cost now rules..."
+            .into(),
+    ))
+}
+
+/// Writes what the check logged, and sends the same effects (plain string
+/// commands, with absolute expiry times) to replicas and the AOF.
+fn apply(ctx: Ctx, log: &mut Key, write: &Write, clock: i64) -> Result<(), Failure> {
+    match write {
+        Write::Nothing => {}
+        Write::Patch { edits, ttl_ms } => {
+            let needed = edits.iter().map(|(at, b)| at + b.len()).max().unwrap_or(0);
+            if log.bytes()?.len() < needed {
+                log.truncate(needed)?;
+            }
+            let name = log.name();
+            let buffer = log.bytes_mut()?;
+            for (at, bytes) in edits {
+                buffer[*at..at + bytes.len()].copy_from_slice(bytes);
+                api::replicate_setrange(ctx, name, *at, bytes)?;
+            }
+            if let Some(ttl) = ttl_ms {
+                log.expire_at(clock + ttl)?;
+                api::replicate_pexpireat(ctx, log.name(), clock + ttl)?;
+            }
+        }
+        Write::Rewrite { bytes, ttl_ms } => {
+            log.set(bytes)?;
+            log.expire_at(clock + ttl_ms)?;
+            api::replicate_set(ctx, log.name(), bytes, clock + ttl_ms)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sends a reply of integers and bulk strings.
+pub fn send<'a>(ctx: Ctx, items: impl ExactSizeIterator<Item = Item<'a>>) -> Result<(), Failure> {
+    reply::array(ctx, items.len())?;
+    for item in items {
+        match item {
+            Item::Int(n) => reply::int(ctx, n)?,
+            Item::Bytes(b) => reply::bulk(ctx, b)?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! # ratekeeper-module
+//!
+//! ratekeeper's check inside Redis: a Redis module whose commands take the
+//! same keys and arguments as the Lua scripts, give the same replies and
+//! leave the same bytes, so that clients use it when a server has it
+//! loaded and the script when it has not, and a fleet can switch at any
+//! time. The log itself is [`ratekeeper_engine`]'s.
+//!
+//! * `RATEKEEPER.CHECK numkeys log [record] c|p cost now n windows limits...
+//!   windows... [tier n windows limits... windows...]...`: `check.lua`.
+//! * `RATEKEEPER.POLICY 1 key set now field [value]` and
+//!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `policy.lua`.
+//!
+//! Build it with `cargo build --release -p ratekeeper-module` and load
+//! `target/release/libratekeeper_module.so` with `redis-server --loadmodule`
+//! (or `MODULE LOAD`). The commands read the server clock, declare their
+//! keys (so Cluster routes them and ACLs apply), send replicas and the AOF
+//! plain string commands with absolute expiry times (so a server without
+//! the module can still load the AOF), allocate through Redis, and answer
+//! bad arguments, keys of another type and damaged logs with an error reply;
+//! a panic is caught and answered as an error too.
+
+mod api;
+mod check;
+mod guard;
+mod policy;
+
+use redis_module::{raw, Context, RedisString, Status};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Registers one command whose keys the module names on request.
+fn register(ctx: &Context, name: &CStr, handler: Handler, flags: &CStr) -> Status {
+    let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
+        return Status::Err;
+    };
+    let status = unsafe {
+        create(
+            ctx.ctx,
+            name.as_ptr(),
+            Some(handler),
+            flags.as_ptr(),
+            0,
+            0,
+            0,
+        )
+    };
+    if status == raw::REDISMODULE_OK as c_int {
+        Status::Ok
+    } else {
+        ctx.log_warning(&format!("ratekeeper: could not register {name:?}"));
+        Status::Err
+    }
+}
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let flags = c"write deny-oom getkeys-api";
+    for (name, handler) in [
+        (c"ratekeeper.check", check::command as Handler),
+        (c"ratekeeper.policy", policy::command as Handler),
+    ] {
+        if register(ctx, name, handler, flags) == Status::Err {
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+redis_module::redis_module! {
+    name: "ratekeeper",
+    version: 1,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [],
+    init: init,
+    commands: [],
+}
