@@ -24,7 +24,7 @@
 -- The log's layout and rules are described once, in the engine crate's docs
 -- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
 -- for Redis servers that load no modules; a differential test
--- (module/tests/differential.rs) holds the two to equal replies and stored bytes.
+-- (core/tests/engine_differential.rs) holds the two to equal replies and stored bytes.
 -- This runs on every request: the common path makes four Redis calls (TIME, GETRANGE,
 -- SETRANGE, SETRANGE), encodes only what changed and defines no function it does not use.
 
@@ -298,7 +298,7 @@ if renew or rewrite then expire_at = clock and clock + TTL or 0 end
 
 local function header()
   local sizes = fits and room == room_in and sub(hdr, 8, 17) or enc5(cap) .. enc5(room)
-  local last = admitted and enc5(floor(newest / 256)) .. char(newest % 256) or sub(hdr, 18, 23)
+  local last = (admitted or tbl) and enc5(floor(newest / 256)) .. char(newest % 256) or sub(hdr, 18, 23)
   local expiry = expire_at == expire_in and sub(hdr, 24, 29) or enc5(floor(expire_at / 256)) .. char(expire_at % 256)
   local parts = {char(VERSION, n) .. enc5(N) .. sizes .. last .. expiry .. WINDOWS}
   for i = 1, n do

@@ -9,10 +9,11 @@
 use crate::error::{Error, Result};
 use std::fmt;
 
-/// Largest limit a rule may have: the Redis log of 10,000,000 units is 60 MB.
-pub const MAX_LIMIT: u64 = 10_000_000;
-/// Longest window a rule may have: 366 days, in milliseconds.
-pub const MAX_WINDOW_MS: u64 = 366 * DAY_MS;
+/// Largest limit a rule may have: the Redis log of 10,000,000 units is 60 MB
+/// (the engine's bound, which the Redis module holds its arguments to).
+pub const MAX_LIMIT: u64 = ratekeeper_engine::command::MAX_LIMIT as u64;
+/// Longest window a rule may have: 366 days, in milliseconds (the engine's bound).
+pub const MAX_WINDOW_MS: u64 = ratekeeper_engine::command::MAX_WINDOW_MS as u64;
 /// Most rules one set may hold.
 pub const MAX_RULES: usize = 64;
 

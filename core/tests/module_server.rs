@@ -164,6 +164,17 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
             },
             "a limit",
         ),
+        (
+            "RATEKEEPER.CHECK",
+            {
+                // a limit and cost of 2^40 - 1: refused, never a ring that size
+                let mut a = good(&format!("{tag}:huge"));
+                a[3] = b"1099511627775".to_vec();
+                a[7] = b"1099511627775".to_vec();
+                a
+            },
+            "a limit must be from 1 to 10000000",
+        ),
         ("RATEKEEPER.CHECK", good(&hash), "WRONGTYPE"),
         ("RATEKEEPER.CHECK", good(&list), "WRONGTYPE"),
         (
@@ -250,6 +261,10 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
         b"-1".to_vec(),
         b"".to_vec(),
         b"18446744073709551616".to_vec(),
+        b"10000000".to_vec(),
+        b"10000001".to_vec(),
+        b"1099511627775".to_vec(),
+        b"31622400001".to_vec(),
         w.clone(),
         b"set".to_vec(),
         b"strike".to_vec(),
@@ -280,6 +295,9 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
         }
         match redis::cmd(name).arg(&args).query::<Value>(&mut con) {
             Ok(_) => replies += 1,
+            Err(e) if e.to_string().contains("internal error") => {
+                panic!("{name} {args:?} panicked in the module: {e}")
+            }
             Err(e)
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
                     || e.to_string().contains("WRONGTYPE")
@@ -460,4 +478,24 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     let stats = store.stats();
     assert_eq!(stats.path, "script", "{stats:?}");
     assert!(stats.script_calls >= 10, "{stats:?}");
+}
+
+#[test]
+fn a_module_loaded_later_is_picked_up_within_ten_seconds() {
+    let Some(module) = module_file() else { return };
+    let server = OwnRedis::start(&["--enable-module-command", "yes"]);
+    let store = open(&server.url(), ModuleUse::Auto);
+    let limiter = limiter(store.clone());
+    assert!(limiter.check(b"k", 1, None).unwrap().allowed());
+    assert_eq!(store.stats().path, "script");
+    let mut con = connect(&server.url());
+    let _: () = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(&module)
+        .query(&mut con)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(10_100));
+    assert!(limiter.check(b"k", 1, None).unwrap().allowed());
+    let stats = store.stats();
+    assert_eq!((stats.path, stats.module_calls), ("module", 1), "{stats:?}");
 }

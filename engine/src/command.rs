@@ -26,6 +26,12 @@ pub const MAX_RULES: usize = 255;
 /// Latest time a check may give (ms): 2^47, past which a timestamp's
 /// reading relative to the newest one is no longer exact.
 pub const MAX_NOW: i64 = 1 << 47;
+/// The largest limit a rule may have (the core's bound on rules too): a
+/// log's ring holds at most this many units.
+pub const MAX_LIMIT: i64 = 10_000_000;
+/// The longest window a rule may have, 366 days (ms): well inside the
+/// range a stored timestamp is read back in.
+pub const MAX_WINDOW_MS: i64 = 366 * 24 * 3_600_000;
 
 /// A decimal number of at most 18 digits, no sign, within `min..=max`.
 pub fn number(arg: &[u8], what: &str, min: i64, max: i64) -> Result<i64, ArgError> {
@@ -75,9 +81,9 @@ fn rule_set(args: &[&[u8]], at: usize, whose: &str) -> Result<(Rules, usize), Ar
         encoded: Vec::with_capacity(5 * n),
     };
     for i in 0..n {
-        let limit = number(args[at + 2 + i], "a limit", 1, MAX5 as i64).map_err(named)?;
+        let limit = number(args[at + 2 + i], "a limit", 1, MAX_LIMIT).map_err(named)?;
         let window =
-            number(args[at + 2 + n + i], "a window (ms)", 1, MAX5 as i64).map_err(named)?;
+            number(args[at + 2 + n + i], "a window (ms)", 1, MAX_WINDOW_MS).map_err(named)?;
         rules.limits.push(limit);
         rules.windows.push(window);
         rules.encoded.extend_from_slice(&enc5(window));
@@ -168,9 +174,9 @@ pub fn parse_override(text: &[u8]) -> Result<Rules, ArgError> {
         let colon = i + digits;
         if digits > 0 && text.get(colon) == Some(&b':') && run(colon + 1) > 0 {
             let end = colon + 1 + run(colon + 1);
-            let limit = number(&text[i..colon], "", 1, MAX5 as i64).map_err(|_| invalid())?;
+            let limit = number(&text[i..colon], "", 1, MAX_LIMIT).map_err(|_| invalid())?;
             let window =
-                number(&text[colon + 1..end], "", 1, MAX5 as i64).map_err(|_| invalid())?;
+                number(&text[colon + 1..end], "", 1, MAX_WINDOW_MS).map_err(|_| invalid())?;
             pairs.push((limit, window));
             i = end;
         } else {

@@ -453,10 +453,12 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             out.extend_from_slice(&enc5(cap));
             out.extend_from_slice(&enc5(log.room));
         }
-        if allowed {
+        // (a rebuilt log states its newest unit afresh: the string it was
+        // rebuilt from may not be a log at all)
+        if allowed || log.table.is_some() {
             out.extend_from_slice(&enc6(log.newest));
         } else {
-            out.extend_from_slice(range(hdr, 17, 6));
+            out.extend_from_slice(&hdr[17..23]);
         }
         if log.expire_at == expire_in {
             out.extend_from_slice(&hdr[23..29]);

@@ -117,6 +117,14 @@ proptest! {
                 let inside: Vec<i64> = units.iter().copied().filter(|&u| u > t - w).collect();
                 prop_assert_eq!(rule.count, inside.len() as i64);
                 prop_assert_eq!(rule.oldest, inside.first().copied().unwrap_or(-1));
+                // when a denied check would fit: once its oldest `over` units have left
+                let over = inside.len() as i64 + step.cost - rules.limits[i];
+                let free_at = if !fits && over > 0 && step.cost <= rules.limits[i] {
+                    inside[over as usize - 1] + w
+                } else {
+                    -1
+                };
+                prop_assert_eq!(rule.free_at, free_at);
             }
             if step.peek {
                 prop_assert_eq!(&write, &Write::Nothing);

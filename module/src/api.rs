@@ -90,20 +90,28 @@ impl Key {
         })
     }
 
-    /// The string's bytes, in place; valid until the key is written or closed.
+    /// The string's bytes, in place. The borrow keeps every method that
+    /// changes the key (all take `&mut self`) away while the slice lives.
     pub fn bytes(&self) -> Result<&[u8], ApiError> {
-        self.dma(false).map(|b| &*b)
+        let (ptr, len) = self.dma(false)?;
+        // SAFETY: Redis gives `len` bytes of the key's string, valid until the
+        // key changes, which needs `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
     }
 
     /// The string's bytes, in place, to write (the key must be open for writing).
     pub fn bytes_mut(&mut self) -> Result<&mut [u8], ApiError> {
-        self.dma(true)
+        let (ptr, len) = self.dma(true)?;
+        // SAFETY: as `bytes`, and the exclusive borrow makes this the only view.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 
-    #[allow(clippy::mut_from_ref)] // Redis hands out the buffer; `bytes` reborrows it shared
-    fn dma(&self, write: bool) -> Result<&mut [u8], ApiError> {
+    /// Where the string's bytes are and how many (a dangling pointer and 0
+    /// for an empty key).
+    fn dma(&self, write: bool) -> Result<(*mut u8, usize), ApiError> {
+        let empty = (std::ptr::NonNull::<u8>::dangling().as_ptr(), 0);
         if self.ptr.is_null() {
-            return Ok(&mut []);
+            return Ok(empty);
         }
         let dma = api!(RedisModule_StringDMA);
         let mode = if write {
@@ -114,14 +122,13 @@ impl Key {
         let mut len = 0usize;
         let ptr = unsafe { dma(self.ptr, &mut len, mode as c_int) };
         if ptr.is_null() || len == 0 {
-            return Ok(&mut []);
+            return Ok(empty);
         }
-        // SAFETY: Redis gives `len` bytes of the key's string, ours until the key changes.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
+        Ok((ptr.cast::<u8>(), len))
     }
 
     /// Makes the string `len` bytes long (padding with zeros).
-    pub fn truncate(&self, len: usize) -> Result<(), ApiError> {
+    pub fn truncate(&mut self, len: usize) -> Result<(), ApiError> {
         let truncate = api!(RedisModule_StringTruncate);
         if unsafe { truncate(self.ptr, len) } != raw::REDISMODULE_OK as c_int {
             return Err(ApiError("the string could not be resized"));
@@ -130,7 +137,7 @@ impl Key {
     }
 
     /// Replaces the key's value with the string `value`.
-    pub fn set(&self, value: &[u8]) -> Result<(), ApiError> {
+    pub fn set(&mut self, value: &[u8]) -> Result<(), ApiError> {
         let create = api!(RedisModule_CreateString);
         let set = api!(RedisModule_StringSet);
         let free = api!(RedisModule_FreeString);
@@ -144,7 +151,7 @@ impl Key {
     }
 
     /// Makes the key expire at `at_ms` by the server clock.
-    pub fn expire_at(&self, at_ms: i64) -> Result<(), ApiError> {
+    pub fn expire_at(&mut self, at_ms: i64) -> Result<(), ApiError> {
         let expire = api!(RedisModule_SetAbsExpire);
         if unsafe { expire(self.ptr, at_ms) } != raw::REDISMODULE_OK as c_int {
             return Err(ApiError("the key's expiry could not be set"));
@@ -229,10 +236,21 @@ impl Drop for Fields {
     }
 }
 
+/// The outcome of a `RedisModule_Replicate`.
+fn replicated(status: c_int) -> Result<(), ApiError> {
+    if status == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(ApiError(
+            "the write could not be sent to replicas and the AOF",
+        ))
+    }
+}
+
 /// Sends `SETRANGE key at bytes` to replicas and the AOF.
 pub fn replicate_setrange(ctx: Ctx, key: Arg, at: usize, value: &[u8]) -> Result<(), ApiError> {
     let replicate = api!(RedisModule_Replicate);
-    unsafe {
+    replicated(unsafe {
         replicate(
             ctx,
             c"SETRANGE".as_ptr(),
@@ -242,14 +260,13 @@ pub fn replicate_setrange(ctx: Ctx, key: Arg, at: usize, value: &[u8]) -> Result
             value.as_ptr().cast::<c_char>(),
             value.len(),
         )
-    };
-    Ok(())
+    })
 }
 
 /// Sends `SET key bytes PXAT at` to replicas and the AOF.
 pub fn replicate_set(ctx: Ctx, key: Arg, value: &[u8], at_ms: i64) -> Result<(), ApiError> {
     let replicate = api!(RedisModule_Replicate);
-    unsafe {
+    replicated(unsafe {
         replicate(
             ctx,
             c"SET".as_ptr(),
@@ -260,14 +277,13 @@ pub fn replicate_set(ctx: Ctx, key: Arg, value: &[u8], at_ms: i64) -> Result<(),
             c"PXAT".as_ptr(),
             at_ms as std::os::raw::c_longlong,
         )
-    };
-    Ok(())
+    })
 }
 
 /// Sends `PEXPIREAT key at` to replicas and the AOF.
 pub fn replicate_pexpireat(ctx: Ctx, key: Arg, at_ms: i64) -> Result<(), ApiError> {
     let replicate = api!(RedisModule_Replicate);
-    unsafe {
+    replicated(unsafe {
         replicate(
             ctx,
             c"PEXPIREAT".as_ptr(),
@@ -275,8 +291,7 @@ pub fn replicate_pexpireat(ctx: Ctx, key: Arg, at_ms: i64) -> Result<(), ApiErro
             key,
             at_ms as std::os::raw::c_longlong,
         )
-    };
-    Ok(())
+    })
 }
 
 /// Reply building: an array, integers, bulk strings, an error.

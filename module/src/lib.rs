@@ -56,7 +56,52 @@ fn register(ctx: &Context, name: &CStr, handler: Handler, flags: &CStr) -> Statu
     }
 }
 
+/// The module API functions the commands call, each present or not in this
+/// Redis (`RedisModule_SetAbsExpire` needs 6.2): the module loads only
+/// where all are, so no command fails half-way for a missing one.
+fn missing_api() -> Vec<&'static str> {
+    macro_rules! present {
+        ($($name:ident),* $(,)?) => {
+            [$((stringify!($name), unsafe { raw::$name }.is_some())),*]
+        };
+    }
+    present![
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_StringDMA,
+        RedisModule_StringTruncate,
+        RedisModule_StringSet,
+        RedisModule_StringPtrLen,
+        RedisModule_CreateString,
+        RedisModule_FreeString,
+        RedisModule_SetAbsExpire,
+        RedisModule_HashGet,
+        RedisModule_Milliseconds,
+        RedisModule_Replicate,
+        RedisModule_Call,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithStringBuffer,
+        RedisModule_ReplyWithError,
+        RedisModule_IsKeysPositionRequest,
+        RedisModule_KeyAtPos,
+    ]
+    .into_iter()
+    .filter(|(_, present)| !present)
+    .map(|(name, _)| name)
+    .collect()
+}
+
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let missing = missing_api();
+    if !missing.is_empty() {
+        ctx.log_warning(&format!(
+            "ratekeeper: this Redis lacks {} (the module needs Redis 6.2 or newer)",
+            missing.join(", ")
+        ));
+        return Status::Err;
+    }
     let flags = c"write deny-oom getkeys-api";
     for (name, handler) in [
         (c"ratekeeper.check", check::command as Handler),

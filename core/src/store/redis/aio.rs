@@ -237,12 +237,11 @@ impl RedisStore {
                     paths.answered(Path::Module);
                     reply = Some(answer);
                 }
-                Err(e) if paths.lacks_module(&e) => {
-                    if paths.required() {
-                        return Err(paths.missing(&self.shown));
-                    }
-                }
-                Err(e) => return Err(storage_error(e)),
+                Err(e) => match paths.lacks_module(&e) {
+                    Some(lack) if paths.required() => return Err(paths.missing(&self.shown, lack)),
+                    Some(_) => {}
+                    None => return Err(storage_error(e)),
+                },
             }
         }
         let reply = match reply {
@@ -292,7 +291,7 @@ impl RedisStore {
         for (request, reply) in requests.iter().zip(replies) {
             out.push(match reply.extract_error() {
                 // each on its own again: through the script now, or by its source
-                Err(e) if via == Via::Module && paths.lacks_module(&e) => {
+                Err(e) if via == Via::Module && paths.lacks_module(&e).is_some() => {
                     self.check_async(request).await
                 }
                 Err(e) if is_noscript(&e) => self.check_async(request).await,

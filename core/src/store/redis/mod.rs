@@ -438,12 +438,11 @@ impl RedisStore {
                     paths.answered(Path::Module);
                     return Ok(answer);
                 }
-                Err(e) if paths.lacks_module(&e) => {
-                    if paths.required() {
-                        return Err(paths.missing(&self.shown));
-                    }
-                }
-                Err(e) => return Err(storage_error(e)),
+                Err(e) => match paths.lacks_module(&e) {
+                    Some(lack) if paths.required() => return Err(paths.missing(&self.shown, lack)),
+                    Some(_) => {}
+                    None => return Err(storage_error(e)),
+                },
             }
         }
         let answer = match self.run(&command(Via::Sha), None)? {
@@ -729,7 +728,7 @@ impl LogStore for RedisStore {
                 let reply = match reply {
                     // each on its own again: through the script now (or,
                     // when the module is required, with its error)
-                    Err(e) if via == Via::Module && paths.lacks_module(&e) => {
+                    Err(e) if via == Via::Module && paths.lacks_module(&e).is_some() => {
                         return self.apply(request)
                     }
                     Err(e) if is_noscript(&e) => {

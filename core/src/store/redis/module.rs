@@ -13,7 +13,6 @@
 use crate::error::{Error, Result};
 use redis::RedisError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The module's check command.
@@ -62,6 +61,15 @@ impl std::str::FromStr for ModuleUse {
     }
 }
 
+/// Why the module cannot answer a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lack {
+    /// The server has no module loaded.
+    NotLoaded,
+    /// The Redis user's ACL does not let it run the module's commands.
+    NotPermitted,
+}
+
 /// The way one call goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
@@ -76,9 +84,12 @@ pub enum Path {
 #[derive(Debug)]
 pub struct Paths {
     wanted: ModuleUse,
-    /// When the server last answered that it has no module (None: it has, or
-    /// it was not asked yet).
-    absent_since: Mutex<Option<Instant>>,
+    /// What `absent_ms` counts from.
+    epoch: Instant,
+    /// When (ms after `epoch`, plus one) the server last answered that the
+    /// module cannot answer; 0: it can, or it was not asked yet. (An atomic:
+    /// every check reads it.)
+    absent_ms: AtomicU64,
     module_calls: AtomicU64,
     script_calls: AtomicU64,
 }
@@ -88,7 +99,8 @@ impl Paths {
     pub fn new(wanted: ModuleUse) -> Paths {
         Paths {
             wanted,
-            absent_since: Mutex::new(None),
+            epoch: Instant::now(),
+            absent_ms: AtomicU64::new(0),
             module_calls: AtomicU64::new(0),
             script_calls: AtomicU64::new(0),
         }
@@ -99,27 +111,36 @@ impl Paths {
         match self.wanted {
             ModuleUse::Off => Path::Script,
             ModuleUse::Require => Path::Module,
-            ModuleUse::Auto => {
-                let absent = self.absent_since.lock().unwrap_or_else(|p| p.into_inner());
-                match *absent {
-                    Some(since) if since.elapsed() < PROBE_AGAIN => Path::Script,
-                    _ => Path::Module,
-                }
-            }
+            ModuleUse::Auto => match self.absent_ms.load(Ordering::Relaxed) {
+                0 => Path::Module,
+                at if self.now_ms() + 1 - at < PROBE_AGAIN.as_millis() as u64 => Path::Script,
+                _ => Path::Module,
+            },
         }
     }
 
-    /// Whether a module call's error says the server has no module, or this
-    /// Redis user may not run it (an ACL without its commands); notes it.
-    /// (The command then did not run.)
-    pub fn lacks_module(&self, e: &RedisError) -> bool {
+    /// Why a module call's error says the module cannot answer: the server
+    /// has none ("unknown command", quoted '...' by Redis 7 and `...` by
+    /// Redis 6), or this Redis user may not run it (an ACL without its
+    /// commands); notes it. (The command then did not run.)
+    pub fn lacks_module(&self, e: &RedisError) -> Option<Lack> {
         let text = e.to_string().to_ascii_lowercase();
-        let unknown = (text.contains("unknown command") || text.contains("noperm"))
-            && text.contains("'ratekeeper.");
-        if unknown {
-            *self.absent_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        if !text.contains("ratekeeper.") {
+            return None;
         }
-        unknown
+        let lack = if text.contains("unknown command") {
+            Lack::NotLoaded
+        } else if text.contains("noperm") {
+            Lack::NotPermitted
+        } else {
+            return None;
+        };
+        self.absent_ms.store(self.now_ms() + 1, Ordering::Relaxed);
+        Some(lack)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     /// Whether only the module may answer (`redis_module` is "require").
@@ -127,13 +148,20 @@ impl Paths {
         self.wanted == ModuleUse::Require
     }
 
-    /// What a check gets when `redis_module` is "require" and the server has none.
-    pub fn missing(&self, shown: &str) -> Error {
-        Error::storage(format!(
-            "Redis at {shown} has no ratekeeper module loaded (redis_module is \"require\"): \
-             load it with redis-server --loadmodule /path/to/libratekeeper_module.so \
-             (or MODULE LOAD), or set redis_module to \"auto\""
-        ))
+    /// What a check gets when `redis_module` is "require" and the module cannot answer.
+    pub fn missing(&self, shown: &str, lack: Lack) -> Error {
+        Error::storage(match lack {
+            Lack::NotLoaded => format!(
+                "Redis at {shown} has no ratekeeper module loaded (redis_module is \"require\"): \
+                 load it with redis-server --loadmodule /path/to/libratekeeper_module.so \
+                 (or MODULE LOAD), or set redis_module to \"auto\""
+            ),
+            Lack::NotPermitted => format!(
+                "the Redis user at {shown} may not run the ratekeeper module's commands \
+                 (redis_module is \"require\"): add +ratekeeper.check +ratekeeper.policy to \
+                 its ACL, or set redis_module to \"auto\""
+            ),
+        })
     }
 
     /// Counts one call answered by `path`.
@@ -159,10 +187,12 @@ impl Paths {
 mod tests {
     use super::*;
 
-    fn unknown(name: &str) -> RedisError {
-        let text = format!("-ERR unknown command '{name}', with args beginning with: '2' 'a' \r\n");
+    fn server_error(text: &str) -> RedisError {
         let mut parser = redis::Parser::new();
-        match parser.parse_value(text.as_bytes()).unwrap() {
+        match parser
+            .parse_value(format!("-{text}\r\n").as_bytes())
+            .unwrap()
+        {
             redis::Value::ServerError(e) => e.into(),
             other => panic!("{other:?}"),
         }
@@ -170,16 +200,40 @@ mod tests {
 
     #[test]
     fn an_unknown_module_command_switches_auto_to_the_script() {
-        let paths = Paths::new(ModuleUse::Auto);
-        assert_eq!(paths.choose(), Path::Module);
-        assert!(!paths.lacks_module(&unknown("EVALSHA")));
-        assert_eq!(paths.choose(), Path::Module);
-        assert!(paths.lacks_module(&unknown("RATEKEEPER.CHECK")));
-        assert_eq!(paths.choose(), Path::Script);
+        let redis7 = server_error(
+            "ERR unknown command 'RATEKEEPER.CHECK', with args beginning with: '2' 'a' ",
+        );
+        let redis6 = server_error(
+            "ERR unknown command `RATEKEEPER.CHECK`, with args beginning with: `2`, `a`, ",
+        );
+        let noperm = server_error(
+            "NOPERM this user has no permissions to run the 'ratekeeper.check' command",
+        );
+        let other = server_error("ERR unknown command 'EVALSHA', with args beginning with: ");
+        for (e, lack) in [
+            (&redis7, Some(Lack::NotLoaded)),
+            (&redis6, Some(Lack::NotLoaded)),
+            (&noperm, Some(Lack::NotPermitted)),
+            (&other, None),
+        ] {
+            let paths = Paths::new(ModuleUse::Auto);
+            assert_eq!(paths.choose(), Path::Module);
+            assert_eq!(paths.lacks_module(e), lack, "{e}");
+            let next = if lack.is_some() {
+                Path::Script
+            } else {
+                Path::Module
+            };
+            assert_eq!(paths.choose(), next, "{e}");
+        }
         assert_eq!(Paths::new(ModuleUse::Off).choose(), Path::Script);
         let required = Paths::new(ModuleUse::Require);
-        assert!(required.lacks_module(&unknown("ratekeeper.check")));
+        assert!(required.lacks_module(&redis7).is_some());
         assert_eq!(required.choose(), Path::Module);
+        let told = required
+            .missing("redis://h:1/0", Lack::NotPermitted)
+            .to_string();
+        assert!(told.contains("+ratekeeper.check"), "{told}");
     }
 
     #[test]
