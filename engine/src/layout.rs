@@ -11,6 +11,9 @@ pub const FIXED: usize = 29;
 pub const SPAN: i64 = 1 << 40;
 /// The largest number a 5-byte field holds.
 pub const MAX5: u64 = (1 << 40) - 1;
+/// The longest string Redis keeps (its `proto-max-bulk-len`, 512 MB): a log
+/// whose header asks for more was not written by a check.
+pub const MAX_STRING: usize = 512 * 1024 * 1024;
 
 /// Bytes of the header of a log of `n` rules.
 pub const fn header_len(n: usize) -> usize {

@@ -2,8 +2,8 @@
 //! bytes it writes (see the crate docs for the layout and the rules it keeps).
 
 use crate::layout::{
-    dec5, dec6, enc5, enc6, header_len, pointers_at, range, sds_extra, size_class, FIXED, SPAN,
-    UNIT, VERSION,
+    dec5, dec6, enc5, enc6, header_len, pointers_at, range, sds_extra, size_class, FIXED,
+    MAX_STRING, SPAN, UNIT, VERSION,
 };
 
 /// The rules a check applies, shortest window first, as the header stores them.
@@ -327,6 +327,9 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             let old_h = header_len(usize::from(all[1]));
             let old_n = dec5(all, 2).ok_or(Damaged)?;
             let old_cap = dec5(all, 7).ok_or(Damaged)?;
+            if old_cap == 0 && old_n > 0 {
+                return Err(Damaged); // units, and no ring to hold them
+            }
             log.newest = dec6(all, 17).ok_or(Damaged)?;
             let horizon = log.newest - longest;
             let mut kept = Vec::new();
@@ -482,6 +485,10 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         // The whole string: in the layout of these rules, or with a bigger
         // ring, as many slots as its allocation holds anyway.
         let used_slots = used as usize;
+        if h + used_slots * UNIT > MAX_STRING {
+            // a header no check could have written (Redis would refuse the string too)
+            return Err(Damaged);
+        }
         let mut slots = Vec::with_capacity(used_slots * UNIT);
         if let Some(table) = log.table.as_mut() {
             if allowed {
@@ -534,6 +541,10 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
     if allowed {
         let slot = before % cap;
         let first = c.cost.min(cap - slot);
+        if h + (slot + first) as usize * UNIT > MAX_STRING {
+            // a header no check could have written (Redis would refuse the string too)
+            return Err(Damaged);
+        }
         edits.push((h + slot as usize * UNIT, unit.repeat(first as usize)));
         if c.cost > first {
             edits.push((h, unit.repeat((c.cost - first) as usize)));
@@ -547,4 +558,51 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             ttl_ms: renew.then_some(ttl),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_log_without_a_ring_is_damaged_not_a_panic() {
+        let rules = Rules::new(&[(5, 1_000)]);
+        // version 4, one rule, N = 3 units, capacity 0
+        let mut stored = vec![0u8; 60];
+        stored[0] = VERSION;
+        stored[1] = 2;
+        stored[6] = 3;
+        let c = Check {
+            stored: &stored,
+            rules: &rules,
+            cost: 1,
+            now: 1_000,
+            clock: None,
+            writing: true,
+        };
+        assert_eq!(check(c).unwrap_err(), Damaged);
+    }
+
+    #[test]
+    fn a_forged_ring_size_is_damaged_not_an_allocation() {
+        fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
+            Check {
+                stored,
+                rules,
+                cost: 1,
+                now: 1_000,
+                clock: None,
+                writing: true,
+            }
+        }
+        let rules = Rules::new(&[(5, 1_000)]);
+        let mut log = Vec::new();
+        let (_, write) = check(at(&log, &rules)).unwrap();
+        write.apply(&mut log);
+        // capacity and slots of 2^40 - 1, and a billion units logged
+        log[2..7].copy_from_slice(&enc5(1_000_000_000));
+        log[7..12].copy_from_slice(&[0xff; 5]);
+        log[12..17].copy_from_slice(&[0xff; 5]);
+        assert_eq!(check(at(&log, &rules)).unwrap_err(), Damaged);
+    }
 }
