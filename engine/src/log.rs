@@ -117,13 +117,14 @@ impl Write {
 }
 
 /// The stored log does not hold what its header says (a truncated or
-/// foreign string): the check cannot be made.
+/// foreign string, or a header no check could have written): the check
+/// cannot be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Damaged;
 
 impl std::fmt::Display for Damaged {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the stored log is damaged (shorter than its header says)")
+        f.write_str("the stored log is damaged (its bytes do not hold what its header says)")
     }
 }
 

@@ -46,10 +46,7 @@ impl Failure {
             Failure::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".into()
             }
-            Failure::Damaged => {
-                "ERR ratekeeper: the log at this key is damaged (shorter than its header says)"
-                    .into()
-            }
+            Failure::Damaged => format!("ERR ratekeeper: {Damaged}"),
             Failure::Api(e) => format!("ERR ratekeeper: {}", e.0),
             Failure::Reply(text) => text.clone(),
         }
