@@ -7,7 +7,7 @@
 mod common;
 
 use common::OwnRedis;
-use ratekeeper_core::{store, Limiter, ModuleUse, OnError, RuleSet, Store, StoreOptions};
+use ratekeeper_core::{Limiter, ModuleUse, OnError, RuleSet, Store};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,17 +18,6 @@ fn module_file() -> Option<String> {
 
 fn connect(url: &str) -> redis::Connection {
     redis::Client::open(url).unwrap().get_connection().unwrap()
-}
-
-fn open(url: &str, module: ModuleUse) -> Arc<dyn Store> {
-    let options = StoreOptions {
-        prefix: common::unique_prefix(),
-        timeout: Duration::from_secs(5),
-        connect_timeout: Duration::from_secs(2),
-        redis_module: module,
-        ..StoreOptions::default()
-    };
-    store::open(url, &options).unwrap()
 }
 
 fn limiter(store: Arc<dyn Store>) -> Limiter {
@@ -355,7 +344,7 @@ fn auto_uses_the_module_where_loaded_and_the_script_elsewhere() {
         (common::redis_url(), ModuleUse::Auto, "script"),
     ];
     for (url, module, path) in cases {
-        let store = open(&url, module);
+        let store = common::open_with(&url, module);
         let limiter = limiter(store.clone());
         let admitted = (0..12)
             .filter(|_| limiter.check(b"user", 1, None).unwrap().allowed())
@@ -371,7 +360,7 @@ fn auto_uses_the_module_where_loaded_and_the_script_elsewhere() {
         assert!(went >= 11 && other == 0, "{url} {module:?}: {stats:?}");
     }
     // require, on a Redis without the module: a clear error, every time
-    let store = open(&common::redis_url(), ModuleUse::Require);
+    let store = common::open_with(&common::redis_url(), ModuleUse::Require);
     for _ in 0..2 {
         let e = limiter(store.clone())
             .check(b"user", 1, None)
@@ -402,7 +391,7 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let store = open(&master.url(), ModuleUse::Auto);
+    let store = common::open_with(&master.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
     let admit = |limiter: &Limiter, key: &[u8], n: usize| -> usize {
         (0..n)
@@ -484,7 +473,7 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
 fn a_module_loaded_later_is_picked_up_within_ten_seconds() {
     let Some(module) = module_file() else { return };
     let server = OwnRedis::start(&["--enable-module-command", "yes"]);
-    let store = open(&server.url(), ModuleUse::Auto);
+    let store = common::open_with(&server.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
     assert!(limiter.check(b"k", 1, None).unwrap().allowed());
     assert_eq!(store.stats().path, "script");

@@ -2,7 +2,7 @@
 //! `core/lua/check.lua` takes them: parsed, checked, and turned into the
 //! rules a check applies (or a listing that answers it without one).
 
-use crate::layout::{enc5, MAX5};
+use crate::layout::MAX5;
 use crate::log::{Rules, Seen};
 
 /// Arguments a command cannot run with; the text names what is wrong.
@@ -75,18 +75,12 @@ fn rule_set(args: &[&[u8]], at: usize, whose: &str) -> Result<(Rules, usize), Ar
             "{whose}: {n} rules need their windows as stored, {n} limits and {n} windows"
         ));
     }
-    let mut rules = Rules {
-        limits: Vec::with_capacity(n),
-        windows: Vec::with_capacity(n),
-        encoded: Vec::with_capacity(5 * n),
-    };
+    let mut rules = Rules::with_capacity(n);
     for i in 0..n {
         let limit = number(args[at + 2 + i], "a limit", 1, MAX_LIMIT).map_err(named)?;
         let window =
             number(args[at + 2 + n + i], "a window (ms)", 1, MAX_WINDOW_MS).map_err(named)?;
-        rules.limits.push(limit);
-        rules.windows.push(window);
-        rules.encoded.extend_from_slice(&enc5(window));
+        rules.push(limit, window);
     }
     if args[at + 1] != rules.encoded.as_slice() {
         return bad(format!(
@@ -167,7 +161,7 @@ pub fn parse_override(text: &[u8]) -> Result<Rules, ArgError> {
             .take_while(|b| b.is_ascii_digit())
             .count()
     };
-    let mut pairs = Vec::new();
+    let mut rules = Rules::with_capacity(0);
     let mut i = 0;
     while i < text.len() {
         let digits = run(i);
@@ -177,16 +171,16 @@ pub fn parse_override(text: &[u8]) -> Result<Rules, ArgError> {
             let limit = number(&text[i..colon], "", 1, MAX_LIMIT).map_err(|_| invalid())?;
             let window =
                 number(&text[colon + 1..end], "", 1, MAX_WINDOW_MS).map_err(|_| invalid())?;
-            pairs.push((limit, window));
+            rules.push(limit, window);
             i = end;
         } else {
             i += 1;
         }
     }
-    if pairs.is_empty() || pairs.len() > MAX_RULES {
+    if rules.is_empty() || rules.len() > MAX_RULES {
         return Err(invalid());
     }
-    Ok(Rules::new(&pairs))
+    Ok(rules)
 }
 
 /// What a key's record makes of a check.
@@ -298,14 +292,17 @@ pub fn checked_reply<'a>(
     })
 }
 
-/// The windows of `pairs` as the check command takes them (5 bytes each).
-pub fn encode_windows(windows: &[i64]) -> Vec<u8> {
-    windows.iter().flat_map(|&w| enc5(w)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The windows as the check command takes them (5 bytes each).
+    fn encode_windows(windows: &[i64]) -> Vec<u8> {
+        windows
+            .iter()
+            .flat_map(|&w| crate::layout::enc5(w))
+            .collect()
+    }
 
     fn args(list: &[&str]) -> Vec<Vec<u8>> {
         list.iter().map(|s| s.as_bytes().to_vec()).collect()

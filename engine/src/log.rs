@@ -20,11 +20,27 @@ pub struct Rules {
 impl Rules {
     /// Rules from (limit, window ms) pairs.
     pub fn new(pairs: &[(i64, i64)]) -> Rules {
-        Rules {
-            limits: pairs.iter().map(|p| p.0).collect(),
-            windows: pairs.iter().map(|p| p.1).collect(),
-            encoded: pairs.iter().flat_map(|p| enc5(p.1)).collect(),
+        let mut rules = Rules::with_capacity(pairs.len());
+        for &(limit, window) in pairs {
+            rules.push(limit, window);
         }
+        rules
+    }
+
+    /// No rules yet, with room for `n`.
+    pub fn with_capacity(n: usize) -> Rules {
+        Rules {
+            limits: Vec::with_capacity(n),
+            windows: Vec::with_capacity(n),
+            encoded: Vec::with_capacity(5 * n),
+        }
+    }
+
+    /// Adds a rule (its window the longest so far).
+    pub fn push(&mut self, limit: i64, window: i64) {
+        self.limits.push(limit);
+        self.windows.push(window);
+        self.encoded.extend_from_slice(&enc5(window));
     }
 
     /// How many rules.

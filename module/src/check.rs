@@ -65,6 +65,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         Kind::Text => log.bytes()?,
         _ => return Err(Failure::WrongType),
     };
+    let stored_len = stored.len();
     let (seen, write) = check(Check {
         stored,
         rules: &rules,
@@ -73,7 +74,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         clock: parsed.now.is_none().then_some(clock),
         writing: parsed.writing,
     })?;
-    apply(ctx, &mut log, &write, clock)?;
+    apply(ctx, &mut log, stored_len, &write, clock)?;
     send(ctx, checked_reply(&seen, &detail))
 }
 
@@ -84,14 +85,21 @@ fn wrong_arity() -> Failure {
     ))
 }
 
-/// Writes what the check logged, and sends the same effects (plain string
-/// commands, with absolute expiry times) to replicas and the AOF.
-fn apply(ctx: Ctx, log: &mut Key, write: &Write, clock: i64) -> Result<(), Failure> {
+/// Writes what the check logged to the log of `stored_len` bytes, and sends
+/// the same effects (plain string commands, with absolute expiry times) to
+/// replicas and the AOF.
+fn apply(
+    ctx: Ctx,
+    log: &mut Key,
+    stored_len: usize,
+    write: &Write,
+    clock: i64,
+) -> Result<(), Failure> {
     match write {
         Write::Nothing => {}
         Write::Patch { edits, ttl_ms } => {
             let needed = edits.iter().map(|(at, b)| at + b.len()).max().unwrap_or(0);
-            if log.bytes()?.len() < needed {
+            if stored_len < needed {
                 log.truncate(needed)?;
             }
             let name = log.name();

@@ -37,8 +37,13 @@ def _left(expires_at: Optional[float]) -> str:
     return "-" if expires_at is None else time_left(expires_at - time.time())
 
 
-def redis_module_argument(parser: argparse.ArgumentParser) -> None:
-    """Adds --redis-module, the limiters' option of that name."""
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the options that name the store as the limiters use it: --store,
+    --prefix and --redis-module."""
+    parser.add_argument("--store", default=os.environ.get("RATEKEEPER_STORE", "redis://127.0.0.1:6379/0"),
+                        help="the store URL (default: $RATEKEEPER_STORE or redis://127.0.0.1:6379/0)")
+    parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
+                        help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
     parser.add_argument("--redis-module", metavar="auto|off|require",
                         default=os.environ.get("RATEKEEPER_REDIS_MODULE", "auto"),
                         help="check through the ratekeeper Redis module: auto (when loaded, the default), "
@@ -156,12 +161,8 @@ class Command:
         """Adds this command's parser, with the options every admin command takes."""
         parser: argparse.ArgumentParser = subparsers.add_parser(self.NAME, help=self.help, description=self.help)
         self.arguments(parser)
-        parser.add_argument("--store", default=os.environ.get("RATEKEEPER_STORE", "redis://127.0.0.1:6379/0"),
-                            help="the store URL (default: $RATEKEEPER_STORE or redis://127.0.0.1:6379/0)")
-        parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
-                            help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
+        store_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print JSON")
-        redis_module_argument(parser)
         parser.set_defaults(run=self.run)
         return parser
 

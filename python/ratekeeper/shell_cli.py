@@ -15,12 +15,11 @@ own memory is gone when it exits.
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Optional
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
-from ratekeeper.admin_cli import printable, redis_module_argument
+from ratekeeper.admin_cli import printable, store_arguments
 
 ADMITTED, DENIED, USAGE, STORE_FAILED = 0, 1, 2, 4
 
@@ -30,12 +29,8 @@ def _arguments(parser: argparse.ArgumentParser, waits: bool) -> None:
     parser.add_argument("--rules", required=True, help="the rules, such as '10/second; 1000/day'")
     parser.add_argument("--cost", type=int, default=1, help="units the call costs (default 1)")
     parser.add_argument("--scope", default="", help="the limiter's scope (the quota an app keeps under it)")
-    parser.add_argument("--store", default=os.environ.get("RATEKEEPER_STORE", "redis://127.0.0.1:6379/0"),
-                        help="the store URL (default: $RATEKEEPER_STORE or redis://127.0.0.1:6379/0)")
-    parser.add_argument("--prefix", default=os.environ.get("RATEKEEPER_PREFIX", "rk"),
-                        help="the limiters' key prefix (default: $RATEKEEPER_PREFIX or rk)")
+    store_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
-    redis_module_argument(parser)
     if waits:
         parser.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait at most (default: as long as it takes)")

@@ -29,16 +29,23 @@ pub fn memory() -> Arc<dyn Store> {
     store::open("memory://", &StoreOptions::default()).unwrap()
 }
 
-/// A fresh (uniquely prefixed) store on the test Redis; panics with advice when Redis is absent.
-pub fn redis() -> Arc<dyn Store> {
+/// A store at `url` under a prefix of its own, with the tests' timeouts and
+/// `redis_module` as given (connected on first use).
+pub fn open_with(url: &str, module: ModuleUse) -> Arc<dyn Store> {
     let options = StoreOptions {
         prefix: unique_prefix(),
         timeout: std::time::Duration::from_secs(5),
         connect_timeout: std::time::Duration::from_secs(2),
+        redis_module: module,
         ..StoreOptions::default()
     };
+    store::open(url, &options).unwrap()
+}
+
+/// A fresh (uniquely prefixed) store on the test Redis; panics with advice when Redis is absent.
+pub fn redis() -> Arc<dyn Store> {
     let url = redis_url();
-    let store = store::open(&url, &options).unwrap();
+    let store = open_with(&url, ModuleUse::Auto);
     store.reset(b"ping", "").unwrap_or_else(|e| {
         panic!("no Redis at {url} ({e}): run `bash scripts/test`, which starts one")
     });
@@ -49,13 +56,7 @@ pub fn redis() -> Arc<dyn Store> {
 /// scripts/test sets), or None when no cluster is configured.
 pub fn cluster() -> Option<Arc<dyn Store>> {
     let url = std::env::var("RATEKEEPER_TEST_CLUSTER").ok()?;
-    let options = StoreOptions {
-        prefix: unique_prefix(),
-        timeout: std::time::Duration::from_secs(5),
-        connect_timeout: std::time::Duration::from_secs(2),
-        ..StoreOptions::default()
-    };
-    let store = store::open(&url, &options).unwrap();
+    let store = open_with(&url, ModuleUse::Auto);
     store
         .reset(b"ping", "")
         .unwrap_or_else(|e| panic!("no Redis Cluster at {url} ({e})"));
@@ -78,14 +79,7 @@ pub fn configured(var: &str) -> Option<String> {
 /// A fresh store at the URL in `var`, with `redis_module` as given.
 pub fn store_at(var: &str, module: ModuleUse) -> Option<Arc<dyn Store>> {
     let url = configured(var)?;
-    let options = StoreOptions {
-        prefix: unique_prefix(),
-        timeout: std::time::Duration::from_secs(5),
-        connect_timeout: std::time::Duration::from_secs(2),
-        redis_module: module,
-        ..StoreOptions::default()
-    };
-    let store = store::open(&url, &options).unwrap();
+    let store = open_with(&url, module);
     store
         .reset(b"ping", "")
         .unwrap_or_else(|e| panic!("no Redis at {url} ({e})"));

@@ -230,19 +230,10 @@ impl RedisStore {
         let paths = &self.connections()?.paths;
         let mut reply = None;
         if paths.choose() == Path::Module {
-            let route = log_key(&self.prefix, request.tag, request.scope);
+            let route = self.route(request);
             let command = self.check_command(request, Via::Module);
-            match self.run_async(&command, Some(&route)).await? {
-                Ok(answer) => {
-                    paths.answered(Path::Module);
-                    reply = Some(answer);
-                }
-                Err(e) => match paths.lacks_module(&e) {
-                    Some(lack) if paths.required() => return Err(paths.missing(&self.shown, lack)),
-                    Some(_) => {}
-                    None => return Err(storage_error(e)),
-                },
-            }
+            let answered = self.run_async(&command, route.as_deref()).await?;
+            reply = self.module_answer(paths, answered)?;
         }
         let reply = match reply {
             Some(reply) => reply,

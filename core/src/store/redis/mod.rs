@@ -428,21 +428,14 @@ impl RedisStore {
     /// restart or `SCRIPT FLUSH`: the script did not run).
     fn script<T: redis::FromRedisValue>(
         &self,
-        key: &[u8],
+        route: Option<&[u8]>,
         command: impl Fn(Via) -> redis::Cmd,
     ) -> Result<T> {
         let paths = &self.connections()?.paths;
         if paths.choose() == Path::Module {
-            match self.run(&command(Via::Module), Some(key))? {
-                Ok(answer) => {
-                    paths.answered(Path::Module);
-                    return Ok(answer);
-                }
-                Err(e) => match paths.lacks_module(&e) {
-                    Some(lack) if paths.required() => return Err(paths.missing(&self.shown, lack)),
-                    Some(_) => {}
-                    None => return Err(storage_error(e)),
-                },
+            let answered = self.run(&command(Via::Module), route)?;
+            if let Some(answer) = self.module_answer(paths, answered)? {
+                return Ok(answer);
             }
         }
         let answer = match self.run(&command(Via::Sha), None)? {
@@ -452,6 +445,33 @@ impl RedisStore {
         .map_err(storage_error)?;
         paths.answered(Path::Script);
         Ok(answer)
+    }
+
+    /// What a module call's answer comes to: its reply, `None` when the
+    /// script is to answer instead (the server, or this Redis user, has no
+    /// module, and `redis_module` allows the script), or the error.
+    fn module_answer<T>(
+        &self,
+        paths: &Paths,
+        answered: std::result::Result<T, RedisError>,
+    ) -> Result<Option<T>> {
+        match answered {
+            Ok(answer) => {
+                paths.answered(Path::Module);
+                Ok(Some(answer))
+            }
+            Err(e) => match paths.lacks_module(&e) {
+                Some(lack) if paths.required() => Err(paths.missing(&self.shown, lack)),
+                Some(_) => Ok(None),
+                None => Err(storage_error(e)),
+            },
+        }
+    }
+
+    /// Where a check's module command goes on a Cluster: its log key's slot
+    /// (None on a single Redis, where nothing needs routing).
+    fn route(&self, r: &Request<'_>) -> Option<Vec<u8>> {
+        self.cluster.then(|| log_key(&self.prefix, r.tag, r.scope))
     }
 
     /// A command answered by Redis (or a storage error).
@@ -699,8 +719,9 @@ impl LogStore for RedisStore {
     }
 
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
-        let route = log_key(&self.prefix, request.tag, request.scope);
-        let reply: Vec<Value> = self.script(&route, |via| self.check_command(request, via))?;
+        let route = self.route(request);
+        let reply: Vec<Value> =
+            self.script(route.as_deref(), |via| self.check_command(request, via))?;
         parse_reply(&reply, request)
     }
 
@@ -785,7 +806,7 @@ impl PolicyStore for RedisStore {
 
     fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
         let key = record_key(&self.prefix, tag);
-        self.script::<i64>(&key, |via| {
+        self.script::<i64>(Some(&key), |via| {
             let mut cmd = self.policy.command(via, &[&key]);
             cmd.arg("set").arg(now_ms).arg(field.code());
             if let Some(value) = value {
@@ -822,7 +843,7 @@ impl PolicyStore for RedisStore {
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
         let key = strikes_key(&self.prefix, tag, &rule.name);
-        let (now, strikes, banned): (u64, u64, i64) = self.script(&key, |via| {
+        let (now, strikes, banned): (u64, u64, i64) = self.script(Some(&key), |via| {
             let mut cmd = self.policy.command(via, &[&key]);
             cmd.arg("strike");
             match now_ms {
