@@ -19,6 +19,7 @@ Gem::Specification.new do |spec|
     "engine/Cargo.toml", "engine/src/**/*.rs", "module/Cargo.toml", "module/src/**/*.rs",
     "core/Cargo.toml", "core/src/**/*.rs", "core/lua/*.lua", "core/benches/*.rs",
     "python/Cargo.toml", "python/src/**/*.rs",
+    "server/Cargo.toml", "server/build.rs", "server/src/**/*.rs", "server/proto/**/*",
     "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",
     "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"
   ]

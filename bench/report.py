@@ -31,6 +31,13 @@ ROWS = [
     ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_none_rps", "no limiter", None, "more"),
     ("`await acheck()` from one loop, 256 in flight, checks/s", "py_acheck_256_per_s", "py_check_16_threads_per_s", "blocking `check()` from 16 threads", None, "more"),
     # the same through the ratekeeper Redis module (a Redis of its own, with the module loaded)
+    ("edge: `ratekeeper-server` forward auth, 4 rules on Redis, `wrk -c1` p50", "edge_forward_auth_c1_p50", "edge_tokio_ping_p50", "Redis PING from tokio (p50)", 1.5, "le"),
+    ("**module:** edge forward auth, 4 rules, `wrk -c1` p50", "edge_forward_auth_module_c1_p50", "edge_tokio_ping_p50", "Redis PING from tokio (p50)", 1.5, "le"),
+    ("edge: forward-auth decisions/s, 4 rules on Redis, `wrk -c32` (for reference)", "edge_forward_auth_rps", "edge_memory_rps", "the same server on the memory store", None, "more"),
+    ("edge: forward auth p99, `wrk -c32` (for reference)", "edge_forward_auth_p99", "edge_forward_auth_p50", "its p50", None, "le"),
+    ("edge: nginx + `auth_request` to the server, requests/s", "edge_nginx_auth_rps", "edge_nginx_static_rps", "nginx alone, the same static file", None, "more"),
+    ("edge: nginx + `auth_request` to the server, p50", "edge_nginx_auth_p50", "edge_nginx_static_p50", "nginx alone, the same static file", None, "le"),
+    ("edge: the server on the memory store, decisions/s", "edge_memory_rps", "edge_nginx_limit_req_rps", "nginx `limit_req` serving a static file", None, "more"),
     ("**module:** Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules_module", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 0.2, "le"),
     ("**module:** Redis CPU per check, 4 rules (for reference)", "redis_usec_per_check_4_rules_module", "redis_usec_per_check_4_rules", "the script (the row above)", None, "le"),
     ("**module:** Redis time per check under a full pipeline (for reference)", "redis_usec_per_pipelined_check_module", "redis_usec_per_pipelined_check_script", "the script, same workload", None, "le"),

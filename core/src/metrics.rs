@@ -141,6 +141,85 @@ impl Metrics {
     }
 }
 
+/// The counters of named limiters in the Prometheus text format, under the
+/// names Python's `RateKeeperCollector` exports:
+/// `ratekeeper_checks_total{limiter, outcome}` (allowed, denied, fail_open,
+/// fail_closed), `ratekeeper_cached_denials_total{limiter}`,
+/// `ratekeeper_store_errors_total{limiter}` and
+/// `ratekeeper_peak_used{limiter, window}` (window in seconds, as `60s`).
+/// Label values are escaped as the format asks.
+pub fn prometheus_text(limiters: &[(&str, Stats)]) -> String {
+    let mut out = String::new();
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    };
+    family(
+        &mut out,
+        "ratekeeper_checks_total",
+        "counter",
+        "Checks decided, by outcome.",
+    );
+    for (name, stats) in limiters {
+        for (outcome, count) in [
+            ("allowed", stats.allowed),
+            ("denied", stats.denied),
+            ("fail_open", stats.fail_open),
+            ("fail_closed", stats.fail_closed),
+        ] {
+            out.push_str(&format!(
+                "ratekeeper_checks_total{{limiter=\"{}\",outcome=\"{outcome}\"}} {count}\n",
+                label(name)
+            ));
+        }
+    }
+    let per_limiter = [
+        (
+            "ratekeeper_cached_denials_total",
+            "Denials answered in-process by the denial cache.",
+            (|s: &Stats| s.cached_denials) as fn(&Stats) -> u64,
+        ),
+        (
+            "ratekeeper_store_errors_total",
+            "Checks whose store failed.",
+            |s: &Stats| s.errors,
+        ),
+    ];
+    for (metric, help, value) in per_limiter {
+        family(&mut out, metric, "counter", help);
+        for (name, stats) in limiters {
+            out.push_str(&format!(
+                "{metric}{{limiter=\"{}\"}} {}\n",
+                label(name),
+                value(stats)
+            ));
+        }
+    }
+    family(
+        &mut out,
+        "ratekeeper_peak_used",
+        "gauge",
+        "Most units seen in use in a window by any key.",
+    );
+    for (name, stats) in limiters {
+        for (window_ms, used) in &stats.peak_used {
+            out.push_str(&format!(
+                "ratekeeper_peak_used{{limiter=\"{}\",window=\"{}s\"}} {used}\n",
+                label(name),
+                crate::time::seconds(*window_ms)
+            ));
+        }
+    }
+    out
+}
+
+/// A label value escaped for the Prometheus text format.
+pub fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +267,9 @@ mod tests {
             (3, 1, 1)
         );
         assert_eq!(stats.peak_used, vec![(1000, 2), (60_000, 2)]);
+        let text = prometheus_text(&[("a\"b", stats)]);
+        assert!(text.contains("ratekeeper_checks_total{limiter=\"a\\\"b\",outcome=\"denied\"} 2\n"));
+        assert!(text.contains("ratekeeper_peak_used{limiter=\"a\\\"b\",window=\"60s\"} 2\n"));
+        assert!(text.contains("ratekeeper_store_errors_total{limiter=\"a\\\"b\"} 3\n"));
     }
 }

@@ -9,7 +9,8 @@ use crate::error::{shown, Error, Result};
 use crate::limiter::{Limiter, OnError};
 use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
-use crate::store::{self, ModuleUse, StoreOptions, DEFAULT_TIMEOUT};
+use crate::store::{self, ModuleUse, Store, StoreOptions, DEFAULT_TIMEOUT};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What kind of value an option takes.
@@ -267,16 +268,19 @@ impl Settings {
 impl Limiter {
     /// A limiter for `rules` built from `settings` (see [`Settings`]).
     pub fn from_settings(rules: RuleSet, settings: &Settings) -> Result<Limiter> {
-        let limiter = Limiter::open(
-            rules,
-            &settings.store,
-            &settings.store_options(),
-            settings.on_error,
-        )?
-        .with_scope(&settings.scope)?
-        .with_tiers(settings.tiers.clone())?
-        .with_policy_refresh(settings.policy_refresh)?
-        .with_records(settings.policies);
+        let store = store::open(&settings.store, &settings.store_options())?;
+        Limiter::on_store(rules, settings, store)
+    }
+
+    /// [`Limiter::from_settings`] on a store already open (several limiters,
+    /// say a server's throttles, sharing one connection and one round trip);
+    /// `settings.store` and the store options are not read again.
+    pub fn on_store(rules: RuleSet, settings: &Settings, store: Arc<dyn Store>) -> Result<Limiter> {
+        let limiter = Limiter::with_store(rules, store, settings.on_error)
+            .with_scope(&settings.scope)?
+            .with_tiers(settings.tiers.clone())?
+            .with_policy_refresh(settings.policy_refresh)?
+            .with_records(settings.policies);
         // the memory store answers in-process already: nothing to spare it
         Ok(if limiter.waits_on_io() {
             limiter.with_denial_cache(settings.denial_cache)

@@ -1,0 +1,154 @@
+//! The HTTP door: forward auth as Traefik `ForwardAuth`, Caddy
+//! `forward_auth` and nginx `auth_request` ask it, `/healthz` and
+//! `/metrics`.
+//!
+//! - `/nginx`: for nginx's `auth_request`, which takes any answer but 2xx,
+//!   401 and 403 for an error: a denial comes as 401 (with `Retry-After`,
+//!   the rate-limit headers and the JSON body), which README's recipe turns
+//!   back into the client's 429.
+//! - every other path (say `/auth`): a pass is 200 with the rate-limit
+//!   headers, a denial the core's 429 (`Retry-After`, JSON body), a block
+//!   its 403; proxies hand these to the client as they are.
+//!
+//! A forwarded request the server cannot read is answered 400 with a JSON
+//! body naming the problem.
+
+use crate::gate::{decide, Verdict};
+use crate::metrics;
+use crate::original::Original;
+use crate::state::State;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use ratekeeper_core::http::Answer;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The HTTP door's routes.
+pub fn router(state: Arc<State>) -> Router {
+    let metrics_state = state.clone();
+    let nginx_state = state.clone();
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route(
+            "/metrics",
+            get(move || async move { metrics_response(&metrics_state) }),
+        )
+        .route(
+            "/nginx",
+            axum::routing::any(move |info, request| {
+                forward_auth(nginx_state.clone(), "nginx", info, request)
+            }),
+        )
+        .fallback(move |info, request| forward_auth(state.clone(), "forward_auth", info, request))
+}
+
+async fn healthz() -> Response {
+    json(StatusCode::OK, "{\"status\":\"ok\"}")
+}
+
+fn metrics_response(state: &State) -> Response {
+    let mut response = Response::new(Body::from(metrics::render(state)));
+    response.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+async fn forward_auth(
+    state: Arc<State>,
+    door: &'static str,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let policy = state.policy();
+    let (parts, _) = request.into_parts();
+    let original = match Original::from_forward_auth(&parts, peer, &policy.spec.proxies) {
+        Ok(original) => original,
+        Err(e) => {
+            state.counters.request(door, "bad_request");
+            log::warn!("bad forwarded request from {peer}: {e}");
+            return json(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "{{\"error\":\"bad_request\",\"detail\":{}}}",
+                    quoted(&e.to_string())
+                ),
+            );
+        }
+    };
+    match decide(&policy, &original).await {
+        Ok(verdict) => {
+            state.counters.request(door, verdict.name());
+            rendered(verdict, door == "nginx")
+        }
+        Err(e) => {
+            state.counters.request(door, "error");
+            log::error!("check failed (on_error = \"raise\"): {e}");
+            json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "{\"error\":\"store_error\"}",
+            )
+        }
+    }
+}
+
+/// The verdict as the proxy gets it (`for_nginx`: a denial as 401).
+fn rendered(verdict: Verdict, for_nginx: bool) -> Response {
+    match verdict {
+        Verdict::Pass(headers) => with_headers(Response::new(Body::empty()), headers),
+        Verdict::Denied(answer) if for_nginx => answered(Answer {
+            status: Some(401),
+            ..answer
+        }),
+        Verdict::Blocked(answer) if for_nginx => answered(Answer {
+            status: Some(403),
+            ..answer
+        }),
+        Verdict::Denied(answer) | Verdict::Blocked(answer) => answered(answer),
+    }
+}
+
+fn answered(answer: Answer) -> Response {
+    let mut response = with_headers(Response::new(Body::from(answer.body)), answer.headers);
+    *response.status_mut() =
+        StatusCode::from_u16(answer.status.unwrap_or(200)).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    response
+}
+
+fn with_headers(mut response: Response, headers: Vec<(&'static str, String)>) -> Response {
+    for (name, value) in headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+fn json(status: StatusCode, body: &str) -> Response {
+    let mut response = Response::new(Body::from(body.to_owned()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `text` as a JSON string.
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,206 @@
+"""Helpers of the edge tests: ratekeeper-server, the apps behind it (Django
+under gunicorn, Rack under puma) and the proxies in front (nginx, Caddy),
+each started on free loopback ports with the configuration README gives,
+and stopped by its pid."""
+
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from conftest import ROOT, free_port, wait_for_http
+
+SERVER_BIN = os.environ.get("RATEKEEPER_SERVER", os.path.join(ROOT, "target", "release", "ratekeeper-server"))
+SERVERS = os.path.join(ROOT, "tests", "python", "servers")
+# the addresses README's recipes use, replaced by each test's own ports
+README_SERVER, README_APP, README_PROXY = "127.0.0.1:8070", "127.0.0.1:8000", "8080"
+
+
+def need(program: str) -> str:
+    """The path of `program`; fails (CI) or skips the test when it is not installed."""
+    found = program if os.path.isabs(program) and os.path.exists(program) else shutil.which(program)
+    if found is None:
+        why = f"{program} is not installed or built: run scripts/setup-debian and scripts/test"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return found
+
+
+def request(port: int, path: str, headers: Optional[Dict[str, str]] = None, method: str = "GET",
+            timeout: float = 10.0) -> Tuple[int, Dict[str, str], bytes]:
+    """(status, headers by lower-case name, body) of one request to loopback `port`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+class Process:
+    """A process of a test's own, its output in a log file, stopped by its pid."""
+
+    def __init__(self, args: List[str], log_path: str, env: Optional[Dict[str, str]] = None,
+                 cwd: Optional[str] = None) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(args, env={**os.environ, **(env or {})}, cwd=cwd, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        self._log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> Optional[int]:
+        """Stops it by its pid; its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+class EdgeServer(Process):
+    """ratekeeper-server on a free port with `policy` (TOML) in `directory`."""
+
+    def __init__(self, directory, policy: str, store: Optional[str] = None, grpc: bool = False,
+                 env: Optional[Dict[str, str]] = None) -> None:
+        self.port = free_port()
+        self.grpc_port = free_port() if grpc else None
+        self.policy_path = os.path.join(str(directory), f"policy-{self.port}.toml")
+        self.write(policy)
+        args = [need(SERVER_BIN), "--config", self.policy_path, "--listen", f"127.0.0.1:{self.port}"]
+        if store:
+            args += ["--store", store]
+        if grpc:
+            args += ["--grpc", f"127.0.0.1:{self.grpc_port}"]
+        # the store is --store's or the file's, never the test run's $RATEKEEPER_STORE
+        env = {**(env or {}), "RATEKEEPER_STORE": ""}
+        super().__init__(args, os.path.join(str(directory), f"server-{self.port}.log"), env)
+        wait_for_http(f"http://127.0.0.1:{self.port}/healthz", process=self.proc)
+
+    def write(self, policy: str) -> None:
+        with open(self.policy_path, "w") as f:
+            f.write(policy)
+
+    def hangup(self) -> None:
+        """SIGHUP: read the policy file again."""
+        self.proc.send_signal(signal.SIGHUP)
+
+    def metrics(self) -> Dict[str, float]:
+        """/metrics as {"name{labels}": value}."""
+        status, _, body = request(self.port, "/metrics")
+        assert status == 200
+        out = {}
+        for line in body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def asked(self) -> float:
+        """Forward-auth requests the server answered, through any door."""
+        return sum(v for k, v in self.metrics().items() if k.startswith("ratekeeper_server_requests_total"))
+
+
+def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = "5/minute") -> Tuple[Process, int]:
+    """The edge Django app (servers/edge_django.py) under gunicorn, 2 workers."""
+    port = free_port()
+    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix}
+    app = Process([sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", SERVERS,
+                   "--log-level", "warning", "edge_django:app"],
+                  os.path.join(str(directory), f"django-{door}-{port}.log"), env)
+    wait_for_http(f"http://127.0.0.1:{port}/warm", process=app.proc)
+    return app, port
+
+
+def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/minute") -> Tuple[Process, int]:
+    """The edge Rack app (servers/edge_rack.ru) under puma, 2 workers."""
+    port = free_port()
+    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix}
+    app = Process([need("puma"), "-w", "2", "-b", f"tcp://127.0.0.1:{port}", "--quiet",
+                   os.path.join(SERVERS, "edge_rack.ru")],
+                  os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
+    wait_for_http(f"http://127.0.0.1:{port}/warm", seconds=40, process=app.proc)
+    return app, port
+
+
+def readme_block(name: str) -> str:
+    """The code block README.md marks with <!-- edge-NAME -->."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    found = re.search(rf"<!-- edge-{name} -->\s*```[a-z]*\n(.*?)```", text, re.S)
+    assert found, f"README.md has no <!-- edge-{name} --> block"
+    return found.group(1)
+
+
+def with_ports(text: str, server: int, app: int, proxy: int) -> str:
+    """README's recipe with a test's ports in place of README's."""
+    assert README_SERVER in text and README_APP in text and README_PROXY in text
+    return (text.replace(README_SERVER, f"127.0.0.1:{server}").replace(README_APP, f"127.0.0.1:{app}")
+            .replace(f":{README_PROXY}", f":{proxy}").replace(f"listen {README_PROXY}", f"listen 127.0.0.1:{proxy}"))
+
+
+def nginx(directory, server: int, app: int) -> Tuple[Process, int]:
+    """nginx in front of `app`, asking ratekeeper-server on `server`, with
+    README's server block as it is."""
+    binary = need("nginx")
+    proxy = free_port()
+    root = os.path.join(str(directory), f"nginx-{proxy}")
+    os.makedirs(os.path.join(root, "logs"), exist_ok=True)
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    conf = (f"{user}worker_processes 1;\nerror_log {root}/logs/error.log warn;\npid {root}/nginx.pid;\n"
+            "events { worker_connections 256; }\n"
+            f"http {{\n access_log off;\n client_body_temp_path {root}/body;\n proxy_temp_path {root}/proxy;\n"
+            f" fastcgi_temp_path {root}/fastcgi;\n uwsgi_temp_path {root}/uwsgi;\n scgi_temp_path {root}/scgi;\n"
+            + with_ports(readme_block("nginx"), server, app, proxy) + "}\n")
+    path = os.path.join(root, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    process = Process([binary, "-p", root, "-c", path, "-g", "daemon off;"], os.path.join(root, "out.log"))
+    wait_for_http(f"http://127.0.0.1:{proxy}/health", process=process.proc)
+    return process, proxy
+
+
+def caddy(directory, server: int, app: int) -> Tuple[Process, int]:
+    """Caddy in front of `app`, asking ratekeeper-server on `server`, with
+    README's Caddyfile as it is (admin endpoint off)."""
+    binary = need("caddy")
+    proxy = free_port()
+    root = os.path.join(str(directory), f"caddy-{proxy}")
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, "Caddyfile")
+    with open(path, "w") as f:
+        f.write("{\n\tadmin off\n}\n" + with_ports(readme_block("caddy"), server, app, proxy))
+    env = {"HOME": root, "XDG_DATA_HOME": root, "XDG_CONFIG_HOME": root}
+    process = Process([binary, "run", "--config", path, "--adapter", "caddyfile"], os.path.join(root, "out.log"), env)
+    wait_for_http(f"http://127.0.0.1:{proxy}/health", process=process.proc)
+    return process, proxy
+
+
+def stop_all(*processes: Process) -> None:
+    for process in processes:
+        process.stop()
+
+
+def wait_until(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,39 @@
+"""A Django app for the edge tests, as WSGI for gunicorn. EDGE_DOOR picks
+its part: "direct" limits /api/ per X-Api-Key under the scope "api"
+(EDGE_RULES) with the middleware; "proxied" limits nothing itself (it sits
+behind a proxy that asks ratekeeper-server). RATEKEEPER_STORE and
+RATEKEEPER_PREFIX name the store. Every answer says which door served it."""
+
+import os
+
+from django.conf import settings
+
+DOOR = os.environ.get("EDGE_DOOR", "direct")
+settings.configure(
+    DEBUG=False,
+    SECRET_KEY="edge-tests-only",
+    ALLOWED_HOSTS=["*"],
+    ROOT_URLCONF=__name__,
+    INSTALLED_APPS=["ratekeeper.django"],
+    MIDDLEWARE=["ratekeeper.django.middleware.RateLimitMiddleware"],
+    RATEKEEPER={
+        "STORE": os.environ["RATEKEEPER_STORE"],
+        "PREFIX": os.environ["RATEKEEPER_PREFIX"],
+        "ENABLED": DOOR == "direct",
+        "PATHS": [{"path": "/api/", "rules": os.environ.get("EDGE_RULES", "5/minute"),
+                   "key": "header:X-Api-Key", "scope": "api"}],
+    },
+)
+
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.http import HttpResponse  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+
+def served(request):
+    """Says which app and door served the request."""
+    return HttpResponse(f"django {DOOR} {request.path}", content_type="text/plain")
+
+
+urlpatterns = [re_path(r"^.*$", served)]
+app = get_wsgi_application()
