@@ -161,9 +161,9 @@ async fn serve(args: Args) -> Result<(), ServerError> {
         }));
     }
     log::info!(
-        "ratekeeper-server: {} throttle(s) on the {} store; HTTP on {}{}",
+        "ratekeeper-server: {} throttle(s) on {}; HTTP on {}{}",
         policy.throttles.len(),
-        policy.base.store_stats().path,
+        ratekeeper_core::store::redact(&policy.spec.settings.store),
         policy.spec.listen,
         policy
             .spec
