@@ -61,6 +61,14 @@ class Process:
         with open(self.log_path) as f:
             return f.read()
 
+    def wait(self, url: str, seconds: float = 20.0) -> None:
+        """Waits until it answers at `url`; stops it (and fails, with its log) when it does not."""
+        try:
+            wait_for_http(url, seconds=seconds, process=self.proc)
+        except BaseException:
+            self.stop()
+            pytest.fail(f"{self.proc.args[0]} did not come up: {self.log()[-2000:]}")
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> Optional[int]:
         """Stops it by its pid; its exit status."""
         if self.proc.poll() is None:
@@ -91,7 +99,7 @@ class EdgeServer(Process):
         # the store is --store's or the file's, never the test run's $RATEKEEPER_STORE
         env = {**(env or {}), "RATEKEEPER_STORE": ""}
         super().__init__(args, os.path.join(str(directory), f"server-{self.port}.log"), env)
-        wait_for_http(f"http://127.0.0.1:{self.port}/healthz", process=self.proc)
+        self.wait(f"http://127.0.0.1:{self.port}/healthz")
 
     def write(self, policy: str) -> None:
         with open(self.policy_path, "w") as f:
@@ -124,7 +132,7 @@ def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = 
     app = Process([sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", SERVERS,
                    "--log-level", "warning", "edge_django:app"],
                   os.path.join(str(directory), f"django-{door}-{port}.log"), env)
-    wait_for_http(f"http://127.0.0.1:{port}/warm", process=app.proc)
+    app.wait(f"http://127.0.0.1:{port}/warm")
     return app, port
 
 
@@ -135,7 +143,7 @@ def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/min
     app = Process([need("puma"), "-w", "2", "-b", f"tcp://127.0.0.1:{port}", "--quiet",
                    os.path.join(SERVERS, "edge_rack.ru")],
                   os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
-    wait_for_http(f"http://127.0.0.1:{port}/warm", seconds=40, process=app.proc)
+    app.wait(f"http://127.0.0.1:{port}/warm", seconds=40)
     return app, port
 
 
@@ -172,7 +180,7 @@ def nginx(directory, server: int, app: int) -> Tuple[Process, int]:
     with open(path, "w") as f:
         f.write(conf)
     process = Process([binary, "-p", root, "-c", path, "-g", "daemon off;"], os.path.join(root, "out.log"))
-    wait_for_http(f"http://127.0.0.1:{proxy}/health", process=process.proc)
+    process.wait(f"http://127.0.0.1:{proxy}/health")
     return process, proxy
 
 
@@ -188,7 +196,7 @@ def caddy(directory, server: int, app: int) -> Tuple[Process, int]:
         f.write("{\n\tadmin off\n}\n" + with_ports(readme_block("caddy"), server, app, proxy))
     env = {"HOME": root, "XDG_DATA_HOME": root, "XDG_CONFIG_HOME": root}
     process = Process([binary, "run", "--config", path, "--adapter", "caddyfile"], os.path.join(root, "out.log"), env)
-    wait_for_http(f"http://127.0.0.1:{proxy}/health", process=process.proc)
+    process.wait(f"http://127.0.0.1:{proxy}/health")
     return process, proxy
 
 

@@ -44,9 +44,12 @@ def stores(redis_url):
 def test_through_the_proxy_limits_exactly_blocks_and_skips_exempt_paths(redis_url, tmp_path, proxy):
     prefix = unique_prefix()
     server = EdgeServer(tmp_path, API_POLICY.format(prefix=prefix, rules="5/minute"), store=redis_url)
-    app, app_port = gunicorn_django(tmp_path, "proxied", redis_url, prefix)
-    front, port = (nginx if proxy == "nginx" else caddy)(tmp_path, server.port, app_port)
+    started = []
     try:
+        app, app_port = gunicorn_django(tmp_path, "proxied", redis_url, prefix)
+        started.append(app)
+        front, port = (nginx if proxy == "nginx" else caddy)(tmp_path, server.port, app_port)
+        started.append(front)
         answers = [request(port, "/api/items", {"X-Api-Key": "k-1"}) for _ in range(8)]
         statuses = [a[0] for a in answers]
         assert statuses == [200] * 5 + [429] * 3, statuses
@@ -76,7 +79,7 @@ def test_through_the_proxy_limits_exactly_blocks_and_skips_exempt_paths(redis_ur
             time.sleep(0.2)
         assert blocked[0] == 403 and json.loads(blocked[2]) == {"error": "blocked"}, blocked
     finally:
-        stop_all(front, app)
+        stop_all(*started)
         assert server.stop() == 0, server.log()
 
 
@@ -107,10 +110,14 @@ def test_one_quota_two_doors(redis_url, tmp_path, where, app_kind):
     prefix = unique_prefix()
     start = gunicorn_django if app_kind == "django" else puma_rack
     server = EdgeServer(tmp_path, API_POLICY.format(prefix=prefix, rules="7/minute"), store=store)
-    behind, behind_port = start(tmp_path, "proxied", store, prefix, "7/minute")
-    direct, direct_port = start(tmp_path, "direct", store, prefix, "7/minute")
-    front, proxy_port = nginx(tmp_path, server.port, behind_port)
+    started = []
     try:
+        behind, behind_port = start(tmp_path, "proxied", store, prefix, "7/minute")
+        started.append(behind)
+        direct, direct_port = start(tmp_path, "direct", store, prefix, "7/minute")
+        started.append(direct)
+        front, proxy_port = nginx(tmp_path, server.port, behind_port)
+        started.append(front)
         doors = [proxy_port, direct_port] * 8
         answers = [(door, request(door, "/api/items", {"X-Api-Key": "shared-key"})) for door in doors]
         admitted = [door for door, (status, _, _) in answers if status == 200]
@@ -120,7 +127,7 @@ def test_one_quota_two_doors(redis_url, tmp_path, where, app_kind):
         assert proxy_port in admitted and direct_port in admitted, "both doors admitted some"
         assert request(direct_port, "/api/items", {"X-Api-Key": "other-key"})[0] == 200
     finally:
-        stop_all(front, behind, direct)
+        stop_all(*started)
         assert server.stop() == 0, server.log()
 
 
