@@ -324,7 +324,9 @@ fn json(value: &Plain) -> String {
     }
 }
 
-fn json_string(text: &str) -> String {
+/// `text` as a JSON string (quoted; control and non-ASCII characters as
+/// `\u` escapes), as the denial log line and the JSON bodies write text.
+pub fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

@@ -150,9 +150,6 @@ impl Metrics {
 /// Label values are escaped as the format asks.
 pub fn prometheus_text(limiters: &[(&str, Stats)]) -> String {
     let mut out = String::new();
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
-    };
     family(
         &mut out,
         "ratekeeper_checks_total",
@@ -210,6 +207,12 @@ pub fn prometheus_text(limiters: &[(&str, Stats)]) -> String {
         }
     }
     out
+}
+
+/// Starts a metric family in the Prometheus text format: its `# HELP` and
+/// `# TYPE` (`counter`, `gauge`) lines.
+pub fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
 }
 
 /// A label value escaped for the Prometheus text format.

@@ -232,7 +232,8 @@ pub fn parse(text: &str) -> Result<Spec, ServerError> {
     })
 }
 
-fn address(name: &str, text: &str) -> Result<SocketAddr, ServerError> {
+/// A listening address, or an error naming `name` (a key or a flag).
+pub(crate) fn address(name: &str, text: &str) -> Result<SocketAddr, ServerError> {
     text.parse().map_err(|_| {
         ServerError::Config(format!(
             "invalid {name} '{}': give an address and a port, as 127.0.0.1:8070",

@@ -17,7 +17,7 @@
 //! ignored: limits come from the policy file and the store.
 
 use crate::error::ServerError;
-use crate::gate::{log_denial, warn_once};
+use crate::gate::{least_remaining, log_denial, warn_once};
 use crate::policy::Policy;
 use crate::proto::config::core::v3::HeaderValue;
 use crate::proto::service::ratelimit::v3::rate_limit_response::{
@@ -172,11 +172,8 @@ pub async fn answer(
                 log_denial(policy, decision, &throttle.spec.scope, key, "", "");
                 denied = Some(decision);
             }
-        } else if !decision.is_listed()
-            && shown
-                .is_none_or(|s| decision.binding_state().remaining < s.binding_state().remaining)
-        {
-            shown = Some(decision);
+        } else if !decision.is_listed() {
+            shown = least_remaining(shown, decision);
         }
     }
     let (code, headers, body, what) = if blocked {

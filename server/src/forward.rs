@@ -23,7 +23,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratekeeper_core::http::Answer;
+use ratekeeper_core::http::{json_string, Answer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -76,7 +76,7 @@ async fn forward_auth(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "{{\"error\":\"bad_request\",\"detail\":{}}}",
-                    quoted(&e.to_string())
+                    json_string(&e.to_string())
                 ),
             );
         }
@@ -136,19 +136,4 @@ fn json(status: StatusCode, body: &str) -> Response {
         .headers_mut()
         .insert("content-type", HeaderValue::from_static("application/json"));
     response
-}
-
-/// `text` as a JSON string.
-fn quoted(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -94,13 +94,23 @@ pub async fn decide(
             log_denial(policy, decision, scope, key, &request.method, &request.path);
             return Ok(Verdict::Denied(responses.answer(decision)));
         }
-        if shown.is_none_or(|s| decision.binding_state().remaining < s.binding_state().remaining) {
-            shown = Some(decision);
-        }
+        shown = least_remaining(shown, decision);
     }
     Ok(Verdict::Pass(
         shown.map(|d| responses.pass_headers(d)).unwrap_or_default(),
     ))
+}
+
+/// Of the decision shown so far and an admitting one, the one whose binding
+/// rule has less left (the first on a tie): its headers are the pass's.
+pub fn least_remaining<'d>(
+    shown: Option<&'d Decision>,
+    decision: &'d Decision,
+) -> Option<&'d Decision> {
+    match shown {
+        Some(s) if s.binding_state().remaining <= decision.binding_state().remaining => Some(s),
+        _ => Some(decision),
+    }
 }
 
 /// A listed client or key: 403 when blocked (unless shadow mode let it

@@ -3,7 +3,7 @@
 //! requests and reloads, in the Prometheus text format.
 
 use crate::state::State;
-use ratekeeper_core::metrics::{label, prometheus_text};
+use ratekeeper_core::metrics::{family, label, prometheus_text};
 
 /// The metrics page now.
 pub fn render(state: &State) -> String {
@@ -14,17 +14,23 @@ pub fn render(state: &State) -> String {
         .map(|t| (t.spec.scope.as_str(), t.limiter.stats()))
         .collect();
     let mut out = prometheus_text(&stats);
-    out.push_str(
-        "# HELP ratekeeper_store_calls_total Calls to the store, by what became of them.\n",
+    family(
+        &mut out,
+        "ratekeeper_store_calls_total",
+        "counter",
+        "Calls to the store, by what became of them.",
     );
-    out.push_str("# TYPE ratekeeper_store_calls_total counter\n");
     for (what, count) in policy.base.store_stats().counts() {
         out.push_str(&format!(
             "ratekeeper_store_calls_total{{kind=\"{what}\"}} {count}\n"
         ));
     }
-    out.push_str("# HELP ratekeeper_server_requests_total Requests the server answered, by door and answer.\n");
-    out.push_str("# TYPE ratekeeper_server_requests_total counter\n");
+    family(
+        &mut out,
+        "ratekeeper_server_requests_total",
+        "counter",
+        "Requests the server answered, by door and answer.",
+    );
     for (door, answer, count) in state.counters.requests() {
         out.push_str(&format!(
             "ratekeeper_server_requests_total{{door=\"{}\",answer=\"{}\"}} {count}\n",
@@ -33,8 +39,12 @@ pub fn render(state: &State) -> String {
         ));
     }
     let (ok, failed) = state.counters.reloads();
-    out.push_str("# HELP ratekeeper_server_reloads_total Policy reloads, by result.\n");
-    out.push_str("# TYPE ratekeeper_server_reloads_total counter\n");
+    family(
+        &mut out,
+        "ratekeeper_server_reloads_total",
+        "counter",
+        "Policy reloads, by result.",
+    );
     out.push_str(&format!(
         "ratekeeper_server_reloads_total{{result=\"ok\"}} {ok}\n"
     ));

@@ -29,14 +29,7 @@ impl Overrides {
                 .set("store", OptionValue::Text(url.clone()))
                 .map_err(|e| ServerError::Config(format!("--store: {e}")))?;
         }
-        let address = |flag: &str, text: &str| {
-            text.parse().map_err(|_| {
-                ServerError::Config(format!(
-                    "invalid {flag} '{}': give an address and a port, as 127.0.0.1:8070",
-                    text.escape_debug()
-                ))
-            })
-        };
+        let address = config::address;
         if let Some(listen) = &self.listen {
             spec.listen = address("--listen", listen)?;
         }
