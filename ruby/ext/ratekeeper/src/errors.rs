@@ -17,6 +17,16 @@ static BASE: Lazy<ExceptionClass> = Lazy::new(|ruby| lookup(ruby, "Error"));
 static CONFIGURATION: Lazy<ExceptionClass> = Lazy::new(|ruby| lookup(ruby, "ConfigurationError"));
 static STORAGE: Lazy<ExceptionClass> = Lazy::new(|ruby| lookup(ruby, "StorageError"));
 
+/// Resolves the three exception classes now, in the extension's `init`
+/// (lib/ratekeeper/errors.rb is loaded before it): a `Lazy` first resolved
+/// later would call Ruby inside its once-lock, where a thread switch while
+/// another thread holds the GVL and waits on the same lock hangs the process.
+pub fn init(ruby: &Ruby) {
+    for class in [&BASE, &CONFIGURATION, &STORAGE] {
+        Lazy::force(class, ruby);
+    }
+}
+
 /// A core error as the matching Ruby exception.
 pub fn to_ruby(ruby: &Ruby, err: core::Error) -> Error {
     match err {

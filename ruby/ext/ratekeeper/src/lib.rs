@@ -14,7 +14,7 @@ mod plain;
 mod settings;
 mod types;
 
-use magnus::{function, prelude::*, Error, Ruby};
+use magnus::{function, prelude::*, Error, Ruby, TypedData};
 
 /// `Ratekeeper._panic_for_tests`: panics without the GVL, as a check against
 /// Redis would; tests prove it surfaces as `Ratekeeper::Error`, never a crash.
@@ -77,5 +77,25 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     admin::init(ruby, module)?;
     http::init(ruby, module)?;
     net::init(ruby, module)?;
+    resolve_lazy(ruby);
     Ok(())
+}
+
+/// Every class `#[magnus::wrap]` names, resolved while `init` holds the GVL
+/// and no other thread runs Ruby. magnus looks a wrapped class up lazily, by
+/// calling Ruby inside a once-lock: two threads making their first check at
+/// once (a threaded Puma worker at boot) could otherwise deadlock, one
+/// waiting for the GVL inside the lock, the other holding the GVL and waiting
+/// for the lock. tests/ruby/test_cold_start.rb holds this list to the source.
+fn resolve_lazy(ruby: &Ruby) {
+    errors::init(ruby);
+    admin::Admin::class(ruby);
+    http::Responses::class(ruby);
+    http::Answer::class(ruby);
+    limiter::Limiter::class(ruby);
+    net::TrustedProxies::class(ruby);
+    types::Rule::class(ruby);
+    types::RuleState::class(ruby);
+    types::Decision::class(ruby);
+    types::Fail2Ban::class(ruby);
 }
