@@ -4,6 +4,8 @@
 -- KEYS[2]  (optional) the key's policy record, a hash: s and b, a safelist and a
 --          blocklist entry ("<until ms> <reason>"); t, a tier; o, an override
 --          ("<limit>:<window ms>;..." shortest window first)
+-- KEYS[3]  (optional, with KEYS[2]) the record of the bans the key earned in the
+--          check's scope: b, a blocklist entry judged after KEYS[2]'s s and b
 -- ARGV[1]  "c" to check (log `cost` units on admission), "p" to peek (never write)
 -- ARGV[2]  cost
 -- ARGV[3]  now in ms, or "" to use the Redis server clock (TIME)
@@ -65,9 +67,13 @@ local limits, windows = {}, {}
 local override = nil
 if KEYS[2] then
   local rec = redis.call('HMGET', KEYS[2], 's', 'b', 't', 'o')
-  for kind = 1, 2 do
-    if rec[kind] then
-      local u, why = string.match(rec[kind], '^(%d+) ?(.*)$')
+  -- s, b, then the ban earned in the scope (read only when neither listed it)
+  for i = 1, 3 do
+    local field = rec[i]
+    if i == 3 then field = KEYS[3] and redis.call('HMGET', KEYS[3], 'b')[1] end
+    if field then
+      local u, why = string.match(field, '^(%d+) ?(.*)$')
+      local kind = i == 1 and 1 or 2
       if u and tonumber(u) > now then return {now, 2 - kind, kind, why, tonumber(u)} end
     end
   end

@@ -4,8 +4,9 @@
 //! Django commands and admin page, and `Ratekeeper::Admin` all call this.
 
 use crate::error::{Error, Result};
+use crate::keys::check_scope;
 use crate::keys::key_tag;
-use crate::policy::encoding::mark;
+use crate::policy::encoding::{mark, scoped_mark, unmark};
 pub use crate::policy::Entry;
 use crate::policy::{
     self, check_listing, encode_rules, Field, List, Listing, Record, SharedHash, Switches, Target,
@@ -23,8 +24,32 @@ pub struct Inspection {
     pub record: Record,
     /// When the key is an address: the listing of it or a range holding it.
     pub address: Option<(List, Listing)>,
+    /// The scope asked about ("" for none), and the ban the key earned there.
+    pub scope: String,
+    /// A standing ban of the key in `scope`.
+    pub scope_block: Option<Listing>,
     /// The store's time of the inspection (ms).
     pub now_ms: u64,
+}
+
+/// The target an operator named, on `list` in `scope`: a scope holds only
+/// a key's blocklist entry (a ban); addresses, ranges and safelist entries
+/// are listed everywhere.
+fn scoped_target(list: List, target: &[u8], options: TargetOptions, scope: &str) -> Result<Target> {
+    check_scope(scope)?;
+    let target = Target::given(target, options)?;
+    if !scope.is_empty() && list == List::Safe {
+        return Err(Error::config(format!(
+            "a scope ('{scope}') holds only bans: a safelist entry holds everywhere"
+        )));
+    }
+    if !scope.is_empty() && matches!(target, Target::Net(_)) {
+        return Err(Error::config(format!(
+            "a scope ('{scope}') holds only a key's entry: addresses and ranges are listed \
+             everywhere (give the target as a key to list that text in the scope)"
+        )));
+    }
+    Ok(target)
 }
 
 /// Changes and reads the policies of one store (and prefix).
@@ -82,6 +107,7 @@ impl Admin {
             list,
             target,
             TargetOptions::default(),
+            "",
             ttl_seconds,
             reason,
             now,
@@ -89,23 +115,28 @@ impl Admin {
     }
 
     /// [`Admin::add`], with `options` saying how to read the target (an
-    /// exact key; a range wider than a /8 allowed).
+    /// exact key; a range wider than a /8 allowed), and a key listed in
+    /// `scope` only ("": everywhere; an address or range is always listed
+    /// everywhere, so a scope with one is refused).
+    #[allow(clippy::too_many_arguments)]
     pub fn add_with(
         &self,
         list: List,
         target: &[u8],
         options: TargetOptions,
+        scope: &str,
         ttl_seconds: Option<f64>,
         reason: &str,
         now: Option<f64>,
     ) -> Result<Entry> {
-        let target = Target::given(target, options)?;
+        let target = scoped_target(list, target, options, scope)?;
         let ttl_ms = check_listing(ttl_seconds, reason)?;
         let now_ms = self.now_ms(now)?;
         store::policies::put_target(
             &*self.store,
             list,
             target,
+            scope,
             now_ms + ttl_ms,
             reason,
             Some(now_ms),
@@ -118,12 +149,19 @@ impl Admin {
             key: false,
             force: true,
         };
-        self.remove_with(list, target, any_width)
+        self.remove_with(list, target, any_width, "")
     }
 
-    /// [`Admin::remove`], with `options` saying how to read the target.
-    pub fn remove_with(&self, list: List, target: &[u8], options: TargetOptions) -> Result<bool> {
-        let existed = match Target::given(target, options)? {
+    /// [`Admin::remove`], with `options` saying how to read the target, and
+    /// a key's entry in `scope` ("": its own, which holds everywhere).
+    pub fn remove_with(
+        &self,
+        list: List,
+        target: &[u8],
+        options: TargetOptions,
+        scope: &str,
+    ) -> Result<bool> {
+        let existed = match scoped_target(list, target, options, scope)? {
             Target::Net(net) => self.store.set_shared(
                 SharedHash::Nets,
                 &mark(list.field(), net.to_string().as_bytes()),
@@ -133,10 +171,14 @@ impl Admin {
                 let tag = key_tag(&key);
                 let now_ms = self.store.clock_ms()?;
                 let slot = if list == List::Safe { 0 } else { 1 };
-                let was = self.store.record(&tag)?[slot].is_some();
-                self.store.set_record(&tag, list.field(), None, now_ms)?;
+                let was = self.store.record(&tag, scope)?[slot].is_some();
                 self.store
-                    .set_shared(SharedHash::Directory, &mark(list.field(), &key), None)?;
+                    .set_record(&tag, scope, list.field(), None, now_ms)?;
+                self.store.set_shared(
+                    SharedHash::Directory,
+                    &scoped_mark(list.field(), scope, &key),
+                    None,
+                )?;
                 was
             }
         };
@@ -165,7 +207,8 @@ impl Admin {
             return Err(Error::config("the key is empty"));
         }
         let now_ms = self.store.clock_ms()?;
-        self.store.set_record(&key_tag(key), field, value, now_ms)?;
+        self.store
+            .set_record(&key_tag(key), "", field, value, now_ms)?;
         self.store.set_shared(
             SharedHash::Directory,
             &mark(field, key),
@@ -181,13 +224,13 @@ impl Admin {
         let mut out = Vec::new();
         for (hash, network) in [(SharedHash::Directory, false), (SharedHash::Nets, true)] {
             for (field, value) in self.store.shared(hash)? {
-                let Some((&code, target)) = field.split_first() else {
+                let Some((kind, scope, target)) = unmark(&field) else {
                     continue;
                 };
-                let (Some(kind), Ok(value)) = (Field::from_code(code), String::from_utf8(value))
-                else {
+                let Ok(value) = String::from_utf8(value) else {
                     continue;
                 };
+                let scope = scope.to_owned();
                 let entry = match kind {
                     Field::Safe | Field::Block => match Listing::decode(&value) {
                         Some(l) if l.stands_at(now_ms) => Entry {
@@ -196,6 +239,7 @@ impl Admin {
                             network,
                             until_ms: Some(l.until_ms),
                             detail: l.reason,
+                            scope,
                         },
                         _ => {
                             // lapsed: forget it (a lapsed address entry changes nothing held)
@@ -211,6 +255,7 @@ impl Admin {
                         network,
                         until_ms: None,
                         detail: value,
+                        scope,
                     },
                     Field::Override => Entry {
                         field: kind,
@@ -219,13 +264,19 @@ impl Admin {
                         until_ms: None,
                         detail: policy::decode_rules(&value)
                             .map_or(value, |rules| rules.to_string()),
+                        scope,
                     },
                 };
                 out.push(entry);
             }
         }
         out.sort_by(|a, b| {
-            (a.network, &a.target, a.field.code()).cmp(&(b.network, &b.target, b.field.code()))
+            (a.network, &a.target, a.field.code(), &a.scope).cmp(&(
+                b.network,
+                &b.target,
+                b.field.code(),
+                &b.scope,
+            ))
         });
         Ok(out)
     }
@@ -233,8 +284,19 @@ impl Admin {
     /// What is stored for `key`: its record, and for an address, how the
     /// address lists judge it.
     pub fn inspect(&self, key: &[u8], now: Option<f64>) -> Result<Inspection> {
+        self.inspect_in(key, "", now)
+    }
+
+    /// [`Admin::inspect`], with the ban the key earned in `scope` ("": none asked).
+    pub fn inspect_in(&self, key: &[u8], scope: &str, now: Option<f64>) -> Result<Inspection> {
+        check_scope(scope)?;
         let now_ms = self.now_ms(now)?;
-        let record = Record::decode(&self.store.record(&key_tag(key))?, now_ms);
+        let tag = key_tag(key);
+        let record = Record::decode(&self.store.record(&tag, "")?, now_ms);
+        let scope_block = match scope {
+            "" => None,
+            scope => Record::decode(&self.store.record(&tag, scope)?, now_ms).block,
+        };
         let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
             Some(ip) => {
                 let version = self.store.policy_version()?;
@@ -248,6 +310,8 @@ impl Admin {
         Ok(Inspection {
             record,
             address,
+            scope: scope.to_owned(),
+            scope_block,
             now_ms,
         })
     }

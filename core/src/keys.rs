@@ -37,9 +37,15 @@ pub fn log_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
     out
 }
 
-/// The Redis key of a caller key's policy record: `<prefix>:{<tag>}:p`.
-pub fn record_key(prefix: &str, tag: &[u8]) -> Vec<u8> {
+/// The Redis key of a caller key's policy record: `<prefix>:{<tag>}:p`, or
+/// for the bans it earned in a scope (`penalize` in a scoped limiter)
+/// `<prefix>:{<tag>}:<scope>:p`, in the same Cluster slot.
+pub fn record_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
     let mut out = tagged(prefix, tag);
+    if !scope.is_empty() {
+        out.extend_from_slice(scope.as_bytes());
+        out.push(b':');
+    }
     out.push(b'p');
     out
 }
@@ -102,7 +108,11 @@ mod tests {
             log_key("rk", b"user:42", "api"),
             b"rk:{user:42}:api:l".to_vec()
         );
-        assert_eq!(record_key("rk", b"user:42"), b"rk:{user:42}:p".to_vec());
+        assert_eq!(record_key("rk", b"user:42", ""), b"rk:{user:42}:p".to_vec());
+        assert_eq!(
+            record_key("rk", b"user:42", "login"),
+            b"rk:{user:42}:login:p".to_vec()
+        );
         assert_eq!(
             strikes_key("rk", b"1.2.3.4", "php"),
             b"rk:{1.2.3.4}:php:f".to_vec()

@@ -88,7 +88,7 @@ pub use keys::{identity, scope_name};
 pub use limiter::check_batch_async;
 pub use limiter::{check_batch, Acquired, BatchItem, CheckOptions, Limiter, Offender, OnError};
 pub use metrics::Stats;
-pub use net::{Cidr, TrustedProxies};
+pub use net::{Cidr, ClientPrefixes, TrustedProxies};
 pub use plain::Plain;
 pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};

@@ -1,8 +1,120 @@
 //! Client addresses: which IP a request comes from, honouring `X-Forwarded-For`
-//! only through proxies the operator trusts, and CIDR ranges.
+//! only through proxies the operator trusts; which client that address names
+//! (an IPv6 client holds a whole /64, so it is limited and banned as one);
+//! and CIDR ranges.
 
 use crate::error::{Error, Result};
 use std::net::IpAddr;
+use std::ops::RangeInclusive;
+
+/// How much of an IPv4 address names a client when not given: all of it.
+pub const DEFAULT_IPV4_PREFIX: u8 = 32;
+/// How much of an IPv6 address names a client when not given: its /64, what
+/// one subscriber is usually given (and can send each request from a new
+/// address in).
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+/// The IPv4 prefixes a client may be taken as (`ipv4_prefix`).
+pub const IPV4_PREFIXES: RangeInclusive<u8> = 16..=32;
+/// The IPv6 prefixes a client may be taken as (`ipv6_prefix`).
+pub const IPV6_PREFIXES: RangeInclusive<u8> = 48..=128;
+
+/// How much of its address names a client: keys of kind `ip` and address
+/// bans take an IPv4 address as its /`v4` and an IPv6 address as its /`v6`
+/// (an IPv4-mapped IPv6 address as IPv4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientPrefixes {
+    /// The IPv4 prefix length (16 to 32).
+    pub v4: u8,
+    /// The IPv6 prefix length (48 to 128).
+    pub v6: u8,
+}
+
+impl Default for ClientPrefixes {
+    fn default() -> ClientPrefixes {
+        ClientPrefixes {
+            v4: DEFAULT_IPV4_PREFIX,
+            v6: DEFAULT_IPV6_PREFIX,
+        }
+    }
+}
+
+impl ClientPrefixes {
+    /// Checked prefixes (the options `ipv4_prefix` and `ipv6_prefix`), each
+    /// the default when not given.
+    pub fn new(v4: Option<i64>, v6: Option<i64>) -> Result<ClientPrefixes> {
+        let check = |name: &str, given: Option<i64>, default: u8, range: RangeInclusive<u8>| {
+            let Some(given) = given else {
+                return Ok(default);
+            };
+            u8::try_from(given)
+                .ok()
+                .filter(|p| range.contains(p))
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "invalid {name} {given}: give {} to {}",
+                        range.start(),
+                        range.end()
+                    ))
+                })
+        };
+        Ok(ClientPrefixes {
+            v4: check("ipv4_prefix", v4, DEFAULT_IPV4_PREFIX, IPV4_PREFIXES)?,
+            v6: check("ipv6_prefix", v6, DEFAULT_IPV6_PREFIX, IPV6_PREFIXES)?,
+        })
+    }
+
+    /// The network that names the client of address `ip`.
+    pub fn network(&self, ip: IpAddr) -> Cidr {
+        let network = canonical(ip);
+        let prefix = if network.is_ipv4() { self.v4 } else { self.v6 };
+        Cidr { network, prefix }.network_range()
+    }
+
+    /// The client of address `ip` as a key's text: the address itself when
+    /// the prefix keeps all of it (`203.0.113.7`), else its network
+    /// (`2001:db8:1:2::/64`).
+    pub fn client_of(&self, ip: IpAddr) -> String {
+        client_text(&self.network(ip))
+    }
+}
+
+/// A client's network as text: a single address bare, a range as `net/len`.
+pub fn client_text(network: &Cidr) -> String {
+    match network.single_address() {
+        Some(ip) => ip.to_string(),
+        None => network.to_string(),
+    }
+}
+
+/// The network an address ban given as text covers (`penalize(ip=...)`):
+/// an address is taken as its client's network by the default prefixes (an
+/// IPv6 address as its /64); a network (what a middleware with other
+/// prefixes names a client by) is taken as it is, when it is no wider than
+/// a client can be (IPv4 /16, IPv6 /48).
+pub fn client_network(text: &str) -> Result<Cidr> {
+    if let Some(ip) = parse_hop(text) {
+        return Ok(ClientPrefixes::default().network(ip));
+    }
+    let bad = || {
+        Error::config(format!(
+            "invalid client address '{}': give one IPv4 or IPv6 address, or a client's network \
+             (IPv4 /{} to /32, IPv6 /{} to /128)",
+            text.escape_debug(),
+            IPV4_PREFIXES.start(),
+            IPV6_PREFIXES.start()
+        ))
+    };
+    let network = Cidr::parse(text).map_err(|_| bad())?.network_range();
+    let range = if network.is_ipv4() {
+        IPV4_PREFIXES
+    } else {
+        IPV6_PREFIXES
+    };
+    if !range.contains(&network.prefix()) {
+        return Err(bad());
+    }
+    Ok(network)
+}
 
 /// An address range such as `10.0.0.0/8`, `2001:db8::/32` or one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,21 +233,36 @@ pub fn parse_hop(text: &str) -> Option<IpAddr> {
     ip.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
-/// The proxies whose `X-Forwarded-For` is believed.
+/// Who a request's client is: the proxies whose `X-Forwarded-For` is
+/// believed, and how much of the client's address names the client.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
     ranges: Vec<Cidr>,
+    prefixes: ClientPrefixes,
 }
 
 impl TrustedProxies {
-    /// From address ranges such as `["10.0.0.0/8", "127.0.0.1"]`.
+    /// From address ranges such as `["10.0.0.0/8", "127.0.0.1"]`, with the
+    /// default client prefixes (IPv4 /32, IPv6 /64).
     pub fn parse<S: AsRef<str>>(ranges: &[S]) -> Result<TrustedProxies> {
         Ok(TrustedProxies {
             ranges: ranges
                 .iter()
                 .map(|r| Cidr::parse(r.as_ref()))
                 .collect::<Result<_>>()?,
+            prefixes: ClientPrefixes::default(),
         })
+    }
+
+    /// The same proxies, naming clients by `prefixes`.
+    pub fn with_prefixes(mut self, prefixes: ClientPrefixes) -> TrustedProxies {
+        self.prefixes = prefixes;
+        self
+    }
+
+    /// How much of its address names a client.
+    pub fn prefixes(&self) -> ClientPrefixes {
+        self.prefixes
     }
 
     /// Whether `ip` is a trusted proxy.
@@ -149,9 +276,25 @@ impl TrustedProxies {
     /// the walk at the last address known good. Without a parseable peer the
     /// peer text is returned as it is.
     pub fn client_ip(&self, peer: &str, forwarded_for: Option<&str>) -> String {
-        let Some(mut client) = parse_hop(peer) else {
-            return peer.trim().to_owned();
-        };
+        match self.client(peer, forwarded_for) {
+            Some(ip) => ip.to_string(),
+            None => peer.trim().to_owned(),
+        }
+    }
+
+    /// The client as a key of kind `ip` names it: its address's network by
+    /// these prefixes (an IPv6 client as its /64 by default: every address
+    /// it rotates through shares one quota and one ban), found as
+    /// [`TrustedProxies::client_ip`] finds the address.
+    pub fn client_key(&self, peer: &str, forwarded_for: Option<&str>) -> String {
+        match self.client(peer, forwarded_for) {
+            Some(ip) => self.prefixes.client_of(ip),
+            None => peer.trim().to_owned(),
+        }
+    }
+
+    fn client(&self, peer: &str, forwarded_for: Option<&str>) -> Option<IpAddr> {
+        let mut client = parse_hop(peer)?;
         if let Some(header) = forwarded_for {
             for hop in header.rsplit(',') {
                 if !self.trusts(client) {
@@ -163,7 +306,7 @@ impl TrustedProxies {
                 }
             }
         }
-        client.to_string()
+        Some(client)
     }
 }
 
@@ -269,6 +412,73 @@ mod tests {
             "10.1.1.1"
         );
         assert_eq!(lb.client_ip("10.0.0.2", None), "10.0.0.2");
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_and_an_ipv4_client_its_address() {
+        let lb = proxies(&["10.0.0.0/8"]);
+        let keys: std::collections::HashSet<String> = (1..=100)
+            .map(|i| lb.client_key(&format!("2001:db8:1:2::{i:x}"), None))
+            .collect();
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            ["2001:db8:1:2::/64"],
+            "100 addresses of one /64 are one client"
+        );
+        assert_ne!(
+            lb.client_key("2001:db8:1:3::1", None),
+            lb.client_key("2001:db8:1:2::1", None),
+            "two /64s are two clients"
+        );
+        assert_eq!(lb.client_key("::ffff:203.0.113.7", None), "203.0.113.7");
+        assert_eq!(lb.client_key("203.0.113.7", None), "203.0.113.7");
+        assert_eq!(
+            lb.client_key("10.0.0.2", Some("[2001:db8::9]:443")),
+            "2001:db8::/64"
+        );
+        assert_eq!(lb.client_ip("2001:db8:1:2::5", None), "2001:db8:1:2::5");
+        assert_eq!(lb.client_key("not-an-ip", None), "not-an-ip");
+        let wide = lb
+            .clone()
+            .with_prefixes(ClientPrefixes::new(Some(24), Some(48)).unwrap());
+        assert_eq!(wide.client_key("203.0.113.7", None), "203.0.113.0/24");
+        assert_eq!(wide.client_key("2001:db8:1:2::5", None), "2001:db8:1::/48");
+        let exact = lb.with_prefixes(ClientPrefixes::new(None, Some(128)).unwrap());
+        assert_eq!(exact.client_key("2001:db8::5", None), "2001:db8::5");
+    }
+
+    #[test]
+    fn prefixes_and_ban_networks_are_checked() {
+        for (v4, v6, word) in [
+            (Some(15), None, "ipv4_prefix 15: give 16 to 32"),
+            (Some(33), None, "ipv4_prefix 33"),
+            (None, Some(47), "ipv6_prefix 47: give 48 to 128"),
+            (None, Some(-1), "ipv6_prefix -1"),
+            (None, Some(300), "ipv6_prefix 300"),
+        ] {
+            let e = ClientPrefixes::new(v4, v6).unwrap_err().to_string();
+            assert!(e.contains(word), "{e}");
+        }
+        assert_eq!(
+            client_network("2001:db8::7").unwrap().to_string(),
+            "2001:db8::/64"
+        );
+        assert_eq!(
+            client_network("203.0.113.7").unwrap().to_string(),
+            "203.0.113.7/32"
+        );
+        assert_eq!(
+            client_network("::ffff:203.0.113.7").unwrap().to_string(),
+            "203.0.113.7/32"
+        );
+        assert_eq!(
+            client_network("203.0.113.0/24").unwrap().to_string(),
+            "203.0.113.0/24"
+        );
+        for bad in ["10.0.0.0/8", "2001:db8::/32", "banana", "", "1.2.3.4x"] {
+            let e = client_network(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid client address"), "{e}");
+        }
     }
 
     #[test]

@@ -87,9 +87,10 @@ fn listing(listing: &Listing, kind: Option<&'static str>) -> Plain {
 }
 
 impl Entry {
-    /// `{kind, target, network, expires_at, detail}`: `kind` is safelist,
-    /// blocklist, tier or override; `expires_at` epoch seconds (none for a
-    /// tier or override); `detail` the reason, the tier or the rules.
+    /// `{kind, target, network, expires_at, detail, scope}`: `kind` is
+    /// safelist, blocklist, tier or override; `expires_at` epoch seconds
+    /// (none for a tier or override); `detail` the reason, the tier or the
+    /// rules; `scope` the scope a key's ban holds in (none: everywhere).
     pub fn plain(&self) -> Plain {
         map(vec![
             ("kind", self.field.name().into()),
@@ -100,14 +101,21 @@ impl Entry {
             ("network", self.network.into()),
             ("expires_at", self.until_ms.map(seconds).into()),
             ("detail", self.detail.as_str().into()),
+            (
+                "scope",
+                (!self.scope.is_empty())
+                    .then_some(self.scope.as_str())
+                    .into(),
+            ),
         ])
     }
 }
 
 impl Inspection {
-    /// `{safelist, blocklist, tier, override, address, now}`: each listing
-    /// `{expires_at, reason}` or none; `address` (for a key that is an IP)
-    /// `{kind, expires_at, reason}` or none.
+    /// `{safelist, blocklist, tier, override, address, scope,
+    /// scope_blocklist, now}`: each listing `{expires_at, reason}` or none;
+    /// `address` (for a key that is an IP) `{kind, expires_at, reason}` or
+    /// none; `scope_blocklist` the key's ban in the `scope` asked about.
     pub fn plain(&self) -> Plain {
         let record = &self.record;
         map(vec![
@@ -140,6 +148,18 @@ impl Inspection {
                 self.address
                     .as_ref()
                     .map_or(Plain::Null, |(list, l)| listing(l, Some(list.name()))),
+            ),
+            (
+                "scope",
+                (!self.scope.is_empty())
+                    .then_some(self.scope.as_str())
+                    .into(),
+            ),
+            (
+                "scope_blocklist",
+                self.scope_block
+                    .as_ref()
+                    .map_or(Plain::Null, |l| listing(l, None)),
             ),
             ("now", seconds(self.now_ms).into()),
         ])

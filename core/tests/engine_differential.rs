@@ -118,6 +118,8 @@ struct Keys {
     module: String,
     mixed: String,
     records: [String; 3],
+    /// The records of the bans the key earned in the check's scope.
+    scoped: [String; 3],
 }
 
 fn copy(con: &mut redis::Connection, from: &str, to: &str) {
@@ -136,7 +138,16 @@ fn copy(con: &mut redis::Connection, from: &str, to: &str) {
 
 /// Sets (or removes) one record field on every record key alike.
 fn set_record(con: &mut redis::Connection, keys: &Keys, field: &str, value: Option<String>) {
-    for record in &keys.records {
+    set_fields(con, &keys.records, field, value)
+}
+
+fn set_fields(
+    con: &mut redis::Connection,
+    records: &[String; 3],
+    field: &str,
+    value: Option<String>,
+) {
+    for record in records {
         let _: i64 = match &value {
             Some(v) => redis::cmd("HSET")
                 .arg(record)
@@ -165,12 +176,19 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
             format!("{tag}:{{k}}:rm"),
             format!("{tag}:{{k}}:rx"),
         ],
+        scoped: [
+            format!("{tag}:{{k}}:login:rs"),
+            format!("{tag}:{{k}}:login:rm"),
+            format!("{tag}:{{k}}:login:rx"),
+        ],
     };
     let mut rules = rule_set(&mut rng);
     let tiers: Vec<(String, Vec<(u64, u64)>)> = (0..rng.below(3))
         .map(|i| (format!("tier{i}"), rule_set(&mut rng)))
         .collect();
     let policy = rng.chance(50);
+    // the check names the scope's record of bans too (a scoped limiter's)
+    let scoped = policy && rng.chance(50);
     let mut now: i64 = if rng.chance(50) {
         1_000
     } else {
@@ -192,7 +210,7 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
         }
         if policy && rng.chance(15) {
             let until = |rng: &mut Rng| now + rng.below(4_000) as i64 - 2_000;
-            match rng.below(6) {
+            match rng.below(if scoped { 8 } else { 6 }) {
                 0 => set_record(
                     con,
                     &keys,
@@ -215,6 +233,13 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
                         .collect();
                     set_record(con, &keys, "o", Some(text.join(";")))
                 }
+                6 => set_fields(
+                    con,
+                    &keys.scoped,
+                    "b",
+                    Some(format!("{} fail2ban login", until(&mut rng))),
+                ),
+                7 => set_fields(con, &keys.scoped, "b", None),
                 _ => {
                     let field = rng.pick(&["s", "b", "t", "o"]);
                     set_record(con, &keys, field, None)
@@ -246,16 +271,20 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
                 rule_args(&mut args, tier);
             }
         }
-        let with = |log: &str, record: &str| -> Vec<String> {
-            if policy {
-                vec![log.to_owned(), record.to_owned()]
-            } else {
-                vec![log.to_owned()]
+        let with = |log: &str, i: usize| -> Vec<String> {
+            match (policy, scoped) {
+                (true, true) => vec![
+                    log.to_owned(),
+                    keys.records[i].clone(),
+                    keys.scoped[i].clone(),
+                ],
+                (true, false) => vec![log.to_owned(), keys.records[i].clone()],
+                _ => vec![log.to_owned()],
             }
         };
-        let ks = with(&keys.script, &keys.records[0]);
-        let km = with(&keys.module, &keys.records[1]);
-        let kx = with(&keys.mixed, &keys.records[2]);
+        let ks = with(&keys.script, 0);
+        let km = with(&keys.module, 1);
+        let kx = with(&keys.mixed, 2);
         let through_module = rng.chance(50);
         let before = server_ms(con);
         let a = call(con, sha, false, &refs(&ks), &args);

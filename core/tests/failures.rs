@@ -606,3 +606,171 @@ fn sentinel_failover_under_load_recovers() {
     assert!(d.allowed() && d.rules[0].remaining == 1, "{d:?}");
     assert_exact(&limiter(&url, "5/hour", OnError::Raise));
 }
+
+/// Redis frozen (SIGSTOP) under 4 threads of blocking checks: each check is
+/// answered within ONE `timeout` (and a little slack), never a timeout for a
+/// new connection's setup and another for the command; awaited checks too.
+#[cfg(feature = "async")]
+#[test]
+fn a_frozen_redis_answers_every_check_within_one_timeout() {
+    let timeout = Duration::from_millis(250);
+    let bound = timeout + Duration::from_millis(50);
+    let redis = OwnRedis::start(&[]);
+    let options = StoreOptions {
+        prefix: common::unique_prefix(),
+        timeout,
+        connect_timeout: timeout,
+        ..StoreOptions::default()
+    };
+    let open = || {
+        Arc::new(
+            Limiter::open(
+                RuleSet::parse("1000/hour").unwrap(),
+                &redis.url(),
+                &options,
+                OnError::Allow,
+            )
+            .unwrap(),
+        )
+    };
+    let (blocking, awaited) = (open(), open());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for i in 0..4 {
+        assert!(!blocking
+            .check(format!("warm{i}").as_bytes(), 1, None)
+            .unwrap()
+            .degraded());
+        let awaited = awaited.clone();
+        let d = runtime
+            .block_on(async move {
+                awaited
+                    .check_async(format!("warm{i}").as_bytes(), &Default::default())
+                    .await
+            })
+            .unwrap();
+        assert!(!d.degraded());
+    }
+    redis.freeze();
+    // a pipeline of checks too: the client would wait a timeout per reply
+    let keys: Vec<Vec<u8>> = (0..8).map(|i| format!("many{i}").into_bytes()).collect();
+    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let start = Instant::now();
+    let many = blocking.check_many(&keys, 1, None).unwrap();
+    let took = start.elapsed();
+    assert!(many.iter().all(|d| d.degraded()));
+    assert!(took <= bound, "check_many took {took:?} (bound {bound:?})");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (limiter, seen) = (blocking.clone(), seen.clone());
+            std::thread::spawn(move || {
+                for i in 0..3 {
+                    let start = Instant::now();
+                    let d = limiter
+                        .check(format!("f{t}-{i}").as_bytes(), 1, None)
+                        .unwrap();
+                    seen.lock()
+                        .unwrap()
+                        .push(("blocking", start.elapsed(), d.degraded()));
+                }
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let (limiter, seen) = (awaited.clone(), seen.clone());
+            runtime.spawn(async move {
+                for i in 0..3 {
+                    let start = Instant::now();
+                    let key = format!("a{t}-{i}");
+                    let d = limiter
+                        .check_async(key.as_bytes(), &Default::default())
+                        .await
+                        .unwrap();
+                    seen.lock()
+                        .unwrap()
+                        .push(("awaited", start.elapsed(), d.degraded()));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    runtime.block_on(async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    redis.thaw();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 24);
+    assert!(seen.iter().all(|(_, _, degraded)| *degraded), "{seen:?}");
+    for kind in ["blocking", "awaited"] {
+        let slowest = seen
+            .iter()
+            .filter(|s| s.0 == kind)
+            .map(|s| s.1)
+            .max()
+            .unwrap();
+        eprintln!("Redis frozen, timeout {timeout:?}: the slowest {kind} check took {slowest:?}");
+        assert!(
+            slowest <= bound,
+            "a {kind} check took {slowest:?} (bound {bound:?})"
+        );
+    }
+}
+
+/// Keys that are not UTF-8, hold NUL or CR/LF, or run to 4 KB are limited
+/// exactly on every path: Redis with and without the module (asked with a
+/// fixed probe, never a caller's key, which Redis would quote in its
+/// "unknown command" answer) and the Cluster; no check fails open.
+#[test]
+fn hostile_keys_are_limited_on_every_path() {
+    let mut urls = vec![("redis", common::redis_url())];
+    for (name, var) in [
+        ("cluster", "RATEKEEPER_TEST_CLUSTER"),
+        ("redis-module", "RATEKEEPER_TEST_REDIS_MODULE"),
+        ("cluster-module", "RATEKEEPER_TEST_CLUSTER_MODULE"),
+    ] {
+        if let Some(url) = common::configured(var) {
+            urls.push((name, url));
+        }
+    }
+    let long = vec![0xffu8; 4096];
+    let keys: [&[u8]; 6] = [
+        b"\xff",
+        b"\xff\xfe\x80 caf\xe9",
+        b"a\0b",
+        b"a\r\nb",
+        b"\xff{x}",
+        &long,
+    ];
+    for (name, url) in urls {
+        // a fresh store per key: each key is the process's first check
+        for key in keys {
+            let store = common::open_with(&url, ratekeeper_core::ModuleUse::Auto);
+            let limiter =
+                Limiter::with_store(RuleSet::parse("3/minute").unwrap(), store, OnError::Raise);
+            let outcomes: Vec<_> = (0..5).map(|_| limiter.check(key, 1, None)).collect();
+            let admitted = outcomes
+                .iter()
+                .map(|o| o.as_ref().unwrap_or_else(|e| panic!("{name} {key:?}: {e}")))
+                .filter(|d| {
+                    assert!(!d.degraded(), "{name}");
+                    d.allowed()
+                })
+                .count();
+            assert_eq!(
+                admitted,
+                3,
+                "{name}: key {:?}",
+                String::from_utf8_lossy(&key[..key.len().min(16)])
+            );
+        }
+    }
+}

@@ -18,27 +18,28 @@ type Pair = (&'static str, Arc<dyn Store>, Arc<dyn Store>);
 
 /// Each store as two processes see it.
 fn pairs() -> Vec<Pair> {
-    let mut out = Vec::new();
     let memory = common::memory();
-    out.push(("memory", memory.clone(), memory));
-    let mut urls = vec![("redis", common::redis_url())];
+    let mut out: Vec<Pair> = vec![("memory", memory.clone(), memory)];
+    out.push(pair("redis", &common::redis_url()));
     if let Ok(cluster) = std::env::var("RATEKEEPER_TEST_CLUSTER") {
-        urls.push(("cluster", cluster));
-    }
-    for (name, url) in urls {
-        let options = StoreOptions {
-            prefix: common::unique_prefix(),
-            timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(2),
-            ..StoreOptions::default()
-        };
-        out.push((
-            name,
-            store::open(&url, &options).unwrap(),
-            store::open(&url, &options).unwrap(),
-        ));
+        out.push(pair("cluster", &cluster));
     }
     out
+}
+
+/// The store at `url` as two processes see it (a prefix of their own).
+fn pair(name: &'static str, url: &str) -> Pair {
+    let options = StoreOptions {
+        prefix: common::unique_prefix(),
+        timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    (
+        name,
+        store::open(url, &options).unwrap(),
+        store::open(url, &options).unwrap(),
+    )
 }
 
 fn limiter(store: &Arc<dyn Store>, rules: &str) -> Limiter {
@@ -119,6 +120,30 @@ fn a_safelisted_key_skips_limiting_and_is_not_counted() {
         );
         assert!(!at(&app, "office", T0 + 11.0).allowed(), "{name}");
         assert_eq!(app.stats().safelisted, 5, "{name}");
+    }
+}
+
+#[test]
+fn an_idle_process_holds_a_change_made_elsewhere_by_its_next_check() {
+    for (name, here, there) in pairs() {
+        let app = limiter(&there, "100/minute");
+        let opts = CheckOptions {
+            now: Some(T0),
+            ip: Some("198.51.100.7"),
+            ..CheckOptions::default()
+        };
+        assert!(
+            app.check_with(b"user:9", &opts).unwrap().allowed(),
+            "{name}"
+        );
+        Admin::new(here)
+            .add(List::Block, b"198.51.100.7", Some(60.0), "", Some(T0))
+            .unwrap();
+        // the app makes no check for a while: its policies are read all the
+        // same (every 100 ms here), so its very next check sees the block
+        std::thread::sleep(Duration::from_millis(600));
+        let d = app.check_with(b"user:9", &opts).unwrap();
+        assert!(d.blocked(), "{name}: the first check after an idle spell");
     }
 }
 
@@ -415,6 +440,133 @@ fn scopes_keep_logs_apart_but_share_the_key_policies() {
             "{name}"
         );
         assert!(limiter(&here, "1/s").with_scope("has space").is_err());
+    }
+}
+
+/// Every store, with the Redis servers that have the module too (checks through it).
+fn pairs_and_modules() -> Vec<Pair> {
+    let mut out = pairs();
+    for (name, var) in [
+        ("redis-module", "RATEKEEPER_TEST_REDIS_MODULE"),
+        ("cluster-module", "RATEKEEPER_TEST_CLUSTER_MODULE"),
+    ] {
+        if let Some(url) = common::configured(var) {
+            out.push(pair(name, &url));
+        }
+    }
+    out
+}
+
+/// A key banned by `penalize` in a login limiter (scope "login") is banned
+/// for that scope only: a victim whose address or user key a client typed
+/// into the login form is not banned elsewhere. An address ban (`ip=`)
+/// holds everywhere. Admin lists the scope, inspects and unblocks by it.
+#[test]
+fn a_key_ban_holds_in_the_scope_that_earned_it() {
+    for (name, here, there) in pairs_and_modules() {
+        let login = limiter(&here, "100/minute").with_scope("login").unwrap();
+        let api = limiter(&there, "100/minute").with_scope("api").unwrap();
+        let plain = limiter(&there, "100/minute");
+        let elsewhere_login = limiter(&there, "100/minute").with_scope("login").unwrap();
+        let rule = Fail2Ban::new("typed", 2, 60.0, 600.0).unwrap();
+        let typed = Offender::Key(b"user:42");
+        assert!(!login.penalize(typed, &rule, Some(T0)).unwrap().banned);
+        assert!(
+            login.penalize(typed, &rule, Some(T0)).unwrap().banned,
+            "{name}"
+        );
+        let d = at(&elsewhere_login, "user:42", T0 + 1.0);
+        assert!(d.blocked(), "{name}: banned in the scope, in every process");
+        assert_eq!(d.reason.as_deref(), Some("fail2ban typed"), "{name}");
+        assert!(
+            at(&api, "user:42", T0 + 1.0).allowed(),
+            "{name}: not banned in another scope"
+        );
+        assert!(
+            at(&plain, "user:42", T0 + 1.0).allowed(),
+            "{name}: not banned for a limiter with no scope"
+        );
+        // the key's own safelist entry wins over a ban earned in a scope
+        let admin = Admin::new(there.clone());
+        admin
+            .add(List::Safe, b"user:42", Some(60.0), "", Some(T0))
+            .unwrap();
+        assert!(
+            at(&elsewhere_login, "user:42", T0 + 2.0).safelisted(),
+            "{name}"
+        );
+        admin.remove(List::Safe, b"user:42").unwrap();
+        // listed with its scope, inspected and removed by it
+        let entries = admin.entries(Some(T0 + 2.0)).unwrap();
+        let banned: Vec<_> = entries
+            .iter()
+            .filter(|e| e.target == b"user:42")
+            .map(|e| (e.field, e.scope.as_str()))
+            .collect();
+        assert_eq!(banned, [(Field::Block, "login")], "{name}");
+        let seen = admin
+            .inspect_in(b"user:42", "login", Some(T0 + 2.0))
+            .unwrap();
+        assert!(
+            seen.record.block.is_none() && seen.scope_block.is_some(),
+            "{name}"
+        );
+        let key = ratekeeper_core::TargetOptions {
+            key: true,
+            force: false,
+        };
+        assert!(
+            !admin
+                .remove_with(List::Block, b"user:42", key, "api")
+                .unwrap(),
+            "{name}: not banned in api"
+        );
+        assert!(admin
+            .remove_with(List::Block, b"user:42", key, "login")
+            .unwrap());
+        assert!(
+            at(&elsewhere_login, "user:42", T0 + 3.0).allowed(),
+            "{name}: unblocked"
+        );
+        assert!(admin.entries(Some(T0 + 3.0)).unwrap().is_empty(), "{name}");
+        // an operator can ban a key in one scope; not an address or a safelist entry
+        admin
+            .add_with(
+                List::Block,
+                b"user:7",
+                key,
+                "api",
+                Some(60.0),
+                "abuse",
+                Some(T0),
+            )
+            .unwrap();
+        assert!(at(&api, "user:7", T0 + 4.0).blocked(), "{name}");
+        assert!(at(&plain, "user:7", T0 + 4.0).allowed(), "{name}");
+        let address = ratekeeper_core::TargetOptions::default();
+        for (list, target) in [
+            (List::Block, &b"203.0.113.9"[..]),
+            (List::Safe, &b"user:7"[..]),
+        ] {
+            let e = admin
+                .add_with(list, target, address, "api", None, "", Some(T0))
+                .unwrap_err();
+            assert!(e.to_string().contains("a scope ('api') holds only"), "{e}");
+        }
+        // an address ban earned in a scope holds everywhere
+        let ip = Offender::Address("198.51.100.4");
+        login.penalize(ip, &rule, Some(T0)).unwrap();
+        assert!(login.penalize(ip, &rule, Some(T0)).unwrap().banned);
+        std::thread::sleep(Duration::from_millis(150));
+        let opts = CheckOptions {
+            now: Some(T0 + 5.0),
+            ip: Some("198.51.100.4"),
+            ..CheckOptions::default()
+        };
+        assert!(
+            plain.check_with(b"anyone", &opts).unwrap().blocked(),
+            "{name}"
+        );
     }
 }
 

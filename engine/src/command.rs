@@ -135,6 +135,10 @@ pub struct Record<'a> {
     pub tier: Option<&'a [u8]>,
     /// Rules that replace the caller's: `<limit>:<window ms>;...`.
     pub overrides: Option<&'a [u8]>,
+    /// Blocked in the check's scope (a ban the key earned there, kept in
+    /// the scope's record): `<until ms> <reason>`; judged after `safe` and
+    /// `block`.
+    pub scope_block: Option<&'a [u8]>,
 }
 
 /// The leading number of a listing (`<until ms> <reason>`) and its reason,
@@ -218,7 +222,7 @@ pub fn select<'r>(
     let Some(record) = record else {
         return Ok(given());
     };
-    for (kind, field) in [(1, record.safe), (2, record.block)] {
+    for (kind, field) in [(1, record.safe), (2, record.block), (2, record.scope_block)] {
         if let Some((until, reason)) = field.and_then(listing) {
             if until > now {
                 return Ok(Selected::Listed {

@@ -1,4 +1,4 @@
-//! `RATEKEEPER.CHECK numkeys log [record] ARGV...`: the check script's call
+//! `RATEKEEPER.CHECK numkeys log [record [scope-record]] ARGV...`: the check script's call
 //! (`EVALSHA <sha> numkeys ...`) with the same keys, arguments, reply and
 //! stored bytes, run by the engine inside Redis.
 
@@ -21,7 +21,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
     let Some(numkeys) = args.get(1) else {
         return Err(wrong_arity());
     };
-    let numkeys = number(numkeys, "numkeys", 1, 2)? as usize;
+    let numkeys = number(numkeys, "numkeys", 1, 3)? as usize;
     if args.len() < 2 + numkeys {
         return Err(wrong_arity());
     }
@@ -29,26 +29,43 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
     let clock = api::clock_ms()?;
     let now = parsed.now.unwrap_or(clock);
 
-    let record_key = match numkeys {
-        2 => Some(Key::open(ctx, argv[3], false)?),
-        _ => None,
+    // the key's record, and the record of the bans it earned in the
+    // check's scope (the third key, when given)
+    let open = |at: usize| -> Result<Option<Key>, Failure> {
+        match numkeys + 2 > at {
+            true => Ok(Some(Key::open(ctx, argv[at], false)?)),
+            false => Ok(None),
+        }
     };
-    let fields = match &record_key {
-        Some(key) => match key.kind()? {
-            Kind::Empty => None,
-            Kind::Hash => Some(key.record_fields()?),
-            _ => return Err(Failure::WrongType),
-        },
+    let (record_key, scope_key) = (open(3)?, open(4)?);
+    let read = |key: &Option<Key>| -> Result<_, Failure> {
+        match key {
+            Some(key) => match key.kind()? {
+                Kind::Empty => Ok(None),
+                Kind::Hash => Ok(Some(key.record_fields()?)),
+                _ => Err(Failure::WrongType),
+            },
+            None => Ok(None),
+        }
+    };
+    let (fields, scope_fields) = (read(&record_key)?, read(&scope_key)?);
+    let scope_block = match &scope_fields {
+        Some(f) => f.get(1)?,
         None => None,
     };
-    let record = match &fields {
-        Some(f) => Some(Record {
-            safe: f.get(0)?,
-            block: f.get(1)?,
-            tier: f.get(2)?,
-            overrides: f.get(3)?,
+    let field = |i: usize| match &fields {
+        Some(f) => f.get(i),
+        None => Ok(None),
+    };
+    let record = match fields.is_some() || scope_block.is_some() {
+        true => Some(Record {
+            safe: field(0)?,
+            block: field(1)?,
+            tier: field(2)?,
+            overrides: field(3)?,
+            scope_block,
         }),
-        None => None,
+        false => None,
     };
     let (rules, detail) = match select(&parsed, record.as_ref(), now)? {
         Selected::Listed {
@@ -80,7 +97,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
 
 fn wrong_arity() -> Failure {
     Failure::Arg(ratekeeper_engine::ArgError(
-        "wrong number of arguments: RATEKEEPER.CHECK numkeys log [record] c|p cost now rules..."
+        "wrong number of arguments: RATEKEEPER.CHECK numkeys log [record [scope-record]] c|p cost now rules..."
             .into(),
     ))
 }

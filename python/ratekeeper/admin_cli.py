@@ -65,10 +65,12 @@ def _show(value: Any) -> str:
     if isinstance(value, list):
         if not value:
             return "nothing listed"
-        rows = [(e["kind"], printable(e["target"]), _left(e["expires_at"]), printable(e["detail"])) for e in value]
-        width = [max(len(r[i]) for r in rows + [("KIND", "TARGET", "LEFT", "")]) for i in range(3)]
-        lines = [f"{'KIND':<{width[0]}}  {'TARGET':<{width[1]}}  {'LEFT':<{width[2]}}  DETAIL"]
-        lines += [f"{k:<{width[0]}}  {t:<{width[1]}}  {left:<{width[2]}}  {d}" for k, t, left, d in rows]
+        rows = [(e["kind"], printable(e["target"]), printable(e.get("scope") or "-"), _left(e["expires_at"]),
+                 printable(e["detail"])) for e in value]
+        header = ("KIND", "TARGET", "SCOPE", "LEFT", "DETAIL")
+        width = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
+        lines = ["  ".join(f"{cell:<{width[i]}}" if i < 4 else cell for i, cell in enumerate(row))
+                 for row in [header, *rows]]
         return "\n".join(lines)
     if isinstance(value, dict):
         out = []
@@ -85,17 +87,23 @@ def _show(value: Any) -> str:
 
 def _listing(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
-        add = admin.block if which == "block" else admin.safelist
-        return add(args.target, args.ttl, args.reason or "", key=args.key, force=args.force)
+        if which == "block":
+            return admin.block(args.target, args.ttl, args.reason or "", key=args.key, force=args.force,
+                               scope=args.scope)
+        return admin.safelist(args.target, args.ttl, args.reason or "", key=args.key, force=args.force)
 
     return act
 
 
 def _unlisting(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
-        remove = admin.unblock if which == "block" else admin.unsafelist
-        if not remove(args.target, key=args.key):
-            raise LookupError(f"{printable(args.target)} is not on the {which}list")
+        if which == "block":
+            removed = admin.unblock(args.target, key=args.key, scope=args.scope)
+        else:
+            removed = admin.unsafelist(args.target, key=args.key)
+        if not removed:
+            where = f" in scope {printable(args.scope)}" if getattr(args, "scope", None) else ""
+            raise LookupError(f"{printable(args.target)} is not on the {which}list{where}")
         return {"removed": args.target}
 
     return act
@@ -108,7 +116,7 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
         if not (name and equals and tier_rules):
             raise ConfigurationError(f"--tier-rules takes NAME=RULES, such as pro=100/minute, not {given!r}")
         tiers[name] = tier_rules
-    seen = admin.inspect(args.key)
+    seen = admin.inspect(args.key, scope=args.scope)
     rules = args.rules or seen["override"]
     if rules:
         limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
@@ -203,6 +211,12 @@ def _listing_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", default="", help="why (shown by list and inspect)")
 
 
+def _ban_args(parser: argparse.ArgumentParser, adding: bool) -> None:
+    (_listing_args if adding else _target)(parser)
+    parser.add_argument("--scope", help="a key banned in this scope only (a ban earned by penalize in a scoped "
+                                        "limiter: Django's scope, the Rack throttle's name); default: everywhere")
+
+
 def _key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("key", help="the key, as the application checks it")
 
@@ -210,7 +224,8 @@ def _key(parser: argparse.ArgumentParser) -> None:
 def _inspect_args(parser: argparse.ArgumentParser) -> None:
     _key(parser)
     parser.add_argument("--rules", help="the key's configured rules, to show its usage per rule")
-    parser.add_argument("--scope", help="the limiter's scope (Django: default, path:/api/...; Rack: the throttle name)")
+    parser.add_argument("--scope", help="the limiter's scope (Django: default, path:/api/...; Rack: the throttle name); "
+                                        "also shows the key's ban in it")
     parser.add_argument("--tier-rules", nargs="*", metavar="NAME=RULES", help="the limiter's tiers")
 
 
@@ -230,8 +245,9 @@ def _switch_args(parser: argparse.ArgumentParser) -> None:
 
 
 COMMANDS: List[Command] = [
-    Command("block", "Block a key, address or range (403) for a TTL.", _listing_args, _listing("block")),
-    Command("unblock", "Remove a key, address or range from the blocklist.", _target, _unlisting("block")),
+    Command("block", "Block a key, address or range (403) for a TTL.", lambda p: _ban_args(p, True), _listing("block")),
+    Command("unblock", "Remove a key, address or range from the blocklist.", lambda p: _ban_args(p, False),
+            _unlisting("block")),
     Command("safelist", "Safelist a key, address or range (never limited) for a TTL.", _listing_args, _listing("safe")),
     Command("unsafelist", "Remove a key, address or range from the safelist.", _target, _unlisting("safe")),
     Command("list", "List blocks, safelists, tiers and overrides.", lambda p: None, lambda a, args: a.entries()),

@@ -53,10 +53,13 @@ async def send_answer(answer: Answer, send: Send) -> None:
 class RateLimitMiddleware:
     """Limits every HTTP request (and websocket handshake) of an ASGI app by one limiter.
 
-    - ``key(scope)`` names the caller (default: the client IP); it may be a
+    - ``key(scope)`` names the caller (default: the client, ``client_key``); it may be a
       coroutine function; None lets the request through unlimited.
     - ``exempt``: path prefixes (or a callable taking the scope) never limited.
     - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
+    - ``ipv4_prefix`` (16-32, default 32) and ``ipv6_prefix`` (48-128,
+      default 64): how much of the client IP names the client in the default
+      key (an IPv6 client holds a whole /64).
     - ``status``, ``blocked_status``, ``headers`` (the header style: "all",
       "draft", "legacy" or "none"): as for ``ratekeeper.Responses``.
     - ``responder``: replaces the whole denial response.
@@ -72,6 +75,8 @@ class RateLimitMiddleware:
         key: Optional[KeyFunc] = None,
         exempt: Union[Sequence[str], Callable[[Scope], bool]] = (),
         trusted_proxies: Sequence[str] = (),
+        ipv4_prefix: Optional[int] = None,
+        ipv6_prefix: Optional[int] = None,
         status: Optional[int] = None,
         responder: Optional[Responder] = None,
         blocked_status: Optional[int] = None,
@@ -85,7 +90,7 @@ class RateLimitMiddleware:
             raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
         self.app = app
         self.limiter = limiter
-        self.proxies = TrustedProxies(list(trusted_proxies))
+        self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
         self.key = key
         self.exempt = (exempt,) if isinstance(exempt, str) else exempt
         self.responses = Responses(status=status, blocked_status=blocked_status, headers=headers, log_keys=log_keys)
@@ -99,6 +104,13 @@ class RateLimitMiddleware:
         client = scope.get("client")
         peer = client[0] if client else ""
         return self.proxies.client_ip(peer, header(scope, b"x-forwarded-for"))
+
+    def client_key(self, scope: Scope) -> str:
+        """The client as the default key names it: its IP's network by the
+        prefixes (an IPv6 client as its /64)."""
+        client = scope.get("client")
+        peer = client[0] if client else ""
+        return self.proxies.client_key(peer, header(scope, b"x-forwarded-for"))
 
     def is_exempt(self, scope: Scope) -> bool:
         """Whether the request's path is exempt."""
@@ -118,7 +130,7 @@ class RateLimitMiddleware:
             scope["ratekeeper.decision"] = listed
             await (self.app(scope, receive, send) if listed.allowed else self.refuse(scope, receive, send, listed))
             return
-        key = await self.key_of(scope, ip)
+        key = await self.key_of(scope)
         if key is None:
             await self.app(scope, receive, send)
             return
@@ -144,10 +156,10 @@ class RateLimitMiddleware:
 
         await self.app(scope, receive, send_with_headers)
 
-    async def key_of(self, scope: Scope, ip: str) -> Optional[Union[str, bytes]]:
-        """The request's key: ``key(scope)`` (awaited when it is a coroutine), else the client IP."""
+    async def key_of(self, scope: Scope) -> Optional[Union[str, bytes]]:
+        """The request's key: ``key(scope)`` (awaited when it is a coroutine), else the client."""
         if self.key is None:
-            return ip
+            return self.client_key(scope)
         key = self.key(scope)
         return await key if inspect.isawaitable(key) else key  # type: ignore[no-any-return]
 

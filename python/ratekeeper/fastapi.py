@@ -60,15 +60,18 @@ def setup(
     limiter: Limiter,
     *,
     trusted_proxies: Any = (),
+    ipv4_prefix: Optional[int] = None,
+    ipv6_prefix: Optional[int] = None,
     status: Optional[int] = None,
     blocked_status: Optional[int] = None,
     headers: Optional[str] = None,
 ) -> None:
     """Installs the handler that renders denials, and the limiter (its store,
-    options and trusted proxies) routes limit on by default."""
+    options, trusted proxies and client prefixes: ``ipv4_prefix`` 16-32,
+    default 32, ``ipv6_prefix`` 48-128, default 64) routes limit on by default."""
     _setup.limiter = limiter
     _setup.responses = Responses(status=status, blocked_status=blocked_status, headers=headers)
-    _setup.proxies = TrustedProxies(list(trusted_proxies))
+    _setup.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
     app.add_exception_handler(RateLimited, rate_limited_handler)
 
 
@@ -76,6 +79,13 @@ def client_ip(request: Request) -> str:
     """The client's IP, believing X-Forwarded-For only from the trusted proxies ``setup`` gave."""
     peer = request.client.host if request.client else ""
     return _setup.proxies.client_ip(peer, request.headers.get("x-forwarded-for"))
+
+
+def client_key(request: Request) -> str:
+    """The client as the default key names it: its IP's network (an IPv6
+    client as its /64), by the prefixes ``setup`` gave."""
+    peer = request.client.host if request.client else ""
+    return _setup.proxies.client_key(peer, request.headers.get("x-forwarded-for"))
 
 
 def limit(
@@ -87,7 +97,7 @@ def limit(
     limiter: Optional[Limiter] = None,
 ) -> Callable[[Request, Response], Awaitable[Decision]]:
     """A dependency limiting a route by ``rules`` per ``key(request)`` (a
-    function or coroutine function; default: the client IP; None: not
+    function or coroutine function; default: the client, ``client_key``; None: not
     limited). Bad rules fail here, at import."""
     from ratekeeper._ratekeeper import parse_rules
 
@@ -104,7 +114,7 @@ def limit(
         if chosen is None:
             chosen = made[(id(base), name)] = base.with_rules(rules, scope=scope_name(name))
         ip = client_ip(request)
-        found = key(request) if key is not None else ip
+        found = key(request) if key is not None else client_key(request)
         if inspect.isawaitable(found):
             found = await found
         if found is None:

@@ -33,10 +33,13 @@ def _status_line(status: int) -> str:
 class RateLimitMiddleware:
     """Limits every request of a WSGI app by one limiter.
 
-    - ``key(environ)`` names the caller (default: the client IP); returning
+    - ``key(environ)`` names the caller (default: the client, ``client_key``); returning
       None lets the request through unlimited.
     - ``exempt``: path prefixes (or a callable taking the environ) never limited.
     - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
+    - ``ipv4_prefix`` (16-32, default 32) and ``ipv6_prefix`` (48-128,
+      default 64): how much of the client IP names the client in the default
+      key (an IPv6 client holds a whole /64).
     - ``status``: the status of a denial (429); ``responder`` replaces the
       whole denial response.
     - ``blocked_status``: the status of a blocked client's answer (403).
@@ -54,6 +57,8 @@ class RateLimitMiddleware:
         key: Optional[KeyFunc] = None,
         exempt: Union[Sequence[str], Callable[[Environ], bool]] = (),
         trusted_proxies: Sequence[str] = (),
+        ipv4_prefix: Optional[int] = None,
+        ipv6_prefix: Optional[int] = None,
         status: Optional[int] = None,
         responder: Optional[Responder] = None,
         blocked_status: Optional[int] = None,
@@ -68,8 +73,8 @@ class RateLimitMiddleware:
             exempt = (exempt,)
         self.app = app
         self.limiter = limiter
-        self.proxies = TrustedProxies(list(trusted_proxies))
-        self.key = key or self.client_ip
+        self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
+        self.key = key or self.client_key
         self.exempt = exempt
         self.responses = Responses(status=status, blocked_status=blocked_status, headers=headers, log_keys=log_keys)
         self.responder = responder or self.deny
@@ -79,6 +84,11 @@ class RateLimitMiddleware:
     def client_ip(self, environ: Environ) -> str:
         """The client's IP, believing X-Forwarded-For only from trusted proxies."""
         return self.proxies.client_ip(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
+
+    def client_key(self, environ: Environ) -> str:
+        """The client as the default key names it: its IP's network by the
+        prefixes (an IPv6 client as its /64)."""
+        return self.proxies.client_key(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
 
     def is_exempt(self, environ: Environ) -> bool:
         """Whether the request's path is exempt."""

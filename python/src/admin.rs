@@ -29,6 +29,7 @@ impl Admin {
         list: core::List,
         target: &Bound<'_, PyAny>,
         options: core::TargetOptions,
+        scope: &str,
         ttl: Option<f64>,
         reason: &str,
         now: Option<&Bound<'_, PyAny>>,
@@ -37,7 +38,7 @@ impl Admin {
         let now = convert::now(now)?;
         let admin = &self.inner;
         let entry = run_core(py, true, || {
-            admin.add_with(list, &target, options, ttl, reason, now)
+            admin.add_with(list, &target, options, scope, ttl, reason, now)
         })?;
         entry_dict(py, &entry)
     }
@@ -50,13 +51,15 @@ impl Admin {
         list: core::List,
         target: &Bound<'_, PyAny>,
         options: core::TargetOptions,
+        scope: &str,
         ttl: Option<f64>,
         reason: &str,
         now: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let target = convert::key_bytes(target)?.into_owned();
         let (now, reason, admin) = (convert::now(now)?, reason.to_owned(), self.inner.clone());
-        let add = move || admin.add_with(list, &target, options, ttl, &reason, now);
+        let scope = scope.to_owned();
+        let add = move || admin.add_with(list, &target, options, &scope, ttl, &reason, now);
         crate::aio::blocking(py, add, |py, entry| Ok(entry_dict(py, &entry)?.into_any()))
     }
 
@@ -67,11 +70,12 @@ impl Admin {
         list: core::List,
         target: &Bound<'_, PyAny>,
         key: bool,
+        scope: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
         let target = convert::key_bytes(target)?.into_owned();
-        let admin = self.inner.clone();
+        let (admin, scope) = (self.inner.clone(), scope.to_owned());
         let options = core::TargetOptions { key, force: true };
-        let remove = move || admin.remove_with(list, &target, options);
+        let remove = move || admin.remove_with(list, &target, options, &scope);
         crate::aio::blocking(py, remove, |py, was: bool| {
             Ok(pyo3::types::PyBool::new(py, was)
                 .to_owned()
@@ -86,11 +90,14 @@ impl Admin {
         list: core::List,
         target: &Bound<'_, PyAny>,
         key: bool,
+        scope: &str,
     ) -> PyResult<bool> {
         let target = convert::key_bytes(target)?.into_owned();
         let admin = &self.inner;
         let options = core::TargetOptions { key, force: true };
-        run_core(py, true, || admin.remove_with(list, &target, options))
+        run_core(py, true, || {
+            admin.remove_with(list, &target, options, scope)
+        })
     }
 }
 
@@ -120,8 +127,9 @@ impl Admin {
     /// Blocks `target` (a key, an IP address or a CIDR range) for `ttl`
     /// seconds (default one week), with a reason. Returns the entry as a dict.
     /// `key=True` lists `target` as an exact key even when it reads as an
-    /// address; `force=True` allows a range wider than a /8 (IPv6: /32).
-    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    /// address; `force=True` allows a range wider than a /8 (IPv6: /32);
+    /// `scope` blocks a key for the limiters of that scope only.
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false, scope = None))]
     #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
@@ -132,9 +140,20 @@ impl Admin {
         now: Option<&Bound<'_, PyAny>>,
         key: bool,
         force: bool,
+        scope: Option<&str>,
     ) -> PyResult<Py<PyDict>> {
         let options = core::TargetOptions { key, force };
-        self.add(py, core::List::Block, target, options, ttl, reason, now)
+        let scope = scope.unwrap_or_default();
+        self.add(
+            py,
+            core::List::Block,
+            target,
+            options,
+            scope,
+            ttl,
+            reason,
+            now,
+        )
     }
 
     /// Safelists `target` (checks skip limiting) for `ttl` seconds (default one week).
@@ -153,25 +172,39 @@ impl Admin {
         force: bool,
     ) -> PyResult<Py<PyDict>> {
         let options = core::TargetOptions { key, force };
-        self.add(py, core::List::Safe, target, options, ttl, reason, now)
+        self.add(py, core::List::Safe, target, options, "", ttl, reason, now)
     }
 
-    /// Removes `target` from the blocklist (`key=True`: as an exact key); True when it was on it.
-    #[pyo3(signature = (target, *, key = false))]
-    fn unblock(&self, py: Python<'_>, target: &Bound<'_, PyAny>, key: bool) -> PyResult<bool> {
-        self.remove(py, core::List::Block, target, key)
+    /// Removes `target` from the blocklist (`key=True`: as an exact key;
+    /// `scope`: a key's ban in that scope); True when it was on it.
+    #[pyo3(signature = (target, *, key = false, scope = None))]
+    fn unblock(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        key: bool,
+        scope: Option<&str>,
+    ) -> PyResult<bool> {
+        self.remove(
+            py,
+            core::List::Block,
+            target,
+            key,
+            scope.unwrap_or_default(),
+        )
     }
 
     /// Removes `target` from the safelist (`key=True`: as an exact key); True when it was on it.
     #[pyo3(signature = (target, *, key = false))]
     fn unsafelist(&self, py: Python<'_>, target: &Bound<'_, PyAny>, key: bool) -> PyResult<bool> {
-        self.remove(py, core::List::Safe, target, key)
+        self.remove(py, core::List::Safe, target, key, "")
     }
 
     /// Every standing listing, tier and override: dicts with `kind`
     /// (safelist, blocklist, tier, override), `target`, `network`,
-    /// `expires_at` (epoch seconds; None for a tier or override) and `detail`
-    /// (the reason, the tier, or the rules).
+    /// `expires_at` (epoch seconds; None for a tier or override), `detail`
+    /// (the reason, the tier, or the rules) and `scope` (the scope a key's
+    /// ban holds in; None: everywhere).
     #[pyo3(signature = (*, now = None))]
     fn entries(&self, py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Py<PyDict>>> {
         let now = convert::now(now)?;
@@ -181,7 +214,7 @@ impl Admin {
     }
 
     /// `await admin.ablock(...)`: `block`, off the event loop (for an async admin page).
-    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+    #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false, scope = None))]
     #[allow(clippy::too_many_arguments)]
     fn ablock<'py>(
         &self,
@@ -192,9 +225,20 @@ impl Admin {
         now: Option<&Bound<'_, PyAny>>,
         key: bool,
         force: bool,
+        scope: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = core::TargetOptions { key, force };
-        self.add_async(py, core::List::Block, target, options, ttl, reason, now)
+        let scope = scope.unwrap_or_default();
+        self.add_async(
+            py,
+            core::List::Block,
+            target,
+            options,
+            scope,
+            ttl,
+            reason,
+            now,
+        )
     }
 
     /// `await admin.asafelist(...)`: `safelist`, off the event loop.
@@ -211,18 +255,25 @@ impl Admin {
         force: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = core::TargetOptions { key, force };
-        self.add_async(py, core::List::Safe, target, options, ttl, reason, now)
+        self.add_async(py, core::List::Safe, target, options, "", ttl, reason, now)
     }
 
     /// `await admin.aunblock(target)`: `unblock`, off the event loop.
-    #[pyo3(signature = (target, *, key = false))]
+    #[pyo3(signature = (target, *, key = false, scope = None))]
     fn aunblock<'py>(
         &self,
         py: Python<'py>,
         target: &Bound<'_, PyAny>,
         key: bool,
+        scope: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.remove_async(py, core::List::Block, target, key)
+        self.remove_async(
+            py,
+            core::List::Block,
+            target,
+            key,
+            scope.unwrap_or_default(),
+        )
     }
 
     /// `await admin.aunsafelist(target)`: `unsafelist`, off the event loop.
@@ -233,7 +284,7 @@ impl Admin {
         target: &Bound<'_, PyAny>,
         key: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.remove_async(py, core::List::Safe, target, key)
+        self.remove_async(py, core::List::Safe, target, key, "")
     }
 
     /// `await admin.aentries()`: `entries`, off the event loop.
@@ -258,36 +309,41 @@ impl Admin {
     }
 
     /// `await admin.ainspect(key)`: `inspect`, off the event loop.
-    #[pyo3(signature = (key, *, now = None))]
+    #[pyo3(signature = (key, *, now = None, scope = None))]
     fn ainspect<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'_, PyAny>,
         now: Option<&Bound<'_, PyAny>>,
+        scope: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let key = convert::key_bytes(key)?.into_owned();
         let (now, admin) = (convert::now(now)?, self.inner.clone());
+        let scope = scope.unwrap_or_default();
         crate::aio::blocking(
             py,
-            move || admin.inspect(&key, now),
+            move || admin.inspect_in(&key, &scope, now),
             |py, seen| Ok(to_dict(py, &seen.plain())?.into_any().unbind()),
         )
     }
 
     /// What is stored for `key`: a dict with `safelist` and `blocklist`
     /// (each None or {expires_at, reason}), `tier`, `override` (rules text),
-    /// `address` (for a key that is an IP: how the address lists judge it) and `now`.
-    #[pyo3(signature = (key, *, now = None))]
+    /// `address` (for a key that is an IP: how the address lists judge it),
+    /// `scope` and `scope_blocklist` (the key's ban in `scope`, when given) and `now`.
+    #[pyo3(signature = (key, *, now = None, scope = None))]
     fn inspect<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'_, PyAny>,
         now: Option<&Bound<'_, PyAny>>,
+        scope: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let key = convert::key_bytes(key)?.into_owned();
         let now = convert::now(now)?;
         let admin = &self.inner;
-        let seen = run_core(py, true, || admin.inspect(&key, now))?;
+        let scope = scope.unwrap_or_default();
+        let seen = run_core(py, true, || admin.inspect_in(&key, scope, now))?;
         to_dict(py, &seen.plain())
     }
 

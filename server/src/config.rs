@@ -8,7 +8,7 @@ use crate::error::ServerError;
 use crate::original::Source;
 use ratekeeper_core::http::Responses;
 use ratekeeper_core::settings::{Kind, OptionValue};
-use ratekeeper_core::{Fail2Ban, RuleSet, Settings, TrustedProxies};
+use ratekeeper_core::{ClientPrefixes, Fail2Ban, RuleSet, Settings, TrustedProxies};
 use regex::Regex;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -26,6 +26,8 @@ struct File {
     store: toml::Table,
     #[serde(default)]
     trusted_proxies: Vec<String>,
+    ipv4_prefix: Option<i64>,
+    ipv6_prefix: Option<i64>,
     #[serde(default)]
     exempt_paths: Vec<String>,
     status: Option<i64>,
@@ -190,7 +192,11 @@ pub fn parse(text: &str) -> Result<Spec, ServerError> {
     )
     .map_err(|e| ServerError::Config(e.to_string()))?;
     let proxies = TrustedProxies::parse(&file.trusted_proxies)
-        .map_err(|e| in_("trusted_proxies".into())(e.to_string()))?;
+        .map_err(|e| in_("trusted_proxies".into())(e.to_string()))?
+        .with_prefixes(
+            ClientPrefixes::new(file.ipv4_prefix, file.ipv6_prefix)
+                .map_err(|e| ServerError::Config(e.to_string()))?,
+        );
     for prefix in &file.exempt_paths {
         if !prefix.starts_with('/') {
             return Err(ServerError::Config(format!(

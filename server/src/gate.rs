@@ -51,7 +51,11 @@ pub async fn decide(
         if !matched {
             continue;
         }
-        let (base, rule, ip) = (policy.base.clone(), ban.rule.clone(), request.ip.clone());
+        let (base, rule, ip) = (
+            policy.base.clone(),
+            ban.rule.clone(),
+            request.client.clone(),
+        );
         // a strike reads and writes the store with blocking calls: off the workers
         let strike =
             tokio::task::spawn_blocking(move || base.penalize(Offender::Address(&ip), &rule, None))

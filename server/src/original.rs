@@ -69,6 +69,9 @@ pub struct Original {
     pub headers: HeaderMap,
     /// The client address (the peer, or by `X-Forwarded-For` through trusted proxies).
     pub ip: String,
+    /// The client as keys of kind `ip` and address bans name it: the
+    /// address's network by the policy's prefixes (an IPv6 client's /64).
+    pub client: String,
 }
 
 fn header<'h>(headers: &'h HeaderMap, names: &[&str]) -> Option<&'h [u8]> {
@@ -142,6 +145,7 @@ impl Original {
             query: query.to_owned(),
             headers: headers.clone(),
             ip: proxies.client_ip(&peer.ip().to_string(), forwarded_for),
+            client: proxies.client_key(&peer.ip().to_string(), forwarded_for),
         })
     }
 
@@ -149,7 +153,7 @@ impl Original {
     /// or empty header or field: the throttle does not apply).
     pub fn value(&self, source: &Source) -> Option<Vec<u8>> {
         match source {
-            Source::Ip => Some(self.ip.clone().into_bytes()),
+            Source::Ip => Some(self.client.clone().into_bytes()),
             Source::Header(name) => self
                 .headers
                 .get(name.as_str())
@@ -274,6 +278,26 @@ mod tests {
             b"email=alice@example.com"
         );
         assert_eq!(o.value(&Source::Query("none".into())), None);
+    }
+
+    #[test]
+    fn an_ipv6_client_is_keyed_by_its_64() {
+        let keys: std::collections::HashSet<Vec<u8>> = (1..=100)
+            .map(|i| {
+                let peer = format!("[2001:db8:7:7::{i:x}]:4000");
+                original("/", &[], &peer, &[])
+                    .unwrap()
+                    .value(&Source::Ip)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(keys.len(), 1, "100 addresses of one /64 are one client");
+        assert!(keys.contains(b"2001:db8:7:7::/64".as_slice()));
+        let o = original("/", &[], "[2001:db8:7:8::1]:4000", &[]).unwrap();
+        assert_eq!(o.value(&Source::Ip).unwrap(), b"2001:db8:7:8::/64");
+        assert_eq!(o.ip, "2001:db8:7:8::1", "the address itself is screened");
+        let o = original("/", &[], "[::ffff:203.0.113.7]:4000", &[]).unwrap();
+        assert_eq!(o.value(&Source::Ip).unwrap(), b"203.0.113.7");
     }
 
     #[test]

@@ -107,7 +107,14 @@ impl Policy {
                 .iter()
                 .all(|(k, want)| find(k).is_some_and(|v| want == "*" || v == want));
             let key = find(&envoy.key).filter(|v| !v.is_empty())?;
-            all_match.then(|| (t, envoy, key.clone().into_bytes()))
+            // the client's address, named as forward auth names it (an IPv6 client's /64)
+            let key = match ratekeeper_core::net::parse_hop(key) {
+                Some(ip) if envoy.key == "remote_address" => {
+                    self.spec.proxies.prefixes().client_of(ip)
+                }
+                _ => key.clone(),
+            };
+            all_match.then(|| (t, envoy, key.into_bytes()))
         })
     }
 }

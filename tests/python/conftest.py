@@ -1,10 +1,12 @@
 """Shared fixtures: the test Redis (started by scripts/test), unique prefixes,
 and the example Django project configured against that Redis."""
 
+import contextlib
 import itertools
 import os
 import sys
 import time
+from typing import Dict, Iterator, List
 
 import pytest
 
@@ -106,11 +108,27 @@ def start_redis(directory, *args: str) -> int:
          *args],
         check=True,
     )
-    for _ in range(100):
-        if os.path.exists(pidfile) and open(pidfile).read().strip():
+    port = int(args[args.index("--port") + 1]) if "--port" in args else 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if os.path.exists(pidfile) and open(pidfile).read().strip() and (port == 0 or answers_ping(port)):
             return int(open(pidfile).read())
         time.sleep(0.05)
     pytest.fail(f"redis-server did not start: {open(os.path.join(str(directory), 'redis.log')).read()}")
+
+
+def answers_ping(port: int) -> bool:
+    """Whether the Redis on `port` answers PING with PONG: up, and done loading
+    its data (while loading it answers LOADING); or asks for its password (a
+    server with requirepass says that first)."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
 
 
 def stop_process(pid: int) -> None:
@@ -151,3 +169,27 @@ def wait_for_http(url: str, seconds: float = 20.0, process=None) -> None:
         except OSError:
             time.sleep(0.1)
     pytest.fail(f"nothing answered at {url} within {seconds} s")
+
+
+@contextlib.contextmanager
+def http_servers(commands: Dict[str, List[str]], ports: Dict[str, int], env: Dict[str, str], logs_dir,
+                 probe: str = "/") -> Iterator[Dict[str, str]]:
+    """Starts each server command by name (its output in `logs_dir`/<name>.log), waits until each
+    answers HTTP at `probe` on its port, and yields {name: base URL}; stops them all by pid afterwards."""
+    import subprocess
+
+    started, logs = {}, {}
+    try:
+        for name, command in commands.items():
+            logs[name] = open(os.path.join(str(logs_dir), f"{name}.log"), "w")
+            started[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
+        for name, port in ports.items():
+            wait_for_http(f"http://127.0.0.1:{port}{probe}", process=started[name])
+        yield {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    finally:
+        for process in started.values():
+            process.terminate()
+        for process in started.values():
+            process.wait(timeout=20)
+        for log in logs.values():
+            log.close()

@@ -214,6 +214,22 @@ def test_json_lines_input(tmp_path, capsys):
     assert (by_field["requests"], by_field["unkeyed_lines"]) == (1, 0)
 
 
+def test_times_out_of_range_are_bad_lines(tmp_path, capsys):
+    """A record whose time is NaN, infinite or outside 1970-2200 is a bad line,
+    counted and shown, never a request that vanishes (json accepts NaN and
+    Infinity as numbers)."""
+    hostile = ["NaN", "Infinity", "-Infinity", "1e300", "-5", '"nan"', '"inf"', '"1e300"', '"2200-01-01T00:00:00Z"']
+    lines = [f'{{"ts": {value}, "ip": "10.5.0.1"}}' for value in hostile]
+    lines += [json.dumps({"ts": T0 + i, "ip": "10.5.0.2"}) for i in range(3)]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze_json(capsys, str(path), "--rules", "2/second")
+    assert (report["requests"], report["bad_lines"]) == (3, len(hostile))
+    reasons = [e["reason"] for e in report["bad_line_examples"]]
+    assert all("from 1970 up to 2200" in r for r in reasons), reasons
+    assert report["lines"] == len(lines)
+
+
 def test_plot_is_a_png(known_log, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "peaks.png"

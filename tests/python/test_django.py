@@ -308,3 +308,39 @@ def test_a_header_key_is_its_bytes_and_a_named_scope_is_shared_with_ruby(setting
     )
     assert ruby.returncode == 0, ruby.stderr
     assert ruby.stdout.strip() == "2", "Ruby did not see the request Django counted"
+
+
+@pytest.mark.parametrize("store_name", ["redis", "cluster", "redis-module", "cluster-module"])
+def test_hostile_header_keys_are_limited_exactly(store_name, redis_url):
+    """An X-Api-Key that is not UTF-8, or holds NUL or CR/LF, or runs to 4 KB,
+    is limited exactly (3/minute on POST /api/) on every Redis path, the
+    first check of a fresh store included."""
+    from django.conf import settings
+
+    from test_hostile import DOOR_KEYS, door_store
+
+    for key in DOOR_KEYS:
+        config = dict(settings.RATEKEEPER, STORE=door_store(store_name, redis_url), PREFIX=unique_prefix())
+        with override_settings(RATEKEEPER=config):
+            c = client()
+            got = [c.post("/api/items", HTTP_X_API_KEY=key.decode("latin-1")).status_code for _ in range(5)]
+        assert got == [200, 200, 200, 429, 429], f"{store_name}: {key[:8]!r}"
+
+
+def test_an_ipv6_client_is_its_64():
+    """KEY "user_or_ip": 10 requests from 10 addresses of one /64 are one
+    client (5/second: 5 pass); another /64 is another client; an
+    IPv4-mapped address is its IPv4 address; IPV6_PREFIX changes it."""
+    got = [client(f"2001:db8:1:2::{i:x}").get("/").status_code for i in range(1, 11)]
+    assert got == [200] * 5 + [429] * 5
+    assert client("2001:db8:1:3::1").get("/").status_code == 200
+    for _ in range(5):
+        client("203.0.113.77").get("/")
+    assert client("::ffff:203.0.113.77").get("/").status_code == 429
+    from django.conf import settings
+
+    with override_settings(RATEKEEPER=dict(settings.RATEKEEPER, PREFIX=unique_prefix(), IPV6_PREFIX=128)):
+        assert {client(f"2001:db8:9::{i:x}").get("/").status_code for i in range(1, 11)} == {200}
+    with override_settings(RATEKEEPER=dict(settings.RATEKEEPER, IPV6_PREFIX=40)):
+        errors = [e for e in run_checks() if e.id.startswith("ratekeeper.")]
+        assert any("RATEKEEPER['IPV6_PREFIX']" in e.msg and "give 48 to 128" in e.msg for e in errors), errors

@@ -248,6 +248,24 @@ def test_hostile_forwarded_requests_get_clear_errors_and_the_server_stays_up(tmp
         assert server.stop() == 0, server.log()
 
 
+@pytest.mark.parametrize("store_name", ["redis", "cluster", "redis-module", "cluster-module"])
+def test_hostile_key_bytes_are_limited_exactly(tmp_path, redis_url, store_name):
+    """An X-Api-Key whose bytes are not UTF-8 (obs-text, as HTTP allows),
+    4 KB of them included, is limited exactly on every Redis path, from the
+    server's first check on."""
+    from test_hostile import door_store
+
+    policy = API_POLICY.format(prefix=unique_prefix(), rules="3/minute")
+    server = EdgeServer(tmp_path, policy, store=door_store(store_name, redis_url))
+    try:
+        for key in (b"\xff", b"\xff\xfe\x80 caf\xe9", b"\xff" * 4096):
+            head = b"GET /auth HTTP/1.1\r\nHost: x\r\nX-Forwarded-Uri: /api/items\r\nX-Api-Key: " + key
+            got = [raw(server.port, head + b"\r\nConnection: close\r\n\r\n").split(b" ")[1] for _ in range(5)]
+            assert got == [b"200", b"200", b"200", b"429", b"429"], f"{store_name}: {key[:8]!r}"
+    finally:
+        assert server.stop() == 0, server.log()
+
+
 def test_check_config_names_the_problem(tmp_path):
     binary = need(SERVER_BIN)
     good = tmp_path / "good.toml"

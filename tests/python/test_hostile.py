@@ -49,3 +49,79 @@ def test_malformed_rules_and_options_never_crash():
     for rules in [[], [()], [(1,)], [(1, 2, 3)], [("1", 2)], [(1, "2")], [None]]:
         with pytest.raises((TypeError, ratekeeper.ConfigurationError)):
             ratekeeper.Limiter(rules)
+
+
+# Key bytes a client can send in a header (or a forged environ): not UTF-8,
+# NUL, CR/LF, 4 KB; each must be limited exactly on every store and door.
+DOOR_KEYS = [b"\xff", b"\xff\xfe\x80 caf\xe9", b"a\x00b", b"a\r\nb", b"\xff" * 4096]
+# each Redis path; "redis" has no module (checks go through the script)
+DOOR_STORES = ["redis", "cluster", "redis-module", "cluster-module"]
+
+
+def door_store(name: str, redis_url: str) -> str:
+    from conftest import STORE_VARS, configured
+
+    return redis_url if name == "redis" else configured(STORE_VARS[name])
+
+
+def statuses_wsgi(url: str, key: bytes) -> list:
+    """Statuses of 5 requests carrying `key` in X-Api-Key through a fresh WSGI
+    middleware (a fresh limiter: its first check is this key's)."""
+    from ratekeeper.wsgi import RateLimitMiddleware
+
+    def hello(environ, start_response):
+        start_response("200 OK", [])
+        return [b"hello"]
+
+    limiter = ratekeeper.Limiter("3/minute", url, prefix=unique_prefix(), on_error="raise", timeout=5)
+    # WSGI hands header bytes over decoded as Latin-1; the key is those bytes
+    app = RateLimitMiddleware(hello, limiter, key=lambda env: env["HTTP_X_API_KEY"].encode("latin-1"))
+    out = []
+    for _ in range(5):
+        got = []
+        app({"REMOTE_ADDR": "203.0.113.1", "PATH_INFO": "/", "HTTP_X_API_KEY": key.decode("latin-1")},
+            lambda status, headers, exc_info=None: got.append(int(status.split()[0])))
+        out.append(got[0])
+    return out
+
+
+def statuses_asgi(url: str, key: bytes) -> list:
+    """The same through a fresh ASGI middleware (awaited checks)."""
+    import asyncio
+
+    from ratekeeper.asgi import RateLimitMiddleware
+
+    async def hello(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"hello"})
+
+    limiter = ratekeeper.Limiter("3/minute", url, prefix=unique_prefix(), on_error="raise", timeout=5)
+    app = RateLimitMiddleware(hello, limiter, key=lambda scope: dict(scope["headers"])[b"x-api-key"])
+
+    async def one() -> int:
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b""}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"x-api-key", key)],
+                 "client": ("203.0.113.1", 5000)}
+        await app(scope, receive, send)
+        return sent[0]["status"]
+
+    async def five() -> list:
+        return [await one() for _ in range(5)]
+
+    return asyncio.run(five())
+
+
+@pytest.mark.parametrize("store_name", DOOR_STORES)
+@pytest.mark.parametrize("door", ["wsgi", "asgi"])
+def test_hostile_header_keys_are_limited_exactly_through_every_door(door, store_name, redis_url):
+    url = door_store(store_name, redis_url)
+    run = statuses_wsgi if door == "wsgi" else statuses_asgi
+    for key in DOOR_KEYS:
+        assert run(url, key) == [200, 200, 200, 429, 429], f"{door} on {store_name}: {key[:8]!r}"

@@ -5,7 +5,6 @@ same 429 (status, rate-limit headers in the chosen style, Retry-After, JSON
 body) and, once the client's address is blocked, the same 403."""
 
 import os
-import subprocess
 import sys
 import time
 import urllib.error
@@ -14,7 +13,7 @@ import urllib.request
 import pytest
 
 import ratekeeper
-from conftest import ROOT, free_port, unique_prefix, wait_for_http
+from conftest import ROOT, free_port, http_servers, unique_prefix
 
 SERVERS = os.path.join(ROOT, "tests", "python", "servers")
 RUBY_SERVERS = os.path.join(ROOT, "tests", "ruby", "servers")
@@ -43,22 +42,8 @@ def servers(redis_url, tmp_path):
     commands["wsgi"] = [*gunicorn, "-b", f"127.0.0.1:{ports['wsgi']}", "answer_wsgi:app"]
     commands["django"] = [*gunicorn, "-b", f"127.0.0.1:{ports['django']}", "django_wsgi:app"]
     commands["rack"] = ["puma", "-q", "-b", f"tcp://127.0.0.1:{ports['rack']}", os.path.join(RUBY_SERVERS, "answer.ru")]
-    started = {}
-    logs = {}
-    try:
-        for name, command in commands.items():
-            logs[name] = open(tmp_path / f"{name}.log", "w")
-            started[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, port in ports.items():
-            wait_for_http(f"http://127.0.0.1:{port}/health", process=started[name])
-        yield {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}, prefix
-    finally:
-        for process in started.values():
-            process.terminate()
-        for process in started.values():
-            process.wait(timeout=20)
-        for log in logs.values():
-            log.close()
+    with http_servers(commands, ports, env, tmp_path, probe="/health") as urls:
+        yield urls, prefix
 
 
 def compared(answer):

@@ -255,3 +255,37 @@ def test_an_identity_key_ban_never_bans_the_address_it_names(site):
         assert limiter.check("email=203.0.113.9").blocked
         settle()
         assert Client(REMOTE_ADDR="203.0.113.9").get("/").status_code == 200
+
+
+def test_a_key_ban_holds_in_the_scope_that_earned_it(site):
+    """A login limiter (scope "login") banning what a client typed, "user:42",
+    bans that text for the login limiter only: requests keyed user:42
+    elsewhere (another scope, the site's default) go on. The command line
+    lists the ban with its scope, inspects and unblocks it by scope."""
+    store, prefix = site["STORE"], site["PREFIX"]
+    # (no denial cache: the unblock below is made by another process)
+    login = ratekeeper.Limiter("100/minute", store, prefix=prefix, scope="login", denial_cache=0)
+    api = ratekeeper.Limiter("100/minute", store, prefix=prefix, scope="api", denial_cache=0)
+    plain = ratekeeper.Limiter("100/minute", store, prefix=prefix, denial_cache=0)
+    assert [login.penalize("user:42", maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
+    assert login.check("user:42").blocked
+    assert api.check("user:42").allowed and plain.check("user:42").allowed
+    entries = [e for e in admin(site).entries() if e["target"] == "user:42"]
+    assert [(e["kind"], e["scope"]) for e in entries] == [("blocklist", "login")]
+    code, out, _ = cli(site, "list")
+    assert code == 0 and "login" in out, out
+    code, out, _ = cli(site, "inspect", "user:42", "--scope", "login", "--json")
+    assert code == 0 and json.loads(out)["scope_blocklist"]["reason"] == "fail2ban default", out
+    code, _, err = cli(site, "unblock", "user:42", "--key", "--scope", "api")
+    assert code == 3 and "in scope api" in err, err
+    code, _, err = cli(site, "unblock", "user:42", "--key", "--scope", "login")
+    assert code == 0, err
+    assert login.check("user:42").allowed
+    code, out, _ = cli(site, "block", "user:7", "--key", "--scope", "api", "--ttl", "60")
+    assert code == 0 and api.check("user:7").blocked and plain.check("user:7").allowed
+    code, _, err = cli(site, "block", "203.0.113.9", "--scope", "api")
+    assert code == 2 and "holds only" in err, err
+    # an address ban earned in a scope holds everywhere
+    assert [login.penalize(ip="198.51.100.4", maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
+    settle()
+    assert Client(REMOTE_ADDR="198.51.100.4").get("/").status_code == 403

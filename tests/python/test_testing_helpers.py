@@ -1,7 +1,8 @@
 """The test helpers as an application's own test suite uses them: the example
 Django project's tests (pytest, with ratekeeper's plugin) and the example
-Rack app's tests (Minitest, with Ratekeeper::Testing::Minitest), each run in
-two orders: no test depends on another."""
+Rack app's tests (Minitest, with Ratekeeper::Testing::Minitest, and RSpec,
+with Ratekeeper::Testing::RSpec), each run in two orders: no test depends on
+another."""
 
 import os
 import subprocess
@@ -28,6 +29,13 @@ def test_a_rack_suite_with_the_minitest_helper():
         out = run("ruby", "examples/rack_test.rb", "--seed", seed, env={"RATEKEEPER_STORE": "memory://"})
         assert out.returncode == 0, out.stdout + out.stderr
         assert "3 runs" in out.stdout and "0 failures, 0 errors" in out.stdout, out.stdout
+
+
+def test_a_rack_suite_with_the_rspec_helper():
+    for seed in ("1", "2"):
+        out = run("rspec", "--order", f"rand:{seed}", "examples/rack_spec.rb", env={"RATEKEEPER_STORE": "memory://"})
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "3 examples, 0 failures" in out.stdout, out.stdout
 
 
 def test_the_readme_shows_these_suites_as_they_are():

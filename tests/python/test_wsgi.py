@@ -8,6 +8,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
+import ratekeeper
 from ratekeeper import Limiter
 from ratekeeper.wsgi import RateLimitMiddleware
 
@@ -136,3 +137,25 @@ def test_a_blocked_client_gets_403_blocked_as_from_django_and_rack(serve, redis_
     time.sleep(0.25)
     assert get(url, "anyone") == (403, b'{"error":"blocked"}'), "the client address is screened"
     admin.unblock("127.0.0.1")
+
+
+def test_an_ipv6_client_is_its_64(redis_url, prefix):
+    """The default key is the client: 100 requests from 100 addresses of one
+    /64 share one quota; another /64 has its own; an IPv4-mapped address is
+    its IPv4 address."""
+
+    def statuses(app, addresses):
+        out = []
+        for address in addresses:
+            app({"REMOTE_ADDR": address, "PATH_INFO": "/"}, lambda s, h, e=None: out.append(int(s.split()[0])))
+        return out
+
+    app = RateLimitMiddleware(hello, Limiter("50/minute", redis_url, prefix=prefix))
+    assert statuses(app, [f"2001:db8:1:2::{i:x}" for i in range(1, 101)]) == [200] * 50 + [429] * 50
+    assert statuses(app, ["2001:db8:1:3::1"]) == [200]
+    statuses(app, ["203.0.113.77"] * 50)
+    assert statuses(app, ["::ffff:203.0.113.77"]) == [429]
+    wide = RateLimitMiddleware(hello, Limiter("50/minute", redis_url, prefix=prefix + "w"), ipv6_prefix=128)
+    assert set(statuses(wide, [f"2001:db8:9::{i:x}" for i in range(1, 101)])) == {200}
+    with pytest.raises(ratekeeper.ConfigurationError, match="ipv6_prefix 40: give 48 to 128"):
+        RateLimitMiddleware(hello, Limiter("1/s"), ipv6_prefix=40)

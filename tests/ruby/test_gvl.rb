@@ -15,7 +15,7 @@ class TestGvl < Minitest::Test
       pidfile = File.join(dir, "redis.pid")
       system("redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--daemonize", "yes",
              "--pidfile", pidfile, "--dir", dir, exception: true)
-      100.times { break if File.size?(pidfile); sleep 0.05 }
+      wait_for_redis(port)
       pid = File.read(pidfile).to_i
       begin
         yield port, pid

@@ -6,6 +6,7 @@ $LOAD_PATH.unshift(File.expand_path("../../ruby/lib", __dir__)) if ENV["RATEKEEP
 require "minitest/autorun"
 require "json"
 require "socket"
+require "io/wait"
 require "ratekeeper"
 require "logger"
 require "stringio"
@@ -53,6 +54,24 @@ module TestSupport
 
     Process.kill(:TERM, pid)
     Process.wait(pid)
+  end
+
+  # Waits (20 s at most) until the Redis a test started on +port+ answers
+  # PING with PONG: up, and done loading its data (until then: LOADING).
+  def wait_for_redis(port)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      begin
+        Socket.tcp("127.0.0.1", port, connect_timeout: 1) do |sock|
+          sock.write("PING\r\n")
+          return if sock.wait_readable(1) && sock.readpartial(64).start_with?("+PONG", "-NOAUTH")
+        end
+      rescue SystemCallError, IOError
+        nil
+      end
+      sleep 0.05
+    end
+    flunk "the Redis on port #{port} did not answer PING within 20 s"
   end
 
   def free_port

@@ -168,3 +168,30 @@ class TestRackPolicies < Minitest::Test
     assert_raises(Ratekeeper::StorageError) { Ratekeeper::Admin.new(store: "redis://127.0.0.1:1/0").entries }
   end
 end
+
+# A key ban earned by penalize in a scoped limiter holds in that scope only;
+# Admin shows, inspects and unblocks it by scope (Ruby, on every store).
+class TestScopedBans < Minitest::Test
+  include TestSupport
+
+  def test_a_key_ban_holds_in_the_scope_that_earned_it
+    stores.each do |name, url|
+      prefix = unique_prefix
+      login = Ratekeeper::Limiter.new("100/minute", store: url, prefix: prefix, scope: "login")
+      api = login.with_rules("100/minute", scope: "api")
+      plain = login.with_rules("100/minute")
+      assert_equal [false, true], Array.new(2) { login.penalize("user:42", maxretry: 2, findtime: 60, bantime: 60) }
+      assert login.check("user:42").blocked?, name
+      assert api.check("user:42").allowed?, "#{name}: another scope"
+      assert plain.check("user:42").allowed?, "#{name}: no scope"
+      admin = login.admin
+      assert_equal [["blocklist", "login"]], admin.entries.map { |e| [e[:kind], e[:scope]] }, name
+      assert_equal "fail2ban default", admin.inspect_key("user:42", scope: "login")[:scope_blocklist][:reason]
+      refute admin.unblock("user:42", key: true, scope: "api")
+      assert admin.unblock("user:42", key: true, scope: :login)
+      assert login.check("user:42").allowed?, name
+      error = assert_raises(Ratekeeper::ConfigurationError) { admin.block("203.0.113.9", scope: "api") }
+      assert_match(/holds only/, error.message)
+    end
+  end
+end

@@ -206,4 +206,53 @@ class TestRackIdentity < Minitest::Test
     assert_nil Ratekeeper.identity("  ")
     assert_equal "élise", Ratekeeper.identity(" ÉLISE ")
   end
+
+  # An X-Api-Key that is not UTF-8, holds NUL or CR/LF, or runs to 4 KB is
+  # limited exactly on every Redis path (the module's and the script's, a
+  # single Redis and the Cluster), each key the first check of a fresh store.
+  def test_hostile_header_keys_are_limited_exactly
+    stores = { "redis" => redis_url }
+    { "cluster" => "RATEKEEPER_TEST_CLUSTER", "redis-module" => "RATEKEEPER_TEST_REDIS_MODULE",
+      "cluster-module" => "RATEKEEPER_TEST_CLUSTER_MODULE" }.each { |name, var| stores[name] = configured(var) }
+    keys = ["\xff".b, "\xff\xfe\x80 caf\xe9".b, "a\0b", "a\r\nb", ("\xff" * 4096).b]
+    stores.each do |name, url|
+      keys.each do |key|
+        limited = Rack::Builder.new do
+          use Ratekeeper::Rack::Middleware, store: url, prefix: "hostile-#{rand(1 << 60)}", on_error: :raise do |rk|
+            rk.throttle("api", rules: "3/minute") { |req| req.get_header("HTTP_X_API_KEY") }
+          end
+          run TestRack::HELLO
+        end
+        mock = Rack::MockRequest.new(limited)
+        got = Array.new(5) { mock.get("/", "REMOTE_ADDR" => "203.0.113.1", "HTTP_X_API_KEY" => key.dup).status }
+        assert_equal [200, 200, 200, 429, 429], got, "#{name}: #{key[0, 8].inspect}"
+      end
+    end
+  end
+
+  # An IPv6 client is its /64: 100 requests from 100 addresses of one /64
+  # share one quota; another /64 has its own; an IPv4-mapped address is its
+  # IPv4 address; ipv6_prefix changes how much counts.
+  def test_an_ipv6_client_is_its_64
+    prefix = @prefix
+    url = redis_url
+    build = lambda do |**options|
+      Rack::Builder.new do
+        use Ratekeeper::Rack::Middleware, store: url, prefix: "#{prefix}-#{options.hash}", **options do |rk|
+          rk.throttle "req/ip", rules: "50/minute"
+        end
+        run TestRack::HELLO
+      end
+    end
+    mock = Rack::MockRequest.new(build.call)
+    got = (1..100).map { |i| mock.get("/", "REMOTE_ADDR" => "2001:db8:1:2::#{i.to_s(16)}").status }
+    assert_equal [200] * 50 + [429] * 50, got
+    assert_equal 200, mock.get("/", "REMOTE_ADDR" => "2001:db8:1:3::1").status, "another /64"
+    50.times { mock.get("/", "REMOTE_ADDR" => "203.0.113.77") }
+    assert_equal 429, mock.get("/", "REMOTE_ADDR" => "::ffff:203.0.113.77").status, "the mapped address is the IPv4 one"
+    exact = Rack::MockRequest.new(build.call(ipv6_prefix: 128))
+    assert_equal [200] * 100, (1..100).map { |i| exact.get("/", "REMOTE_ADDR" => "2001:db8:9::#{i.to_s(16)}").status }
+    error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Rack::Middleware.new(TestRack::HELLO, ipv6_prefix: 40) }
+    assert_match(/ipv6_prefix 40: give 48 to 128/, error.message)
+  end
 end

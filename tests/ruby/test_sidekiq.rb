@@ -18,7 +18,7 @@ class TestSidekiq < Minitest::Test
     @dir = Dir.mktmpdir("rk-sidekiq")
     system("redis-server", "--port", @port.to_s, "--bind", "127.0.0.1", "--save", "", "--daemonize", "yes",
            "--pidfile", "#{@dir}/redis.pid", "--dir", @dir, exception: true)
-    50.times { break if system("redis-cli -p #{@port} ping > /dev/null 2>&1"); sleep 0.1 }
+    wait_for_redis(@port)
     @url = "redis://127.0.0.1:#{@port}/0"
   end
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "timeout"
 
 # Waiting for a slot from Ruby: acquire (the GVL released while it sleeps),
 # within_limit, and RateLimitExceeded carrying the last decision.
@@ -42,5 +43,65 @@ class TestWaiting < Minitest::Test
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     assert_equal [0, 1, 2], Array.new(3) { |n| quick.within_limit("partner") { n } }
     assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :>=, 0.3
+  end
+
+  def monotonic
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  # A wait is interrupted at once by Timeout, Thread#raise and Ctrl-C, as a
+  # sleep is: the thread is woken and the exception raised in it.
+  def test_a_wait_ends_at_once_when_ruby_interrupts_the_thread
+    limiter = Ratekeeper::Limiter.new("1/minute", store: redis_url, prefix: unique_prefix)
+    assert limiter.check("k").allowed?
+    started = monotonic
+    assert_raises(Timeout::Error) { Timeout.timeout(0.2) { limiter.acquire("k") } }
+    assert_raises(Timeout::Error) { Timeout.timeout(0.2) { limiter.within_limit("k") { flunk "no slot" } } }
+    assert_operator monotonic - started, :<, 5, "Timeout ended neither wait (each is about a minute)"
+
+    waiter = Thread.new { limiter.acquire("k") }
+    sleep 0.1 until waiter.status == "sleep"
+    started = monotonic
+    waiter.raise(RuntimeError, "stop waiting")
+    error = assert_raises(RuntimeError) { waiter.join(10) }
+    assert_equal "stop waiting", error.message
+    assert_operator monotonic - started, :<, 5
+
+    # a signal whose trap raises nothing: the wait goes on and still times out as asked
+    trapped = 0
+    previous = Signal.trap("USR1") { trapped += 1 }
+    begin
+      killer = Thread.new { sleep 0.1; Process.kill("USR1", Process.pid) }
+      assert_raises(Ratekeeper::RateLimitExceeded) { limiter.acquire("k", timeout: 0.5) }
+      killer.join
+      assert_equal 1, trapped
+    ensure
+      Signal.trap("USR1", previous || "DEFAULT")
+    end
+  end
+
+  def test_ctrl_c_ends_a_wait_in_a_script
+    code = <<~RUBY
+      require "ratekeeper"
+      limiter = Ratekeeper::Limiter.new("1/minute")
+      limiter.check("k")
+      $stdout.puts "waiting"
+      $stdout.flush
+      begin
+        limiter.acquire("k")
+      rescue Interrupt
+        puts "interrupted"
+      end
+    RUBY
+    lib = ENV["RATEKEEPER_DEV"] == "1" ? ["-I", File.join(ROOT, "ruby/lib")] : []
+    IO.popen([RbConfig.ruby, *lib, "-e", code], err: %i[child out]) do |io|
+      assert_equal "waiting", io.gets&.chomp
+      sleep 0.2
+      started = monotonic
+      Process.kill("INT", io.pid)
+      out = Timeout.timeout(10) { io.read }
+      assert_includes out, "interrupted"
+      assert_operator monotonic - started, :<, 5
+    end
   end
 end

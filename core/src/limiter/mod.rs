@@ -23,7 +23,6 @@ use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
-use crate::net::Cidr;
 use crate::policy::{self, Fail2Ban, List, Strike, Target};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
@@ -312,7 +311,9 @@ impl Limiter {
     /// blocks it for `rule.bantime`, with the reason `fail2ban <name>`. A key
     /// is banned as that exact key, even when its text reads as an address or
     /// a range (it may be what a client typed); only [`Offender::Address`],
-    /// the client address a middleware saw, bans an address (never a range).
+    /// the client a middleware saw, bans an address: its client's network
+    /// (an IPv6 address as its /64; a middleware naming clients by other
+    /// prefixes gives the network, at most an IPv4 /16 or IPv6 /48 wide).
     /// When the store fails, `on_error` applies as to a check: `raise`
     /// returns the error, `allow` counts nothing and bans nothing, `deny`
     /// reports a ban (the request is refused) without storing one. The
@@ -336,23 +337,20 @@ impl Limiter {
                 (key_tag(key), Target::Key(key.to_vec()))
             }
             Offender::Address(ip) => {
-                let addr = crate::net::parse_hop(ip).ok_or_else(|| {
-                    Error::config(format!(
-                        "invalid client address '{}': give one IPv4 or IPv6 address",
-                        ip.escape_debug()
-                    ))
-                })?;
-                let text = crate::net::canonical(addr).to_string();
-                (key_tag(text.as_bytes()), Target::Net(Cidr::parse(&text)?))
+                let network = crate::net::client_network(ip)?;
+                let text = crate::net::client_text(&network);
+                (key_tag(text.as_bytes()), Target::Net(network))
             }
         };
         let outcome = self.store.strike(&tag, rule, now_ms).and_then(|strike| {
             if let Some(until_ms) = strike.until_ms {
                 let reason = format!("fail2ban {}", rule.name);
+                // a key's ban holds in this limiter's scope; an address's everywhere
                 store::policies::put_target(
                     &*self.store,
                     List::Block,
                     target,
+                    &self.scope,
                     until_ms,
                     &reason,
                     now_ms,

@@ -74,6 +74,8 @@ impl Default for CheckOptions<'_> {
 pub enum Offender<'a> {
     /// An exact key (a user, an e-mail address typed into a form...).
     Key(&'a [u8]),
-    /// The client address the request came from, as text.
+    /// The client the request came from, as text: its address (an IPv6
+    /// address is banned as its /64), or the network a middleware names it
+    /// by ([`crate::TrustedProxies::client_key`]).
     Address(&'a str),
 }

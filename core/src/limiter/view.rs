@@ -7,24 +7,29 @@ use crate::store::policies::load_shared;
 use crate::store::Store;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a process reads the shared policies (switches, address lists) again by default.
 pub const DEFAULT_POLICY_REFRESH: Duration = Duration::from_secs(2);
 
 /// The shared policies (switches, address lists) as this process holds them.
 ///
-/// On a remote store a request never waits on their periodic read: when one
-/// is due, a background thread reads them while every caller goes on with the
-/// view held. Only the first read in a process, and the first after a change
-/// made in this process, are made by the caller (without the GIL or GVL).
+/// On a remote store a request never waits on their periodic read: a
+/// thread of this process's own reads them every `refresh`, whether requests
+/// come or not, so a change made anywhere is held by every process within
+/// `refresh` and one read (an idle process's first request included), while
+/// every caller goes on with the view held. Only the first read in a
+/// process, and the first after a change made in this process, are made by
+/// the caller (without the GIL or GVL). The thread is this process's: a
+/// forked child, whose view is built anew, starts its own; it ends when the
+/// limiters using the view are gone.
 pub(crate) struct SharedView {
     refresh: Duration,
     held: RwLock<Arc<Shared>>,
-    /// When to read next, and the policy epoch last seen (`u64::MAX`: never read).
-    next: Mutex<(Instant, u64)>,
-    /// Whether a background read is under way.
-    reading: AtomicBool,
+    /// The policy epoch last read at (`u64::MAX`: never read).
+    read_at: Mutex<u64>,
+    /// Whether this process's reading thread was started.
+    reader: AtomicBool,
 }
 
 /// The policy view of each process, shared by the limiters of one store.
@@ -37,8 +42,8 @@ pub(crate) fn policies(refresh: Duration) -> Policies {
             version: u64::MAX,
             ..Shared::default()
         })),
-        next: Mutex::new((Instant::now(), u64::MAX)),
-        reading: AtomicBool::new(false),
+        read_at: Mutex::new(u64::MAX),
+        reader: AtomicBool::new(false),
     }))
 }
 
@@ -71,33 +76,42 @@ pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<S
         return local.read(&**store);
     }
     let held = local.held();
-    let Ok(mut next) = local.next.try_lock() else {
+    let Ok(mut read_at) = local.read_at.try_lock() else {
         return held;
     };
-    let (now, epoch) = (Instant::now(), policy::epoch());
-    if now < next.0 && next.1 == epoch {
+    let epoch = policy::epoch();
+    if *read_at == epoch {
         return held;
     }
-    let first_or_changed_here = next.1 != epoch;
-    *next = (now + local.refresh, epoch);
-    drop(next);
-    if first_or_changed_here {
-        return local.read(&**store);
+    *read_at = epoch;
+    drop(read_at);
+    start_reader(view, store, local);
+    local.read(&**store)
+}
+
+/// Starts this process's thread that reads the policies every `refresh`
+/// (once per view and process). It holds the view and the store weakly and
+/// ends when they are gone.
+fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &SharedView) {
+    if local.reader.swap(true, Ordering::AcqRel) {
+        return;
     }
-    if !local.reading.swap(true, Ordering::AcqRel) {
-        let (view, store) = (view.clone(), store.clone());
-        let spawned = std::thread::Builder::new()
-            .name("ratekeeper-policies".into())
-            .spawn(move || {
-                let local = view.get();
-                local.read(&*store);
-                local.reading.store(false, Ordering::Release);
-            });
-        if spawned.is_err() {
-            local.reading.store(false, Ordering::Release);
-        }
+    let (view, store) = (Arc::downgrade(view), Arc::downgrade(store));
+    let refresh = local.refresh;
+    let spawned = std::thread::Builder::new()
+        .name("ratekeeper-policies".into())
+        .spawn(move || loop {
+            std::thread::sleep(refresh);
+            let (Some(view), Some(store)) = (view.upgrade(), store.upgrade()) else {
+                return;
+            };
+            view.get().read(&*store);
+        });
+    if spawned.is_err() {
+        // no thread to be had: the next caller tries again
+        local.reader.store(false, Ordering::Release);
+        *local.read_at.lock().unwrap_or_else(|p| p.into_inner()) = u64::MAX;
     }
-    held
 }
 
 /// Whether `view` holds the policies as of this process's last change (a
@@ -108,6 +122,6 @@ pub(crate) fn ready(view: &Policies, store: &Arc<dyn Store>) -> bool {
     }
     let local = view.get();
     let read = local.held().version != u64::MAX;
-    let next = local.next.try_lock();
-    read && next.is_ok_and(|next| next.1 == policy::epoch())
+    let read_at = local.read_at.try_lock();
+    read && read_at.is_ok_and(|at| *at == policy::epoch())
 }

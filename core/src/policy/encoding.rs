@@ -148,3 +148,31 @@ pub fn mark(field: Field, target: &[u8]) -> Vec<u8> {
     out.extend_from_slice(target);
     out
 }
+
+/// The directory field of a key's listing earned in `scope` (a ban by
+/// `penalize` in a scoped limiter): the field's code in upper case, the
+/// scope, a space (a scope has none), then the key. "" is the key's own:
+/// [`mark`]. (An older reader knows no upper-case code and passes it over.)
+pub fn scoped_mark(field: Field, scope: &str, target: &[u8]) -> Vec<u8> {
+    if scope.is_empty() {
+        return mark(field, target);
+    }
+    let mut out = field.code().to_ascii_uppercase().into_bytes();
+    out.extend_from_slice(scope.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target);
+    out
+}
+
+/// A directory or address-list field read back: its field, its scope (""
+/// for the key's own) and its target.
+pub fn unmark(field: &[u8]) -> Option<(Field, &str, &[u8])> {
+    let (&code, rest) = field.split_first()?;
+    if let Some(kind) = Field::from_code(code) {
+        return Some((kind, "", rest));
+    }
+    let kind = Field::from_code(code.to_ascii_lowercase())?;
+    let space = rest.iter().position(|&b| b == b' ')?;
+    let scope = std::str::from_utf8(&rest[..space]).ok()?;
+    Some((kind, scope, &rest[space + 1..]))
+}

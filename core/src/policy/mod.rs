@@ -128,6 +128,9 @@ pub struct Entry {
     pub until_ms: Option<u64>,
     /// A listing's reason, the tier's name, or the override's rules.
     pub detail: String,
+    /// The scope a key's ban holds in (earned by `penalize` in a scoped
+    /// limiter); "" for an entry that holds everywhere.
+    pub scope: String,
 }
 
 /// Checks a reason and a TTL in seconds (`None`: a week), giving the TTL in ms.

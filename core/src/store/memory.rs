@@ -37,6 +37,8 @@ struct Shard {
 #[derive(Debug, Default)]
 struct Policies {
     records: HashMap<Vec<u8>, RawRecord>,
+    /// The bans keys earned in a scope, by scope and key tag.
+    scoped: HashMap<(String, Vec<u8>), RawRecord>,
     shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
     /// Per key and fail2ban name: strike times, newest last, and when they all lapse.
     strikes: HashMap<Vec<u8>, (VecDeque<u64>, u64)>,
@@ -180,17 +182,34 @@ impl LogStore for MemoryStore {
         let mut applied = Applied::Given;
         let mut rules = request.rules;
         if request.policy && self.has_records.load(Ordering::Acquire) {
-            let raw = self.policies().records.get(request.tag).cloned();
+            let (raw, banned) = {
+                let policies = self.policies();
+                let banned = (!request.scope.is_empty())
+                    .then(|| {
+                        let id = (request.scope.to_owned(), request.tag.to_vec());
+                        policies.scoped.get(&id).cloned()
+                    })
+                    .flatten();
+                (policies.records.get(request.tag).cloned(), banned)
+            };
             record = raw.map(|raw| Record::decode(&raw, now_given));
+            // the key's own listing, then a ban it earned in this scope
+            let listed = record
+                .as_ref()
+                .and_then(|r| r.listed().map(|(list, l)| (list, l.clone())))
+                .or_else(|| {
+                    let banned = Record::decode(&banned?, now_given).block?;
+                    Some((List::Block, banned))
+                });
+            if let Some((list, listing)) = listed {
+                return Ok(Observation {
+                    now_ms: now_given,
+                    allowed: list == List::Safe,
+                    rules: Vec::new(),
+                    verdict: Verdict::Listed(list, listing),
+                });
+            }
             if let Some(record) = &record {
-                if let Some((list, listing)) = record.listed() {
-                    return Ok(Observation {
-                        now_ms: now_given,
-                        allowed: list == List::Safe,
-                        rules: Vec::new(),
-                        verdict: Verdict::Listed(list, listing.clone()),
-                    });
-                }
                 if let Some((chosen, chosen_rules)) = select(record, request.tiers) {
                     applied = chosen;
                     rules = chosen_rules;
@@ -216,35 +235,60 @@ impl LogStore for MemoryStore {
     }
 }
 
+/// Sets one field of the record `id` in `records`, dropping the record when
+/// it no longer `lasts` (and, now and then, every record that does not).
+fn set_field<K: std::hash::Hash + Eq + Clone>(
+    records: &mut HashMap<K, RawRecord>,
+    id: K,
+    slot: usize,
+    value: Option<&str>,
+    lasts: impl Fn(&RawRecord) -> bool,
+) {
+    let record = records.entry(id.clone()).or_default();
+    record[slot] = value.map(str::to_owned);
+    if !lasts(record) {
+        records.remove(&id);
+    }
+    if records.len() % 1024 == 1023 {
+        records.retain(|_, r| lasts(r));
+    }
+}
+
 impl PolicyStore for MemoryStore {
-    fn record(&self, tag: &[u8]) -> Result<RawRecord> {
+    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         self.after_reset();
-        Ok(self
-            .policies()
-            .records
-            .get(tag)
-            .cloned()
-            .unwrap_or_default())
+        let policies = self.policies();
+        let found = if scope.is_empty() {
+            policies.records.get(tag)
+        } else {
+            policies.scoped.get(&(scope.to_owned(), tag.to_vec()))
+        };
+        Ok(found.cloned().unwrap_or_default())
     }
 
-    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
+    fn set_record(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        field: Field,
+        value: Option<&str>,
+        now_ms: u64,
+    ) -> Result<()> {
         self.after_reset();
         let mut policies = self.policies();
         let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
-        let record = policies.records.entry(tag.to_vec()).or_default();
-        record[slot] = value.map(str::to_owned);
         // keep records that hold a tier, an override or a standing listing
         let lasts = |r: &RawRecord| {
             r[2].is_some() || r[3].is_some() || Record::decode(r, now_ms).listed().is_some()
         };
-        if !lasts(record) {
-            policies.records.remove(tag);
+        if scope.is_empty() {
+            set_field(&mut policies.records, tag.to_vec(), slot, value, lasts);
+        } else {
+            let id = (scope.to_owned(), tag.to_vec());
+            set_field(&mut policies.scoped, id, slot, value, lasts);
         }
-        if policies.records.len() % 1024 == 1023 {
-            policies.records.retain(|_, r| lasts(r));
-        }
-        self.has_records
-            .store(!policies.records.is_empty(), Ordering::Release);
+        let any = !policies.records.is_empty() || !policies.scoped.is_empty();
+        self.has_records.store(any, Ordering::Release);
         Ok(())
     }
 

@@ -122,13 +122,22 @@ pub trait LogStore: Send + Sync {
 /// The policy half of a store: each key's policy record, the shared hashes
 /// every process holds, their version, and fail2ban strikes.
 pub trait PolicyStore: Send + Sync {
-    /// The policy record of `tag`, fields in [`Field::ALL`] order.
-    fn record(&self, tag: &[u8]) -> Result<RawRecord>;
+    /// The policy record of `tag`, fields in [`Field::ALL`] order: the
+    /// key's own (`scope` ""), or the bans it earned in `scope` (only its
+    /// blocklist field is used there).
+    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord>;
 
-    /// Sets (`Some`) or removes (`None`) one field of the record of `tag`. The
-    /// record lasts while it holds a tier or override, else until its last
-    /// listing lapses (judged at `now_ms`).
-    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()>;
+    /// Sets (`Some`) or removes (`None`) one field of the record of `tag` in
+    /// `scope` ("": the key's own). The record lasts while it holds a tier
+    /// or override, else until its last listing lapses (judged at `now_ms`).
+    fn set_record(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        field: Field,
+        value: Option<&str>,
+        now_ms: u64,
+    ) -> Result<()>;
 
     /// Every field of one of the shared hashes.
     fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;

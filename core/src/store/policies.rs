@@ -6,7 +6,7 @@
 use super::Store;
 use crate::error::Result;
 use crate::keys::key_tag;
-use crate::policy::encoding::mark;
+use crate::policy::encoding::{mark, scoped_mark};
 use crate::policy::{bump_epoch, Entry, List, Listing, Shared, SharedHash, Target};
 
 /// Reads the shared policies (switches, address lists) from `store` at `version`.
@@ -20,12 +20,15 @@ pub fn load_shared(store: &dyn Store, version: u64) -> Result<Shared> {
 
 /// Puts `target`, as it is said to be, on `list` until `until_ms`, with
 /// `reason`; `now_ms` (the store's clock when `None`) judges which address
-/// entries have lapsed and which record fields still stand. Replaces an
-/// entry already there and returns the entry made.
+/// entries have lapsed and which record fields still stand. A key is listed
+/// in `scope` (its checks by limiters of that scope only; "" everywhere);
+/// an address or range always everywhere. Replaces an entry already there
+/// and returns the entry made.
 pub fn put_target(
     store: &dyn Store,
     list: List,
     target: Target,
+    scope: &str,
     until_ms: u64,
     reason: &str,
     now_ms: Option<u64>,
@@ -36,7 +39,7 @@ pub fn put_target(
     };
     let stored = listing.encode();
     let now_ms = now_ms.map_or_else(|| store.clock_ms(), Ok)?;
-    let (target, network) = match target {
+    let (target, network, scope) = match target {
         Target::Net(net) => {
             let text = net.to_string();
             prune_nets(store, now_ms)?;
@@ -45,16 +48,16 @@ pub fn put_target(
                 &mark(list.field(), text.as_bytes()),
                 Some(stored.as_bytes()),
             )?;
-            (text.into_bytes(), true)
+            (text.into_bytes(), true, "")
         }
         Target::Key(key) => {
-            store.set_record(&key_tag(&key), list.field(), Some(&stored), now_ms)?;
+            store.set_record(&key_tag(&key), scope, list.field(), Some(&stored), now_ms)?;
             store.set_shared(
                 SharedHash::Directory,
-                &mark(list.field(), &key),
+                &scoped_mark(list.field(), scope, &key),
                 Some(stored.as_bytes()),
             )?;
-            (key, false)
+            (key, false, scope)
         }
     };
     bump_epoch();
@@ -64,6 +67,7 @@ pub fn put_target(
         network,
         until_ms: Some(until_ms),
         detail: listing.reason,
+        scope: scope.to_owned(),
     })
 }
 

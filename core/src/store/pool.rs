@@ -17,8 +17,8 @@ pub(crate) trait Connect {
     type Conn;
     /// Why a connection could not be made.
     type Error;
-    /// A new connection, or why there is none.
-    fn connect(&self) -> Result<Self::Conn, Self::Error>;
+    /// A new connection made (set up included) by `deadline`, or why there is none.
+    fn connect(&self, deadline: Instant) -> Result<Self::Conn, Self::Error>;
     /// Whether a connection must not be lent again.
     fn is_broken(&self, conn: &mut Self::Conn) -> bool;
 }
@@ -67,10 +67,11 @@ impl<M: Connect> Pool<M> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An idle connection, else a new one when fewer than `max` are open,
-    /// else the first one put back within the wait.
-    pub(crate) fn get(&self) -> Result<Lent<'_, M>, GetError<M::Error>> {
-        let deadline = Instant::now() + self.wait;
+    /// An idle connection, else a new one made by `by` when fewer than `max`
+    /// are open, else the first one put back within the wait (and by `by`).
+    pub(crate) fn get(&self, by: Instant) -> Result<Lent<'_, M>, GetError<M::Error>> {
+        let started = Instant::now();
+        let deadline = (started + self.wait).min(by);
         let mut state = self.lock();
         loop {
             if let Some(conn) = state.idle.pop() {
@@ -79,7 +80,7 @@ impl<M: Connect> Pool<M> {
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return match self.maker.connect() {
+                return match self.maker.connect(by) {
                     Ok(conn) => Ok(self.lend(conn)),
                     Err(e) => {
                         self.closed();
@@ -92,7 +93,7 @@ impl<M: Connect> Pool<M> {
                 return Err(GetError::Busy(format!(
                     "all {} connections of this process were in use for {} ms (raise pool_size)",
                     self.max,
-                    self.wait.as_millis()
+                    (now - started).as_millis()
                 )));
             }
             state = self
@@ -157,13 +158,17 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
 
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
     /// Numbers its connections; a connection is broken when negative.
     struct Counter(AtomicU32);
 
     impl Connect for Counter {
         type Conn = i64;
         type Error = ();
-        fn connect(&self) -> Result<i64, ()> {
+        fn connect(&self, _deadline: Instant) -> Result<i64, ()> {
             Ok(self.0.fetch_add(1, Ordering::SeqCst) as i64)
         }
         fn is_broken(&self, conn: &mut i64) -> bool {
@@ -174,20 +179,38 @@ mod tests {
     #[test]
     fn reuses_replaces_broken_and_bounds_connections() {
         let pool = Pool::new(Counter(AtomicU32::new(0)), 2, Duration::from_millis(50));
-        let first = *pool.get().unwrap();
-        assert_eq!(*pool.get().unwrap(), first, "an idle connection is reused");
+        let first = *pool.get(later()).unwrap();
+        assert_eq!(
+            *pool.get(later()).unwrap(),
+            first,
+            "an idle connection is reused"
+        );
         {
-            let mut broken = pool.get().unwrap();
+            let mut broken = pool.get(later()).unwrap();
             *broken = -1;
         }
-        assert_eq!(*pool.get().unwrap(), 1, "a broken one is replaced");
-        let (a, b) = (pool.get().unwrap(), pool.get().unwrap());
-        match pool.get().err().unwrap() {
+        assert_eq!(*pool.get(later()).unwrap(), 1, "a broken one is replaced");
+        let (a, b) = (pool.get(later()).unwrap(), pool.get(later()).unwrap());
+        match pool.get(later()).err().unwrap() {
             GetError::Busy(busy) => assert!(busy.contains("all 2 connections"), "{busy}"),
             other => panic!("{other:?}"),
         }
         drop((a, b));
-        assert!(pool.get().is_ok());
+        assert!(pool.get(later()).is_ok());
+    }
+
+    #[test]
+    fn a_wait_for_a_connection_ends_at_the_callers_deadline() {
+        let pool = Pool::new(Counter(AtomicU32::new(0)), 1, Duration::from_secs(5));
+        let _lent = pool.get(later()).unwrap();
+        let start = Instant::now();
+        let busy = pool.get(start + Duration::from_millis(50));
+        assert!(matches!(busy, Err(GetError::Busy(_))));
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]
@@ -197,10 +220,10 @@ mod tests {
             1,
             Duration::from_secs(5),
         ));
-        let lent = pool.get().unwrap();
+        let lent = pool.get(later()).unwrap();
         let waiter = {
             let pool = pool.clone();
-            std::thread::spawn(move || *pool.get().unwrap())
+            std::thread::spawn(move || *pool.get(later()).unwrap())
         };
         std::thread::sleep(Duration::from_millis(50));
         drop(lent);

@@ -187,11 +187,13 @@ impl OwnRedis {
             .status()
             .expect("redis-server is not installed: run scripts/setup-debian");
         assert!(status.success());
-        for _ in 0..100 {
+        // up and done loading its data (an AOF, an RDB): until then Redis
+        // answers LOADING, so a test would meet BusyLoading
+        for _ in 0..400 {
             if let Ok(text) = std::fs::read_to_string(&pidfile) {
                 if let Ok(pid) = text.trim().parse() {
                     self.pid = Some(pid);
-                    if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                    if self.answers_ping() {
                         return;
                     }
                 }
@@ -199,6 +201,22 @@ impl OwnRedis {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         panic!("redis-server on port {} did not start", self.port);
+    }
+
+    /// Whether the server answers PING with PONG (not LOADING), or asks for
+    /// its password (a server with `requirepass` says that first).
+    fn answers_ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut con) = client.get_connection_with_timeout(std::time::Duration::from_secs(1))
+        else {
+            return false;
+        };
+        match redis::cmd("PING").query::<String>(&mut con) {
+            Ok(pong) => pong == "PONG",
+            Err(e) => e.code() == Some("NOAUTH"),
+        }
     }
 
     fn signal(&self, name: &str) {

@@ -13,6 +13,9 @@ import re
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 TIME_FIELDS = ("time", "timestamp", "ts")
+#: The times a record may carry, in epoch seconds: from 1970 up to 2200.
+EARLIEST_TIME = 0.0
+LATEST_TIME = 7_258_118_400.0
 KEY_FIELDS = {"ip": ("ip", "remote_addr"), "user": ("user",)}
 # lines read to choose the format: the first that parses decides
 DETECT_LINES = 1000
@@ -106,7 +109,7 @@ class ClfParser:
             raise BadLine(f"bad time {hours}:{minutes}:{seconds}")
         key = match.group(self._group)
         timestamp = midnight + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-        return (None if key == "-" else key), timestamp
+        return (None if key == "-" else key), checked_time(timestamp, date)
 
     def _midnight(self, date: str, zone: str) -> float:
         """Epoch seconds of 00:00 on ``date`` (``10/Oct/2000``) in ``zone`` (``-0700``), cached."""
@@ -167,11 +170,19 @@ def json_time(record: Dict[str, Any]) -> float:
         if field in record:
             value = record[field]
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
+                return checked_time(float(value), value)
             if isinstance(value, str):
-                return parse_time_text(value)
+                return checked_time(parse_time_text(value), value)
             raise BadLine(f"field {field!r} is not a time")
     raise BadLine("no 'time', 'timestamp' or 'ts' field")
+
+
+def checked_time(timestamp: float, written: Any) -> float:
+    """``timestamp`` when it is a time from 1970 up to 2200; else (NaN,
+    infinities, ``1e300``) a bad line quoting the time as ``written``."""
+    if not EARLIEST_TIME <= timestamp < LATEST_TIME:
+        raise BadLine(f"bad time {written!r}: give a time from 1970 up to 2200")
+    return timestamp
 
 
 def parse_time_text(text: str) -> float:

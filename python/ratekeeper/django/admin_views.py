@@ -125,20 +125,26 @@ def add_entry(request: HttpRequest) -> HttpResponse:
 @csrf_protect
 @require_POST
 def remove_entry(request: HttpRequest) -> HttpResponse:
-    """Removes the posted target from the posted list (kind safelist or blocklist), then redirects to the list."""
+    """Removes the posted target from the posted list (kind safelist or blocklist; a key's ban
+    in the posted scope), then redirects to the list."""
     kind = request.POST.get("kind", "")
     target = request.POST.get("target", "")
+    scope = request.POST.get("scope") or None
     if kind not in LISTINGS or not target:
         return _page(request, errors=["Nothing to remove: give kind (safelist or blocklist) and target."], status=400)
     admin = _admin()
     try:
-        removed = admin.unsafelist(target) if kind == "safelist" else admin.unblock(target)
+        if kind == "safelist":
+            removed = admin.unsafelist(target)
+        else:  # an entry of a scope is a key's ban
+            removed = admin.unblock(target, key=scope is not None, scope=scope)
     except ConfigurationError as exc:
         return _page(request, errors=[str(exc)], status=400)
     except StorageError as exc:
         return _page(request, errors=[f"The store could not be written: {exc}"], status=503)
+    where = f" in scope {scope}" if scope else ""
     if removed:
-        messages.success(request, f"Removed {target} from the {kind}.")
+        messages.success(request, f"Removed {target} from the {kind}{where}.")
     else:
-        messages.warning(request, f"{target} was not on the {kind} (it may have expired).")
+        messages.warning(request, f"{target} was not on the {kind}{where} (it may have expired).")
     return HttpResponseRedirect(reverse("ratekeeper:policies"))

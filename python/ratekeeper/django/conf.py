@@ -57,7 +57,7 @@ KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
-    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES", "REDIS_MODULE",
+    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES", "REDIS_MODULE", "IPV4_PREFIX", "IPV6_PREFIX",
 }
 # The settings that are Limiter options (each checked by the core, named here).
 LIMITER_OPTIONS = {
@@ -261,7 +261,15 @@ def build(raw: Any) -> Config:
     cfg = Config()
     cfg.enabled = bool(raw.get("ENABLED", True))
     with _setting("RATEKEEPER['TRUSTED_PROXIES']", "requests"):
-        cfg.proxies = TrustedProxies(list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", []))))
+        proxies = list(_strings("TRUSTED_PROXIES", raw.get("TRUSTED_PROXIES", [])))
+        cfg.proxies = TrustedProxies(proxies)
+    prefixes: Dict[str, Any] = {}
+    for name in ("IPV4_PREFIX", "IPV6_PREFIX"):  # checked one by one, so an error names its setting
+        with _setting(f"RATEKEEPER['{name}']", "requests"):
+            if isinstance(raw.get(name), bool):
+                raise ConfigurationError(f"must be a prefix length, not {raw[name]!r}")
+            prefixes[name.lower()] = raw.get(name)
+            cfg.proxies = TrustedProxies(proxies, **prefixes)
     with _setting("RATEKEEPER['EXEMPT_PATHS']", "requests"):
         cfg.exempt = tuple(_strings("EXEMPT_PATHS", raw.get("EXEMPT_PATHS", [])))
     answers: Dict[str, Any] = {"log_keys": bool(raw.get("LOG_KEYS", False))}

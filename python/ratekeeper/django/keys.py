@@ -24,6 +24,12 @@ def client_ip(request: HttpRequest, proxies: TrustedProxies) -> str:
     return proxies.client_ip(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"))
 
 
+def client_key(request: HttpRequest, proxies: TrustedProxies) -> str:
+    """The client as the key ``ip`` and address bans name it: its IP's network
+    (an IPv6 client as its /64, IPV4_PREFIX and IPV6_PREFIX say otherwise)."""
+    return proxies.client_key(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"))
+
+
 def _user_pk(request: HttpRequest) -> Optional[str]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -80,14 +86,14 @@ def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
     if not isinstance(spec, str) or not spec:
         raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
     if spec == "ip":
-        return _kind(lambda request: client_ip(request, proxies), "plain")
+        return _kind(lambda request: client_key(request, proxies), "plain")
     if spec == "user":
         return _kind(lambda request: _user_pk(request), "user")
     if spec == "user_or_ip":
 
         def user_or_ip(request: HttpRequest) -> str:
             pk = _user_pk(request)
-            return f"user:{pk}" if pk is not None else f"ip:{client_ip(request, proxies)}"
+            return f"user:{pk}" if pk is not None else f"ip:{client_key(request, proxies)}"
 
         return _kind(user_or_ip, "user")
     kind, _, name = spec.partition(":")

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from ratekeeper._ratekeeper import Answer, ConfigurationError, Decision
 from ratekeeper.django.conf import Ban, Config, Policy, get_config
 from ratekeeper.django.exceptions import Ratelimited
-from ratekeeper.django.keys import KeyFunc, client_ip, kind_of
+from ratekeeper.django.keys import KeyFunc, client_ip, client_key, kind_of
 from ratekeeper.django.signals import rate_limited
 from ratekeeper.http import log_denial
 
@@ -32,14 +32,13 @@ def screen(request: HttpRequest, config: Config) -> Optional[HttpResponseBase]:
     when blocked, nothing more when safelisted) and FAIL2BAN/ALLOW2BAN
     strikes. Returns the response that ends the request, or None."""
     assert config.base is not None
-    ip = client_ip(request, config.proxies)
-    listed = config.base.screen(ip)
+    listed = config.base.screen(client_ip(request, config.proxies))
     ended = _listed(request, config, listed)
     if ended is not None or listed is not None:
         return ended
     for ban in config.bans:
         if ban.matches(request):
-            banned = _strike(config, ban, ip)
+            banned = _strike(config, ban, client_key(request, config.proxies))
             if banned or not ban.allow:  # a fail2ban request, or the strike that bans
                 return blocked(config)
     return None
@@ -57,14 +56,15 @@ async def ascreen(request: HttpRequest, config: Config) -> Optional[HttpResponse
         return ended
     for ban in config.bans:
         if ban.matches(request):
-            banned = await base.apenalize(ip=ip, ban=ban.rule)
+            banned = await base.apenalize(ip=client_key(request, config.proxies), ban=ban.rule)
             if banned or not ban.allow:
                 return blocked(config)
     return None
 
 
 def _strike(config: Config, ban: Ban, ip: str) -> bool:
-    """Counts one strike of `ban` against `ip`; True when it banned the address."""
+    """Counts one strike of `ban` against the client `ip` (its network, as
+    ``client_key`` names it); True when it banned the client."""
     assert config.base is not None
     return config.base.penalize(ip=ip, ban=ban.rule)
 
@@ -75,7 +75,7 @@ def penalize(request: HttpRequest, name: str) -> bool:
     config = get_config()
     for ban in config.bans:
         if ban.name == name:
-            return _strike(config, ban, client_ip(request, config.proxies))
+            return _strike(config, ban, client_key(request, config.proxies))
     raise ConfigurationError(f"no FAIL2BAN or ALLOW2BAN entry is named {name!r}: known {[b.name for b in config.bans]}")
 
 

@@ -22,36 +22,41 @@ module Ratekeeper
     # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds
     # (default one week), with a reason. Returns the entry as a Hash.
     # +key: true+ lists +target+ as an exact key even when it reads as an
-    # address; +force: true+ allows a range wider than a /8 (IPv6: /32).
-    def block(target, ttl: nil, reason: "", now: nil, key: false, force: false)
-      _add("block", target, ttl, reason.to_s, now, key ? true : false, force ? true : false)
+    # address; +force: true+ allows a range wider than a /8 (IPv6: /32);
+    # +scope+ blocks a key for the limiters (throttles) of that scope only.
+    def block(target, ttl: nil, reason: "", now: nil, key: false, force: false, scope: nil)
+      _add("block", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, scope&.to_s)
     end
 
     # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default one week).
     def safelist(target, ttl: nil, reason: "", now: nil, key: false, force: false)
-      _add("safe", target, ttl, reason.to_s, now, key ? true : false, force ? true : false)
+      _add("safe", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, nil)
     end
 
-    # Removes +target+ from the blocklist; true when it was on it.
-    def unblock(target, key: false)
-      _remove("block", target, key ? true : false)
+    # Removes +target+ from the blocklist (+scope+: a key's ban in that
+    # scope); true when it was on it.
+    def unblock(target, key: false, scope: nil)
+      _remove("block", target, key ? true : false, scope&.to_s)
     end
 
     # Removes +target+ from the safelist; true when it was on it.
     def unsafelist(target, key: false)
-      _remove("safe", target, key ? true : false)
+      _remove("safe", target, key ? true : false, nil)
     end
 
     # Every standing listing, tier and override: Hashes with :kind
     # ("safelist", "blocklist", "tier", "override"), :target, :network,
-    # :expires_at (epoch seconds; nil for a tier or override) and :detail.
+    # :expires_at (epoch seconds; nil for a tier or override), :detail and
+    # :scope (the scope a key's ban holds in; nil: everywhere).
     def entries(now: nil)
       _entries(now)
     end
 
-    # What is stored for +key+: {safelist:, blocklist:, tier:, override:, address:, now:}.
-    def inspect_key(key, now: nil)
-      _inspect(key, now)
+    # What is stored for +key+: {safelist:, blocklist:, tier:, override:,
+    # address:, scope:, scope_blocklist:, now:}; +scope+ asks for the key's
+    # ban in that scope.
+    def inspect_key(key, now: nil, scope: nil)
+      _inspect(key, now, scope&.to_s)
     end
 
     # Stores +tier+ for +key+ (nil removes it).

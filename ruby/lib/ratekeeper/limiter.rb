@@ -96,6 +96,18 @@ module Ratekeeper
     end
   end
 
+  # Who a request's client is: the +ranges+ of proxies whose X-Forwarded-For
+  # is believed, and how much of the client's address names it:
+  # +ipv4_prefix+ (16 to 32, default 32) and +ipv6_prefix+ (48 to 128,
+  # default 64: an IPv6 client usually holds a whole /64). #client_ip is the
+  # address; #client_key the client as keys of kind ip and address bans name
+  # it ("2001:db8:1:2::/64").
+  class TrustedProxies
+    def self.new(ranges = [], ipv4_prefix: nil, ipv6_prefix: nil)
+      _new(Array(ranges).map(&:to_s), ipv4_prefix, ipv6_prefix)
+    end
+  end
+
   # How an adapter answers (see Responses#answer): +status+ of a denial
   # (429), +blocked_status+ of a blocked client (403), which rate-limit
   # +headers+ to send (:all, :draft, :legacy or :none), and whether denial

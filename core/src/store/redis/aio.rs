@@ -8,8 +8,8 @@
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
 use super::{
-    describe, is_noscript, parse_reply, pipeline_replies, routing, storage_error, unreachable,
-    Path, RedisStore, Step, Target, Via,
+    describe, is_noscript, parse_reply, pipeline_replies, probe, routing, storage_error,
+    unreachable, unreadable, Path, Paths, RedisStore, Step, Target, Via,
 };
 use crate::decision::Observation;
 use crate::error::{Error, Result};
@@ -19,6 +19,7 @@ use crate::store::{AsyncLogStore, BoxFuture, Request};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// One connection, of either kind; a clone shares it.
 #[derive(Clone)]
@@ -80,10 +81,11 @@ impl AsyncSide {
         }
     }
 
-    /// The process's connection, made on first use (or after a failure);
-    /// waiting for another caller's attempt counts in `connect_timeout`, so
-    /// callers queued behind a dead Redis each give up within it.
-    async fn connection(&self) -> std::result::Result<Conn, RedisError> {
+    /// The process's connection, made on first use (or after a failure) by
+    /// `deadline`; waiting for another caller's attempt counts in
+    /// `connect_timeout`, so callers queued behind a dead Redis each give up
+    /// within it, and within the call's deadline.
+    async fn connection(&self, deadline: Instant) -> std::result::Result<Conn, RedisError> {
         let attempt = async {
             let mut held = self.held.lock().await;
             if let Some(conn) = held.as_ref() {
@@ -93,7 +95,8 @@ impl AsyncSide {
             *held = Some(made.clone());
             Ok(made)
         };
-        tokio::time::timeout(self.connect_timeout, attempt)
+        let by = deadline.min(Instant::now() + self.connect_timeout);
+        tokio::time::timeout_at(by, attempt)
             .await
             .map_err(|_| timed_out("connecting"))?
     }
@@ -125,9 +128,13 @@ impl AsyncSide {
         }
     }
 
-    /// Drops the connection after a failure to reach Redis: the next call makes a new one.
-    async fn forget(&self) {
-        *self.held.lock().await = None;
+    /// Drops the connection after a failure to reach Redis: the next call
+    /// makes a new one. A caller making one now holds the lock: that one is
+    /// new, and no caller waits for its attempt to end here.
+    fn forget(&self) {
+        if let Ok(mut held) = self.held.try_lock() {
+            *held = None;
+        }
     }
 }
 
@@ -142,7 +149,9 @@ impl RedisStore {
     /// Runs `work` behind the circuit breaker, as [`RedisStore::on_connection`]
     /// does: the outer error when Redis could not be reached (counted by the
     /// breaker; the connection is dropped), the inner one when it answered
-    /// with an error. Each call counts once with the breaker.
+    /// with an error (or with a reply that could not be read: the connection
+    /// is dropped, no outage counted). Each call counts once with the
+    /// breaker, and ends within `timeout`, the connection made included.
     async fn on_async(
         &self,
         work: &Work<'_>,
@@ -150,7 +159,8 @@ impl RedisStore {
         let local = self.connections()?;
         local.breaker.allow()?;
         let side = &local.aio;
-        let mut conn = match side.connection().await {
+        let deadline = Instant::now() + side.timeout;
+        let mut conn = match side.connection(deadline).await {
             Ok(conn) => conn,
             Err(e) => {
                 let step = if self.tls {
@@ -173,16 +183,21 @@ impl RedisStore {
                 Work::Many(pipe) => pipe.query_async::<Vec<Value>>(&mut conn).await,
             }
         };
-        let answered = match tokio::time::timeout(side.timeout, sent).await {
+        let answered = match tokio::time::timeout_at(deadline, sent).await {
             Ok(answered) => answered,
             Err(_) => Err(timed_out("the command")),
         };
         match answered {
+            Err(e) if e.kind() == redis::ErrorKind::Parse => {
+                side.forget();
+                local.breaker.succeeded();
+                Ok(Err(e))
+            }
             Err(e) if unreachable(&e) => {
                 // as the blocking path does: a connection that did not answer
                 // in time may be half-open (a partition, a paused host); the
                 // next call makes a new one (checks in flight keep theirs)
-                side.forget().await;
+                side.forget();
                 Err(self.failed_async(local, &e, Step::Command))
             }
             answered => {
@@ -223,11 +238,21 @@ impl RedisStore {
         }
     }
 
+    /// This process's paths, the server asked first when they are due, as
+    /// [`RedisStore::settled_paths`] does.
+    async fn settled_paths_async(&self) -> Result<&Paths> {
+        let paths = &self.connections()?.paths;
+        if paths.due() {
+            paths.probed(&self.run_async(&probe(), None).await?);
+        }
+        Ok(paths)
+    }
+
     /// One check: through the module when this process uses it (the script
     /// on a server without one), else by the script's SHA-1, and by its
     /// source on NOSCRIPT, as [`RedisStore::script`] does.
     async fn check_async(&self, request: &Request<'_>) -> Result<Observation> {
-        let paths = &self.connections()?.paths;
+        let paths = self.settled_paths_async().await?;
         let mut reply = None;
         if paths.choose() == Path::Module {
             let route = self.route(request);
@@ -268,12 +293,16 @@ impl RedisStore {
             }
             return out;
         }
+        if let Err(e) = self.settled_paths_async().await {
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,
         };
         let path = via.path();
         let answered = self.on_async(&Work::Many(&pipe)).await;
+        unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
             Err(every) => return every,

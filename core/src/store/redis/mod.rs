@@ -17,7 +17,7 @@ mod aio;
 mod module;
 
 pub use self::module::ModuleUse;
-use self::module::{Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
+use self::module::{probe, Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
 
 use super::breaker::{Breaker, Failure, StoreStats};
 use super::pool::{Connect, GetError, Lent, Pool};
@@ -37,7 +37,7 @@ use crate::rule::RuleSet;
 use redis::{ConnectionLike, RedisError, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The Lua script that checks and logs one key against a rule set.
 pub const SCRIPT: &str = include_str!("../../../lua/check.lua");
@@ -119,11 +119,59 @@ enum Link {
 }
 
 impl Conn {
+    /// Makes the next command wait at most until `deadline`: what is left of
+    /// the one call's `timeout` after getting this connection.
+    fn limit(&mut self, deadline: Instant) -> redis::RedisResult<()> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        match &self.link {
+            Link::Single(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+            Link::Cluster(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+        }
+    }
+
     fn as_like(&mut self) -> &mut dyn ConnectionLike {
         match &mut self.link {
             Link::Single(c) => c,
             Link::Cluster(c) => c.as_mut(),
         }
+    }
+
+    /// The replies of a pipeline of checks, each read by `deadline`: the
+    /// client's own pipeline would wait a whole timeout for every reply once
+    /// Redis stops answering. The outer error when Redis did not answer (the
+    /// rest are not waited for), each reply's own error inside.
+    fn pipeline(
+        &mut self,
+        pipe: &redis::Pipeline,
+        count: usize,
+        deadline: Instant,
+    ) -> redis::RedisResult<Vec<redis::RedisResult<Vec<Value>>>> {
+        let Link::Single(con) = &mut self.link else {
+            return pipe.query(self.as_like());
+        };
+        con.send_packed_command(&pipe.get_packed_pipeline())?;
+        let mut replies = Vec::with_capacity(count);
+        for _ in 0..count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out());
+            }
+            con.set_read_timeout(Some(left))?;
+            replies.push(match con.recv_response()? {
+                Value::ServerError(e) => Err(e.into()),
+                value => redis::from_redis_value(value).map_err(Into::into),
+            });
+        }
+        Ok(replies)
     }
 
     /// Runs `cmd`; on a Cluster, on the master of `route`'s slot when given
@@ -163,7 +211,6 @@ enum Target {
 /// Opens connections with the configured timeouts, for the pool.
 struct Manager {
     target: Target,
-    timeout: Duration,
     connect_timeout: Duration,
     /// Bumped whenever Redis fails to answer: connections made before are
     /// suspect (a restarted Redis reset them all) and are not used again.
@@ -171,24 +218,41 @@ struct Manager {
 }
 
 impl Manager {
-    fn open(&self) -> std::result::Result<Conn, RedisError> {
+    /// How long making a connection of `client` may take: `connect_timeout`,
+    /// and no longer than the call's deadline allows. The client waits up to
+    /// that for the connection and then up to what is left of it for each
+    /// setup reply, so with two replies to wait for it is given half.
+    fn connect_wait(
+        &self,
+        client: &redis::Client,
+        deadline: Instant,
+    ) -> std::result::Result<Duration, RedisError> {
+        let wait = self
+            .connect_timeout
+            .min(deadline.saturating_duration_since(Instant::now()))
+            / setup_replies(client).max(1);
+        if wait.is_zero() {
+            return Err(timed_out());
+        }
+        Ok(wait)
+    }
+
+    /// A connection, set up (TLS, AUTH, SELECT) by `deadline`; each command
+    /// on it is bounded by [`Conn::limit`].
+    fn open(&self, deadline: Instant) -> std::result::Result<Conn, RedisError> {
         let link = match &self.target {
-            Target::Single(client) => {
-                let con = client.get_connection_with_timeout(self.connect_timeout)?;
-                con.set_read_timeout(Some(self.timeout))?;
-                con.set_write_timeout(Some(self.timeout))?;
-                Link::Single(con)
-            }
+            Target::Single(client) => Link::Single(
+                client.get_connection_with_timeout(self.connect_wait(client, deadline)?)?,
+            ),
             Target::Cluster(client) => Link::Cluster(Box::new(client.get_connection()?)),
             Target::Sentinel(sentinel) => {
                 let client = sentinel
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .get_client()?;
-                let con = client.get_connection_with_timeout(self.connect_timeout)?;
-                con.set_read_timeout(Some(self.timeout))?;
-                con.set_write_timeout(Some(self.timeout))?;
-                Link::Single(con)
+                Link::Single(
+                    client.get_connection_with_timeout(self.connect_wait(&client, deadline)?)?,
+                )
             }
         };
         Ok(Conn {
@@ -203,8 +267,8 @@ impl Connect for Manager {
     type Conn = Conn;
     type Error = RedisError;
 
-    fn connect(&self) -> std::result::Result<Conn, RedisError> {
-        self.open()
+    fn connect(&self, deadline: Instant) -> std::result::Result<Conn, RedisError> {
+        self.open(deadline)
     }
 
     fn is_broken(&self, con: &mut Conn) -> bool {
@@ -216,6 +280,8 @@ impl Connect for Manager {
 /// generation of connections still trusted.
 struct Connections {
     pool: Pool<Manager>,
+    /// The bound on one call: getting a connection, its setup and the command.
+    timeout: Duration,
     breaker: Breaker,
     generation: Arc<AtomicU64>,
     /// Whether this process's checks use the module or the script.
@@ -231,13 +297,13 @@ impl Connections {
         let generation = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             target,
-            timeout: options.timeout,
             connect_timeout: options.connect_timeout,
             generation: generation.clone(),
         };
         let pool = Pool::new(manager, options.pool_size, options.connect_timeout);
         Ok(Connections {
             pool,
+            timeout: options.timeout,
             breaker: Breaker::default(),
             generation,
             paths: Paths::new(options.redis_module),
@@ -311,11 +377,15 @@ impl RedisStore {
         Error::storage(why)
     }
 
-    /// A pooled connection made since Redis last failed to answer; older ones
-    /// are dropped on the way.
-    fn fresh_connection<'c>(&self, local: &'c Connections) -> Result<Lent<'c, Manager>> {
+    /// A pooled connection made since Redis last failed to answer, had by
+    /// `deadline`; older ones are dropped on the way.
+    fn fresh_connection<'c>(
+        &self,
+        local: &'c Connections,
+        deadline: Instant,
+    ) -> Result<Lent<'c, Manager>> {
         loop {
-            let mut con = match local.pool.get() {
+            let mut con = match local.pool.get(deadline) {
                 Ok(con) => con,
                 Err(GetError::Connect(e)) => {
                     let step = if self.tls {
@@ -359,20 +429,31 @@ impl RedisStore {
         cmd: &redis::Cmd,
         route: Option<&[u8]>,
     ) -> Result<std::result::Result<T, RedisError>> {
-        self.on_connection(|con| con.query::<T>(cmd, route))
+        self.on_connection(|con, _| con.query::<T>(cmd, route))
     }
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
-    /// answered with an error. Each call counts once with the breaker.
+    /// answered with an error. Each call counts once with the breaker. The
+    /// whole call (waiting for a connection, making and setting it up, the
+    /// command) ends within `timeout`. A reply that cannot be read (as a
+    /// server quoting bytes that are not UTF-8 in an error) is that call's
+    /// error alone: Redis answered, so the breaker is not told of an outage.
     fn on_connection<T>(
         &self,
-        f: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         let local = self.connections()?;
         local.breaker.allow()?;
-        let mut con = self.fresh_connection(local)?;
-        match f(&mut con) {
+        let deadline = Instant::now() + local.timeout;
+        let mut con = self.fresh_connection(local, deadline)?;
+        match con.limit(deadline).and_then(|()| f(&mut con, deadline)) {
+            Err(e) if e.kind() == redis::ErrorKind::Parse => {
+                // what is left of that reply would be read as the next one's
+                con.broken = true;
+                local.breaker.succeeded();
+                Ok(Err(e))
+            }
             Err(e) if unreachable(&e) => {
                 // A late reply may still arrive on this connection: never reuse it.
                 con.broken = true;
@@ -391,8 +472,14 @@ impl RedisStore {
     /// The call of one check, as `via` says.
     fn check_command(&self, r: &Request<'_>, via: Via) -> redis::Cmd {
         let log = log_key(&self.prefix, r.tag, r.scope);
-        let record = record_key(&self.prefix, r.tag);
-        let keys: &[&[u8]] = if r.policy { &[&log, &record] } else { &[&log] };
+        let record = record_key(&self.prefix, r.tag, "");
+        let banned = record_key(&self.prefix, r.tag, r.scope);
+        let keys: &[&[u8]] = match (r.policy, r.scope.is_empty()) {
+            (false, _) => &[&log],
+            (true, true) => &[&log, &record],
+            // the bans the key earned in this scope, read in the same call
+            (true, false) => &[&log, &record, &banned],
+        };
         let mut cmd = self.check.command(via, keys);
         script_args(&mut cmd, r);
         cmd
@@ -400,7 +487,8 @@ impl RedisStore {
 
     /// A pipeline of these checks, each as this process's calls go now (the
     /// module or the script), or, when its connections cannot be had, the
-    /// error each check gets.
+    /// error each check gets. (Callers settle the paths first:
+    /// [`RedisStore::settled_paths`].)
     fn batch(
         &self,
         requests: &[Request<'_>],
@@ -431,7 +519,7 @@ impl RedisStore {
         route: Option<&[u8]>,
         command: impl Fn(Via) -> redis::Cmd,
     ) -> Result<T> {
-        let paths = &self.connections()?.paths;
+        let paths = self.settled_paths()?;
         if paths.choose() == Path::Module {
             let answered = self.run(&command(Via::Module), route)?;
             if let Some(answer) = self.module_answer(paths, answered)? {
@@ -447,9 +535,21 @@ impl RedisStore {
         Ok(answer)
     }
 
+    /// This process's paths, the server asked first ([`probe`]) when they
+    /// are due: whether it has the module is learnt from a fixed command,
+    /// never from a caller's key (see [`module`]).
+    fn settled_paths(&self) -> Result<&Paths> {
+        let paths = &self.connections()?.paths;
+        if paths.due() {
+            paths.probed(&self.run::<Value>(&probe(), None)?);
+        }
+        Ok(paths)
+    }
+
     /// What a module call's answer comes to: its reply, `None` when the
     /// script is to answer instead (the server, or this Redis user, has no
-    /// module, and `redis_module` allows the script), or the error.
+    /// module, and `redis_module` allows the script), or the error. A reply
+    /// that could not be read sends the next call through the probe again.
     fn module_answer<T>(
         &self,
         paths: &Paths,
@@ -463,7 +563,12 @@ impl RedisStore {
             Err(e) => match paths.lacks_module(&e) {
                 Some(lack) if paths.required() => Err(paths.missing(&self.shown, lack)),
                 Some(_) => Ok(None),
-                None => Err(storage_error(e)),
+                None => {
+                    if e.kind() == redis::ErrorKind::Parse {
+                        paths.unsettle();
+                    }
+                    Err(storage_error(e))
+                }
             },
         }
     }
@@ -478,6 +583,21 @@ impl RedisStore {
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.run(cmd, None)?.map_err(storage_error)
     }
+}
+
+/// Sends the next call through the probe again when a call's reply could not be read.
+fn unreadable<T>(answered: &Result<std::result::Result<T, RedisError>>, paths: &Paths) {
+    if matches!(answered, Ok(Err(e)) if e.kind() == redis::ErrorKind::Parse) {
+        paths.unsettle();
+    }
+}
+
+/// The error of a call that ran out of its time.
+fn timed_out() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no answer within the timeout",
+    ))
 }
 
 /// Whether an error means this connection cannot serve checks: Redis did not
@@ -563,11 +683,30 @@ fn node_url(scheme: &str, auth: &str, host: &str, tls: Option<&Tls>) -> String {
 }
 
 /// A client for one node URL, with the CA and client certificate when given.
+/// Its connections send no `CLIENT SETINFO` as they are set up: the client
+/// pipelines those and then waits a whole timeout for each reply when Redis
+/// does not answer, so a new connection to a frozen Redis would hold a check
+/// for several timeouts (and a healthy one pays a round trip for them).
 fn node_client(url: &str, tls: Option<&Tls>) -> redis::RedisResult<redis::Client> {
+    use redis::IntoConnectionInfo;
+    let info = url.into_connection_info()?;
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    let info = info.set_redis_settings(settings);
     match tls.and_then(Tls::certificates) {
-        Some(certificates) => redis::Client::build_with_tls(url, certificates),
-        None => redis::Client::open(url),
+        Some(certificates) => redis::Client::build_with_tls(info, certificates),
+        None => redis::Client::open(info),
     }
+}
+
+/// How many replies setting up a connection of `client` waits for (`AUTH`
+/// with a password, `SELECT` for a database other than 0, and the two
+/// `CLIENT SETINFO` of a client made elsewhere, as Sentinel's): each waits up
+/// to what is left of the connect timeout.
+fn setup_replies(client: &redis::Client) -> u32 {
+    let settings = client.get_connection_info().redis_settings();
+    u32::from(settings.password().is_some())
+        + u32::from(settings.db() != 0)
+        + 2 * u32::from(!settings.skip_set_lib_name())
 }
 
 fn is_noscript(e: &RedisError) -> bool {
@@ -731,13 +870,17 @@ impl LogStore for RedisStore {
         if requests.len() < 2 || self.cluster {
             return requests.iter().map(|r| self.apply(r)).collect();
         }
+        if let Err(e) = self.settled_paths() {
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,
         };
         let path = via.path();
-        let answered = self
-            .on_connection(|con| pipe.query::<Vec<redis::RedisResult<Vec<Value>>>>(con.as_like()));
+        let answered =
+            self.on_connection(|con, deadline| con.pipeline(&pipe, requests.len(), deadline));
+        unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
             Err(every) => return every,
@@ -790,9 +933,9 @@ impl LogStore for RedisStore {
 }
 
 impl PolicyStore for RedisStore {
-    fn record(&self, tag: &[u8]) -> Result<RawRecord> {
+    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         let mut cmd = redis::cmd("HMGET");
-        cmd.arg(record_key(&self.prefix, tag));
+        cmd.arg(record_key(&self.prefix, tag, scope));
         for field in Field::ALL {
             cmd.arg(field.code());
         }
@@ -804,8 +947,15 @@ impl PolicyStore for RedisStore {
         Ok(raw)
     }
 
-    fn set_record(&self, tag: &[u8], field: Field, value: Option<&str>, now_ms: u64) -> Result<()> {
-        let key = record_key(&self.prefix, tag);
+    fn set_record(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        field: Field,
+        value: Option<&str>,
+        now_ms: u64,
+    ) -> Result<()> {
+        let key = record_key(&self.prefix, tag, scope);
         self.script::<i64>(Some(&key), |via| {
             let mut cmd = self.policy.command(via, &[&key]);
             cmd.arg("set").arg(now_ms).arg(field.code());

@@ -3,12 +3,18 @@
 //!
 //! Both take the same keys and arguments and give the same reply (the
 //! module runs [`crate::engine`], the script its Lua twin), so a process
-//! switches between them at any time: it tries the module first; a server
-//! that answers "unknown command" has none (the command did not run), and
-//! the check goes through the script at once, without an error; so does a
+//! switches between them at any time. Before its first module call a
+//! process asks whether the server has the module with a fixed probe
+//! ([`probe`]: the module's command with no arguments, which a server with
+//! the module refuses for its arity and one without answers "unknown
+//! command"), never with a caller's key: Redis quotes a command's arguments
+//! in that answer, and a key that is not UTF-8 would make it unreadable.
+//! A module call that meets "unknown command" later (a server restarted
+//! without it) goes through the script at once, without an error; so does a
 //! Redis user whose ACL lacks the module's commands. The process then uses
 //! the script and asks again after [`PROBE_AGAIN`] (a module loaded later, or
-//! a server restarted with it, is picked up by then).
+//! a server restarted with it, is picked up by then). A reply that cannot be
+//! read fails that one call and sends the next through the probe again.
 
 use crate::error::{Error, Result};
 use redis::RedisError;
@@ -21,6 +27,18 @@ pub const CHECK_COMMAND: &str = "RATEKEEPER.CHECK";
 pub const POLICY_COMMAND: &str = "RATEKEEPER.POLICY";
 /// How long a process that found no module uses the script before it asks again.
 pub const PROBE_AGAIN: Duration = Duration::from_secs(10);
+
+/// The probe: the module's check command with no arguments. It never runs a
+/// check; its answer is ASCII whatever the server (an arity error from the
+/// module, "unknown command" without it, `NOPERM` for a user without it).
+pub fn probe() -> redis::Cmd {
+    redis::cmd(CHECK_COMMAND)
+}
+
+/// `Paths::state` before the server was asked.
+const UNKNOWN: u64 = 0;
+/// `Paths::state` once the server answered that it has the module.
+const PRESENT: u64 = 1;
 
 /// Whether checks use the Redis module (the option `redis_module`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,12 +102,12 @@ pub enum Path {
 #[derive(Debug)]
 pub struct Paths {
     wanted: ModuleUse,
-    /// What `absent_ms` counts from.
+    /// What `state` counts from.
     epoch: Instant,
-    /// When (ms after `epoch`, plus one) the server last answered that the
-    /// module cannot answer; 0: it can, or it was not asked yet. (An atomic:
-    /// every check reads it.)
-    absent_ms: AtomicU64,
+    /// [`UNKNOWN`], [`PRESENT`], or when (ms after `epoch`, plus two) the
+    /// server last answered that the module cannot answer. (An atomic: every
+    /// check reads it.)
+    state: AtomicU64,
     module_calls: AtomicU64,
     script_calls: AtomicU64,
 }
@@ -100,22 +118,54 @@ impl Paths {
         Paths {
             wanted,
             epoch: Instant::now(),
-            absent_ms: AtomicU64::new(0),
+            state: AtomicU64::new(UNKNOWN),
             module_calls: AtomicU64::new(0),
             script_calls: AtomicU64::new(0),
         }
     }
 
-    /// The way the next call goes.
+    /// The way the next call goes (after the probe, when [`Paths::due`]).
     pub fn choose(&self) -> Path {
         match self.wanted {
             ModuleUse::Off => Path::Script,
             ModuleUse::Require => Path::Module,
-            ModuleUse::Auto => match self.absent_ms.load(Ordering::Relaxed) {
-                0 => Path::Module,
-                at if self.now_ms() + 1 - at < PROBE_AGAIN.as_millis() as u64 => Path::Script,
+            ModuleUse::Auto => match self.state.load(Ordering::Relaxed) {
+                PRESENT | UNKNOWN => Path::Module,
+                at if self.now_ms() + 2 - at < PROBE_AGAIN.as_millis() as u64 => Path::Script,
                 _ => Path::Module,
             },
+        }
+    }
+
+    /// Whether the server is to be asked ([`probe`]) before the next call:
+    /// with `redis_module` "auto", when it was not asked yet, or said it has
+    /// no module [`PROBE_AGAIN`] ago.
+    pub fn due(&self) -> bool {
+        self.wanted == ModuleUse::Auto && self.choose() == Path::Module && !self.present()
+    }
+
+    fn present(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == PRESENT
+    }
+
+    /// Notes the probe's answer: "unknown command" or `NOPERM`, the module
+    /// cannot answer; any other answer (its arity error), it can. A probe
+    /// that was not answered changes nothing.
+    pub fn probed<T>(&self, answered: &std::result::Result<T, RedisError>) {
+        let lacking = match answered {
+            Err(e) => self.lacks_module(e).is_some(),
+            Ok(_) => false,
+        };
+        if !lacking {
+            self.state.store(PRESENT, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets what the server said: the next call asks again (after a
+    /// module call whose reply could not be read).
+    pub fn unsettle(&self) {
+        if self.wanted == ModuleUse::Auto {
+            self.state.store(UNKNOWN, Ordering::Relaxed);
         }
     }
 
@@ -135,7 +185,7 @@ impl Paths {
         } else {
             return None;
         };
-        self.absent_ms.store(self.now_ms() + 1, Ordering::Relaxed);
+        self.state.store(self.now_ms() + 2, Ordering::Relaxed);
         Some(lack)
     }
 
@@ -234,6 +284,37 @@ mod tests {
             .missing("redis://h:1/0", Lack::NotPermitted)
             .to_string();
         assert!(told.contains("+ratekeeper.check"), "{told}");
+    }
+
+    #[test]
+    fn the_probe_settles_auto_and_an_unreadable_reply_unsettles_it() {
+        let arity = server_error("ERR wrong number of arguments: RATEKEEPER.CHECK numkeys ...");
+        let unknown =
+            server_error("ERR unknown command 'RATEKEEPER.CHECK', with args beginning with: ");
+        let paths = Paths::new(ModuleUse::Auto);
+        assert!(paths.due(), "asked before the first call");
+        paths.probed::<()>(&Err(arity));
+        assert!(!paths.due());
+        assert_eq!(paths.choose(), Path::Module);
+        paths.unsettle();
+        assert!(paths.due(), "asked again after an unreadable reply");
+        paths.probed::<()>(&Err(unknown));
+        assert!(
+            !paths.due(),
+            "no module: the script, not asked again at once"
+        );
+        assert_eq!(paths.choose(), Path::Script);
+        for wanted in [ModuleUse::Off, ModuleUse::Require] {
+            let paths = Paths::new(wanted);
+            assert!(!paths.due(), "{wanted:?} never probes");
+            paths.unsettle();
+            assert!(!paths.due());
+        }
+        let text = format!("{:?}", probe());
+        assert!(
+            !text.contains("numkeys"),
+            "the probe has no arguments: {text}"
+        );
     }
 
     #[test]

@@ -61,31 +61,37 @@ impl Admin {
         now: Value,
         key: bool,
         force: bool,
+        scope: Option<String>,
     ) -> Result<RHash, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
         let options = core::TargetOptions { key, force };
+        let scope = scope.unwrap_or_default();
         let entry = run_core(ruby, true, || {
-            admin.add_with(which, &target, options, ttl, &reason, now)
+            admin.add_with(which, &target, options, &scope, ttl, &reason, now)
         })?;
         entry_hash(ruby, &entry)
     }
 
-    /// `_remove(list, target, key)`: whether it was listed.
+    /// `_remove(list, target, key, scope)`: whether it was listed.
     fn remove(
         ruby: &Ruby,
         rb_self: &Self,
         which: String,
         target: Value,
         key: bool,
+        scope: Option<String>,
     ) -> Result<bool, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let admin = &rb_self.inner;
         let options = core::TargetOptions { key, force: true };
-        run_core(ruby, true, || admin.remove_with(which, &target, options))
+        let scope = scope.unwrap_or_default();
+        run_core(ruby, true, || {
+            admin.remove_with(which, &target, options, &scope)
+        })
     }
 
     /// `_entries(now)`: every standing listing, tier and override.
@@ -100,12 +106,19 @@ impl Admin {
         Ok(out)
     }
 
-    /// `_inspect(key, now)`: what is stored for the key.
-    fn inspect(ruby: &Ruby, rb_self: &Self, key: Value, now: Value) -> Result<RHash, Error> {
+    /// `_inspect(key, now, scope)`: what is stored for the key (and its ban in `scope`).
+    fn inspect(
+        ruby: &Ruby,
+        rb_self: &Self,
+        key: Value,
+        now: Value,
+        scope: Option<String>,
+    ) -> Result<RHash, Error> {
         let key = convert::key_bytes(ruby, key)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
-        let seen = run_core(ruby, true, || admin.inspect(&key, now))?;
+        let scope = scope.unwrap_or_default();
+        let seen = run_core(ruby, true, || admin.inspect_in(&key, &scope, now))?;
         to_hash(ruby, &seen.plain())
     }
 
@@ -160,10 +173,10 @@ impl Admin {
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let class = module.define_class("Admin", ruby.class_object())?;
     class.define_singleton_method("_open", function!(Admin::open, 3))?;
-    class.define_method("_add", method!(Admin::add, 7))?;
-    class.define_method("_remove", method!(Admin::remove, 3))?;
+    class.define_method("_add", method!(Admin::add, 8))?;
+    class.define_method("_remove", method!(Admin::remove, 4))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
-    class.define_method("_inspect", method!(Admin::inspect, 2))?;
+    class.define_method("_inspect", method!(Admin::inspect, 3))?;
     class.define_method("_set_tier", method!(Admin::set_tier, 2))?;
     class.define_method("_set_override", method!(Admin::set_override, 2))?;
     class.define_method("switches", method!(Admin::switches, 0))?;

@@ -40,6 +40,22 @@ pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
     }
 }
 
+/// An optional whole number option `name`: nil, or an Integer.
+pub fn whole(ruby: &Ruby, name: &str, value: Value) -> Result<Option<i64>, Error> {
+    if value.is_nil() {
+        return Ok(None);
+    }
+    let Some(int) = Integer::from_value(value) else {
+        return Err(type_error(
+            ruby,
+            format!("{name} must be an Integer, not {}", class_name(value)),
+        ));
+    };
+    int.to_i64()
+        .map(Some)
+        .map_err(|_| config_error(ruby, format!("invalid {name}: out of range")))
+}
+
 /// `now`: nil, or seconds as an Integer or Float.
 pub fn now(ruby: &Ruby, now: Value) -> Result<Option<f64>, Error> {
     if now.is_nil() {

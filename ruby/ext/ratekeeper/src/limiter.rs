@@ -5,6 +5,7 @@
 use crate::call::{deliver, run_core};
 use crate::convert;
 use crate::errors::{guard, type_error};
+use crate::gvl;
 use crate::types::{Decision, Fail2Ban, Rule};
 use magnus::{
     function, method, prelude::*, typed_data::Obj, Error, RArray, RHash, RModule, Ruby, Value,
@@ -166,7 +167,27 @@ impl Limiter {
         let timeout = convert::seconds(ruby, "timeout", timeout)?;
         let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
         let limiter = &rb_self.inner;
-        let acquired = run_core(ruby, true, || limiter.acquire(&key, &options, timeout))?;
+        // each wait ends at once when Ruby interrupts the thread (Thread#raise,
+        // Timeout, Ctrl-C): its pending interrupts then run with the GVL
+        let wakeup = gvl::Wakeup::default();
+        let interrupted: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
+        let mut pause = |wait: std::time::Duration| -> core::Result<()> {
+            let until = std::time::Instant::now() + wait;
+            while wakeup.sleep_until(until) {
+                if let Err(e) = gvl::interrupts_with_gvl() {
+                    *interrupted.borrow_mut() = Some(e);
+                    return Err(core::Error::storage("the wait was interrupted"));
+                }
+            }
+            Ok(())
+        };
+        let outcome = gvl::without_gvl_interruptible(ruby, &wakeup, || {
+            limiter.acquire_pausing(&key, &options, timeout, &mut pause)
+        })?;
+        if let Some(e) = interrupted.take() {
+            return Err(e);
+        }
+        let acquired = crate::errors::settle(ruby, outcome)?;
         let refusal = acquired.refusal();
         Ok((deliver(ruby, acquired.decision())?, refusal))
     }

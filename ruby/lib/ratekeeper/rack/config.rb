@@ -30,7 +30,8 @@ module Ratekeeper
       LIMITER_OPTIONS = (Ratekeeper::DEFAULTS.keys - %i[scope tiers]).freeze
 
       attr_accessor :responder, :blocked_responder, :enabled, :log_level
-      attr_reader :throttles, :safelists, :blocklists, :bans, :exempt_paths, :trusted_proxies
+      attr_reader :throttles, :safelists, :blocklists, :bans, :exempt_paths, :trusted_proxies,
+                  :ipv4_prefix, :ipv6_prefix
 
       LIMITER_OPTIONS.each do |name|
         define_method(name) { @limiter_options.fetch(name) { Ratekeeper::DEFAULTS[name] } }
@@ -99,6 +100,26 @@ module Ratekeeper
         ranges = Array(ranges).map(&:to_s)
         TrustedProxies.new(ranges)
         @trusted_proxies = ranges
+      end
+
+      # How much of an IPv4 client's address names it (16 to 32, default 32):
+      # the client IP keys and address bans (checked now).
+      def ipv4_prefix=(prefix)
+        TrustedProxies.new(ipv4_prefix: prefix)
+        @ipv4_prefix = prefix
+      end
+
+      # How much of an IPv6 client's address names it (48 to 128, default
+      # 64: a client usually holds a whole /64 and can send each request from
+      # a new address in it).
+      def ipv6_prefix=(prefix)
+        TrustedProxies.new(ipv6_prefix: prefix)
+        @ipv6_prefix = prefix
+      end
+
+      # Who a request's client is, as these options say.
+      def proxies
+        TrustedProxies.new(@trusted_proxies, ipv4_prefix: @ipv4_prefix, ipv6_prefix: @ipv6_prefix)
       end
 
       # Limits requests by +rules+ per the key the block returns (default: the

@@ -6,7 +6,8 @@ require "ratekeeper/rack/config"
 
 module Ratekeeper
   module Rack
-    # A Rack request that knows its client IP by the configured trusted proxies.
+    # A Rack request that knows its client by the configured trusted proxies
+    # and client prefixes.
     class Request < ::Rack::Request
       def initialize(env, proxies)
         super(env)
@@ -16,6 +17,13 @@ module Ratekeeper
       # The client's IP: X-Forwarded-For counts only when REMOTE_ADDR is a trusted proxy.
       def client_ip
         @client_ip ||= @proxies.client_ip(get_header("REMOTE_ADDR").to_s, get_header("HTTP_X_FORWARDED_FOR"))
+      end
+
+      # The client as throttles keyed by IP and address bans name it: the
+      # client IP's network by the configured prefixes (an IPv6 client as its
+      # /64: every address it rotates through is the same client).
+      def client_key
+        @client_key ||= @proxies.client_key(get_header("REMOTE_ADDR").to_s, get_header("HTTP_X_FORWARDED_FOR"))
       end
 
       # Field +name+ of a posted form or a JSON object body that names a
@@ -62,7 +70,7 @@ module Ratekeeper
         @app = app
         @config = config || Config.new(**options)
         yield @config if block_given?
-        @proxies = TrustedProxies.new(@config.trusted_proxies)
+        @proxies = @config.proxies
         @responses = @config.responses
         @base = Limiter.new("1/second", **@config.limiter_options)
         @throttles = @config.throttles.map { |throttle| throttle.bind(@base) }
@@ -149,13 +157,13 @@ module Ratekeeper
       end
 
       # Fail2ban and allow2ban: a request a ban matches counts a strike
-      # against the client IP. Returns a 403 for a fail2ban request (the bad
+      # against the client (its IP's network: an IPv6 client's /64). Returns a 403 for a fail2ban request (the bad
       # request itself is refused) and for the strike that bans, else nil.
       def strike(request)
         @config.bans.each do |rule|
           next unless rule.matched_by?(request)
 
-          banned = @base.penalize(ip: request.client_ip, ban: rule.ban)
+          banned = @base.penalize(ip: request.client_key, ban: rule.ban)
           instrument("ban", request, rule.name) if banned
           next if rule.allow? && !banned
 

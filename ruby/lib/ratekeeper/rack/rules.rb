@@ -97,7 +97,7 @@ module Ratekeeper
       def key_for(request)
         return nil unless matched_by?(request)
 
-        key = @key ? @key.call(request) : request.client_ip
+        key = @key ? @key.call(request) : request.client_key
         key&.to_s
       end
 
