@@ -366,3 +366,17 @@ def test_expiry_is_shown_in_the_sites_time_zone_and_says_which(staff_client, adm
     local = datetime.fromtimestamp(entry["expires_at"], ZoneInfo("America/New_York"))
     assert shown == local.strftime("%Y-%m-%d %H:%M:%S ") + local.tzname(), shown
     assert "UTC" not in shown
+
+
+def test_a_ban_in_a_scope_is_shown_with_it_and_removed_by_it(staff_client, admin):
+    """A key banned in one scope (penalize in a login limiter) is listed with
+    its scope, and its Remove button lifts that ban, not the key's own."""
+    admin.block("user:7", ttl=600, reason="fail2ban logins", key=True, scope="login")
+    admin.block("user:7", ttl=600, reason="chargeback")
+    page = staff_client.get("/ratekeeper/").content.decode()
+    assert 'data-scope="login"' in page and "(in scope <code>login</code> only)" in page
+    assert '<input type="hidden" name="scope" value="login">' in page
+    done = staff_client.post("/ratekeeper/remove", {"kind": "blocklist", "target": "user:7", "scope": "login"},
+                             follow=True)
+    assert b"Removed user:7 from the blocklist in scope login" in done.content
+    assert [(e["kind"], e["scope"]) for e in admin.entries() if e["target"] == "user:7"] == [("blocklist", None)]
