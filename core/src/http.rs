@@ -95,8 +95,9 @@ impl Default for Responses {
     }
 }
 
-/// What to do with a request, as headers and maybe a whole response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What to do with a request, as headers and maybe a whole response (the
+/// default: pass, adding nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Answer {
     /// The status to answer with, or `None` to pass the request on to the
     /// application (adding `headers` to its response, without replacing any

@@ -65,6 +65,7 @@ pub mod admin;
 pub mod decision;
 pub mod denial_cache;
 pub mod error;
+pub mod gate;
 pub mod http;
 pub mod keys;
 pub mod limiter;

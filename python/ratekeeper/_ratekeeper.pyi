@@ -143,6 +143,71 @@ class Answer:
     def passes(self) -> bool: ...
 
 @final
+class Verdict:
+    @property
+    def ending(self) -> str: ...
+    @property
+    def answer(self) -> Answer: ...
+    @property
+    def decision(self) -> Optional["Decision"]: ...
+    @property
+    def scope(self) -> Optional[str]: ...
+    @property
+    def ban(self) -> Optional[str]: ...
+    @property
+    def banned(self) -> bool: ...
+    @property
+    def safelist(self) -> Optional[str]: ...
+    @property
+    def blocklist(self) -> Optional[str]: ...
+    @property
+    def log(self) -> Optional[Tuple[str, Dict[str, Any]]]: ...
+    @property
+    def checked(self) -> List[Tuple[str, bytes, "Decision"]]: ...
+
+@final
+class Gate:
+    def __new__(cls, policy: Any, *, limiter: Optional["Limiter"] = None) -> "Gate": ...
+    def decide(
+        self,
+        method: str,
+        path: str,
+        host: str,
+        peer: str,
+        headers: Any,
+        query: str = "",
+        *,
+        context: Any = None,
+        body: Optional[Callable[[str], Any]] = None,
+        user: Optional[Callable[[], Any]] = None,
+        cost: Optional[int] = None,
+    ) -> Verdict: ...
+    def adecide(
+        self,
+        method: str,
+        path: str,
+        host: str,
+        peer: str,
+        headers: Any,
+        query: str = "",
+        *,
+        context: Any = None,
+        body: Optional[Callable[[str], Any]] = None,
+        user: Optional[Callable[[], Any]] = None,
+        cost: Optional[int] = None,
+    ) -> Awaitable[Verdict]: ...
+    @property
+    def scopes(self) -> List[str]: ...
+    @property
+    def base(self) -> "Limiter": ...
+    @property
+    def stats(self) -> Dict[str, Dict[str, Any]]: ...
+    @property
+    def store_stats(self) -> Dict[str, Union[int, str]]: ...
+    @property
+    def enabled(self) -> bool: ...
+
+@final
 class Responses:
     def __new__(
         cls,

@@ -1,11 +1,13 @@
 """ASGI middleware for Starlette, FastAPI, Django under ASGI, Quart, or any
-ASGI app: the WSGI middleware's behaviour, awaited.
+ASGI app: the core's gate at an ASGI door, awaited.
 
     from ratekeeper import Limiter
     from ratekeeper.asgi import RateLimitMiddleware
     app.add_middleware(RateLimitMiddleware, limiter=Limiter("10/second; 100/minute", "redis://127.0.0.1:6379/0"))
+    # or every door's policy file:
+    app.add_middleware(RateLimitMiddleware, policy="policy.toml")
 
-Each request is checked with ``await limiter.acheck(...)``: the event loop
+Each request is decided with ``await gate.adecide(...)``: the event loop
 never waits on Redis (one multiplexed connection per process carries every
 check). Every limited response carries the rate-limit headers; a denied
 request gets the core's 429 (``status``) with ``Retry-After`` and a JSON
@@ -13,14 +15,16 @@ body, or whatever ``responder(scope, receive, send, decision)`` sends; a
 blocked client (its address or key on the blocklist) gets 403
 (``blocked_status``) ``{"error":"blocked"}``. A refused websocket handshake
 is closed with ``websocket_close_code`` (1008, policy violation). Lifespan
-and other scopes pass through.
+and other scopes pass through. The policy's callables (keys, tiers,
+``exempt``) are called with the scope, on the loop; a ``key`` given here may
+be a coroutine function.
 """
 
 import inspect
-from typing import Awaitable, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, Responses, TrustedProxies
-from ratekeeper.http import log_denial
+from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper.http import door_gate, log_verdict
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -50,8 +54,16 @@ async def send_answer(answer: Answer, send: Send) -> None:
     await send({"type": "http.response.body", "body": answer.body})
 
 
+def _given_key(scope: Scope) -> Optional[Union[str, bytes]]:
+    """The key the door's own ``key`` gave (awaited before the gate decides)."""
+    return scope.get("ratekeeper.key")  # type: ignore[no-any-return]
+
+
 class RateLimitMiddleware:
-    """Limits every HTTP request (and websocket handshake) of an ASGI app by one limiter.
+    """Limits every HTTP request (and websocket handshake) of an ASGI app:
+    by one limiter (the arguments below), or by a policy (``policy=``: a
+    policy file's path or a dict of the same shape; its store, or
+    ``limiter``'s when one is given).
 
     - ``key(scope)`` names the caller (default: the client, ``client_key``); it may be a
       coroutine function; None lets the request through unlimited.
@@ -71,7 +83,7 @@ class RateLimitMiddleware:
     def __init__(
         self,
         app: App,
-        limiter: Limiter,
+        limiter: Optional[Limiter] = None,
         key: Optional[KeyFunc] = None,
         exempt: Union[Sequence[str], Callable[[Scope], bool]] = (),
         trusted_proxies: Sequence[str] = (),
@@ -85,15 +97,17 @@ class RateLimitMiddleware:
         log_keys: bool = False,
         headers: Optional[str] = None,
         websocket_close_code: int = 1008,
+        policy: Any = None,
     ) -> None:
-        if not isinstance(limiter, Limiter):
-            raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
+        given = dict(key=_given_key if key is not None else None, exempt=exempt, trusted_proxies=trusted_proxies,
+                     ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix, status=status,
+                     blocked_status=blocked_status, headers=headers, log_keys=log_keys)
+        self.gate = door_gate("RateLimitMiddleware", limiter, policy, given)
+        self.base = self.gate.base
         self.app = app
         self.limiter = limiter
         self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
         self.key = key
-        self.exempt = (exempt,) if isinstance(exempt, str) else exempt
-        self.responses = Responses(status=status, blocked_status=blocked_status, headers=headers, log_keys=log_keys)
         self.responder = responder
         self.cost = cost
         self.log_level = log_level
@@ -112,37 +126,30 @@ class RateLimitMiddleware:
         peer = client[0] if client else ""
         return self.proxies.client_key(peer, header(scope, b"x-forwarded-for"))
 
-    def is_exempt(self, scope: Scope) -> bool:
-        """Whether the request's path is exempt."""
-        if callable(self.exempt):
-            return bool(self.exempt(scope))
-        path = scope.get("path") or "/"
-        return any(path.startswith(prefix) for prefix in self.exempt)
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or self.is_exempt(scope):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        ip = self.client_ip(scope)
-        limiter = self.limiter
-        listed = limiter.screen(ip) if limiter.policies_ready else await limiter.ascreen(ip)
-        if listed is not None:
-            scope["ratekeeper.decision"] = listed
-            await (self.app(scope, receive, send) if listed.allowed else self.refuse(scope, receive, send, listed))
+        client = scope.get("client")
+        peer = client[0] if client else ""
+        if not self.base.policies_ready:  # the address lists, read once off the loop
+            await self.base.ascreen(peer)
+        if self.key is not None:
+            found = self.key(scope)
+            scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found
+        headers = scope.get("headers") or []
+        verdict = await self.gate.adecide(
+            scope.get("method", "GET"), scope.get("path") or "/", header(scope, b"host") or "", peer, headers,
+            (scope.get("query_string") or b"").decode("latin-1"), context=scope,
+            cost=self.cost(scope) if self.cost else None)
+        if verdict.decision is not None:
+            scope["ratekeeper.decision"] = verdict.decision
+        if verdict.ending != "pass":
+            if verdict.ending == "deny":
+                log_verdict(self.log_level, verdict)
+            await self.refuse(scope, receive, send, verdict.decision, verdict.answer, verdict.ending == "deny")
             return
-        key = await self.key_of(scope)
-        if key is None:
-            await self.app(scope, receive, send)
-            return
-        decision = await limiter.acheck(key, self.cost(scope) if self.cost else None, ip=ip)
-        scope["ratekeeper.decision"] = decision
-        if not decision.allowed:
-            if not decision.blocked:
-                log_denial(self.log_level, self.responses, "asgi", key, decision, scope.get("method", ""),
-                           scope.get("path", ""))
-            await self.refuse(scope, receive, send, decision)
-            return
-        extra = encoded(self.responses.pass_headers(decision).items())
+        extra = encoded(verdict.answer.headers.items())
         if not extra or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -156,14 +163,8 @@ class RateLimitMiddleware:
 
         await self.app(scope, receive, send_with_headers)
 
-    async def key_of(self, scope: Scope) -> Optional[Union[str, bytes]]:
-        """The request's key: ``key(scope)`` (awaited when it is a coroutine), else the client."""
-        if self.key is None:
-            return self.client_key(scope)
-        key = self.key(scope)
-        return await key if inspect.isawaitable(key) else key  # type: ignore[no-any-return]
-
-    async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Decision) -> None:
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
+                     answer: Answer, denied: bool) -> None:
         """The answer to a denied or blocked request: the core's (or the
         responder's, for a denial); a websocket handshake is closed."""
         if scope["type"] == "websocket":
@@ -171,8 +172,7 @@ class RateLimitMiddleware:
             if message.get("type") == "websocket.connect":
                 await send({"type": "websocket.close", "code": self.websocket_close_code})
             return
-        if self.responder is not None and not decision.blocked:
-            await self.responder(scope, receive, send, decision)
+        if self.responder is not None and denied:
+            await self.responder(scope, receive, send, decision)  # type: ignore[arg-type]
             return
-        await send_answer(self.responses.answer(decision), send)
-
+        await send_answer(answer, send)

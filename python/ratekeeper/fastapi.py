@@ -24,15 +24,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, Responses, TrustedProxies, scope_name
+from ratekeeper._ratekeeper import Answer, Decision, Gate, Limiter, Responses, TrustedProxies, parse_rules, scope_name
 
 KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
 
 
 class RateLimited(HTTPException):
-    """A denied or blocked request: ``decision`` and the core's ``answer``."""
+    """A denied or blocked request: ``decision`` (None for a ban) and the core's ``answer``."""
 
-    def __init__(self, decision: Decision, answer: Answer) -> None:
+    def __init__(self, decision: Optional[Decision], answer: Answer) -> None:
         headers = {n: v for n, v in answer.headers.items() if n not in ("Content-Length", "Content-Type")}
         super().__init__(status_code=answer.status or 429, detail=answer.body.decode(), headers=headers)
         self.decision = decision
@@ -48,7 +48,7 @@ async def rate_limited_handler(request: Request, exc: Exception) -> Response:
 
 class _Setup:
     limiter: Optional[Limiter] = None
-    responses: Responses = Responses()
+    answers: Dict[str, Any] = {}
     proxies: TrustedProxies = TrustedProxies([])
 
 
@@ -69,9 +69,12 @@ def setup(
     """Installs the handler that renders denials, and the limiter (its store,
     options, trusted proxies and client prefixes: ``ipv4_prefix`` 16-32,
     default 32, ``ipv6_prefix`` 48-128, default 64) routes limit on by default."""
-    _setup.limiter = limiter
-    _setup.responses = Responses(status=status, blocked_status=blocked_status, headers=headers)
     _setup.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
+    Responses(status=status, blocked_status=blocked_status, headers=headers)  # checked now
+    _setup.limiter = limiter
+    _setup.answers = {"trusted_proxies": list(trusted_proxies), "ipv4_prefix": ipv4_prefix,
+                      "ipv6_prefix": ipv6_prefix, "status": status, "blocked_status": blocked_status,
+                      "headers": headers}
     app.add_exception_handler(RateLimited, rate_limited_handler)
 
 
@@ -88,6 +91,11 @@ def client_key(request: Request) -> str:
     return _setup.proxies.client_key(peer, request.headers.get("x-forwarded-for"))
 
 
+def _given_key(scope: Dict[str, Any]) -> Any:
+    """The key the route's own ``key`` gave (awaited before the gate decides)."""
+    return scope.get("ratekeeper.key")
+
+
 def limit(
     rules: Any,
     *,
@@ -99,10 +107,9 @@ def limit(
     """A dependency limiting a route by ``rules`` per ``key(request)`` (a
     function or coroutine function; default: the client, ``client_key``; None: not
     limited). Bad rules fail here, at import."""
-    from ratekeeper._ratekeeper import parse_rules
-
-    parse_rules(rules)
-    made: Dict[Any, Limiter] = {}
+    text = rules if isinstance(rules, str) else "; ".join(str(r) for r in parse_rules(rules))
+    parse_rules(text)
+    made: Dict[Any, Gate] = {}
 
     async def dependency(request: Request, response: Response) -> Any:
         base = limiter or _setup.limiter
@@ -110,18 +117,23 @@ def limit(
             raise RuntimeError("ratekeeper.fastapi.limit needs limiter= or ratekeeper.fastapi.setup(app, limiter)")
         route = request.scope.get("route")
         name = scope or f"route:{getattr(route, 'path', request.url.path)}"
-        chosen = made.get((id(base), name))  # per base limiter: a later setup() may give another store
-        if chosen is None:
-            chosen = made[(id(base), name)] = base.with_rules(rules, scope=scope_name(name))
-        ip = client_ip(request)
-        found = key(request) if key is not None else client_key(request)
-        if inspect.isawaitable(found):
-            found = await found
-        if found is None:
+        answers = _setup.answers
+        gate = made.get((id(base), id(answers), name))  # a later setup() may give another store or answers
+        if gate is None:
+            throttle = {"scope": scope_name(name), "rules": text, "key": _given_key if key is not None else "ip"}
+            gate = made[(id(base), id(answers), name)] = Gate({**answers, "throttle": [throttle]}, limiter=base)
+        if key is not None:
+            found = key(request)
+            request.scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found
+        verdict = await gate.adecide(request.method, request.url.path, request.headers.get("host", ""),
+                                     request.client.host if request.client else "", request.scope["headers"],
+                                     request.scope.get("query_string", b"").decode("latin-1"),
+                                     context=request.scope, cost=cost)
+        decision = verdict.decision
+        if not verdict.checked and verdict.ending == "pass" and decision is None:
             return None
-        decision = await chosen.acheck(found, cost, ip=ip)
         request.state.ratekeeper = decision
-        answer = _setup.responses.answer(decision)
+        answer = verdict.answer
         if answer.status is not None:
             raise RateLimited(decision, answer)
         for header, value in answer.headers.items():

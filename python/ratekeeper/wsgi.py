@@ -1,27 +1,34 @@
-"""WSGI middleware for Flask or any WSGI app.
+"""WSGI middleware for Flask or any WSGI app: the core's gate at a WSGI door.
 
     from ratekeeper import Limiter
     from ratekeeper.wsgi import RateLimitMiddleware
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, Limiter("10/second; 100/minute", store="redis://127.0.0.1:6379/0"))
+    # or every door's policy file (throttles, bans, exempt paths, responses):
+    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, policy="policy.toml")
 
 Every limited response carries the rate-limit headers; a denied request gets
 429 (``status``) with ``Retry-After`` and a JSON body, or whatever
 ``responder(environ, start_response, decision)`` returns. A blocked client
 (its address or key on the blocklist) gets 403 (``blocked_status``)
-``{"error": "blocked"}``, as from the Django and Rack middlewares.
+``{"error": "blocked"}``, as from every other door.
 """
 
+import io
+import json
+from http import HTTPStatus
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from http import HTTPStatus
-
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, Responses, TrustedProxies
-from ratekeeper.http import log_denial
+from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper.http import door_gate, log_verdict
 
 Environ = dict
 StartResponse = Callable[..., Any]
 KeyFunc = Callable[[Environ], Optional[Union[str, bytes]]]
 Responder = Callable[[Environ, StartResponse, Decision], Iterable[bytes]]
+
+# The most of a request body read for an ``identity:FIELD`` key.
+MAX_BODY = 64 * 1024
+
 
 def _status_line(status: int) -> str:
     try:
@@ -30,8 +37,41 @@ def _status_line(status: int) -> str:
         return f"{status} Rate Limited"
 
 
+def body_field(environ: Environ, name: str) -> Optional[str]:
+    """Field `name` of a posted form or JSON object body (read once, at most
+    MAX_BODY bytes, and put back for the app); None when absent."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if length <= 0 or length > MAX_BODY:
+        return None
+    raw = environ.get("ratekeeper.body")
+    if raw is None:
+        raw = environ["wsgi.input"].read(length)
+        environ["ratekeeper.body"] = raw
+        environ["wsgi.input"] = io.BytesIO(raw)
+    kind = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        from urllib.parse import parse_qs
+
+        values = parse_qs(raw.decode("latin-1"), keep_blank_values=True).get(name)
+        return values[0] if values else None
+    if kind == "application/json":
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            return None
+        value = body.get(name) if isinstance(body, dict) else None
+        return value if isinstance(value, str) else None
+    return None
+
+
 class RateLimitMiddleware:
-    """Limits every request of a WSGI app by one limiter.
+    """Limits the requests of a WSGI app: by one limiter (the arguments
+    below), or by a policy (``policy=``: a policy file's path or a dict of
+    the same shape, as the edge server and the Rack and Django middlewares
+    read it; its store, or ``limiter``'s when one is given).
 
     - ``key(environ)`` names the caller (default: the client, ``client_key``); returning
       None lets the request through unlimited.
@@ -53,7 +93,7 @@ class RateLimitMiddleware:
     def __init__(
         self,
         app: Callable[[Environ, StartResponse], Iterable[bytes]],
-        limiter: Limiter,
+        limiter: Optional[Limiter] = None,
         key: Optional[KeyFunc] = None,
         exempt: Union[Sequence[str], Callable[[Environ], bool]] = (),
         trusted_proxies: Sequence[str] = (),
@@ -66,18 +106,16 @@ class RateLimitMiddleware:
         log_level: Optional[Union[int, str]] = "INFO",
         log_keys: bool = False,
         headers: Optional[str] = None,
+        policy: Any = None,
     ) -> None:
-        if not isinstance(limiter, Limiter):
-            raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
-        if isinstance(exempt, str):
-            exempt = (exempt,)
+        given = dict(key=key, exempt=exempt, trusted_proxies=trusted_proxies, ipv4_prefix=ipv4_prefix,
+                     ipv6_prefix=ipv6_prefix, status=status, blocked_status=blocked_status, headers=headers,
+                     log_keys=log_keys)
+        self.gate = door_gate("RateLimitMiddleware", limiter, policy, given)
         self.app = app
         self.limiter = limiter
         self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
-        self.key = key or self.client_key
-        self.exempt = exempt
-        self.responses = Responses(status=status, blocked_status=blocked_status, headers=headers, log_keys=log_keys)
-        self.responder = responder or self.deny
+        self.responder = responder
         self.cost = cost
         self.log_level = log_level
 
@@ -90,21 +128,6 @@ class RateLimitMiddleware:
         prefixes (an IPv6 client as its /64)."""
         return self.proxies.client_key(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
 
-    def is_exempt(self, environ: Environ) -> bool:
-        """Whether the request's path is exempt."""
-        if callable(self.exempt):
-            return bool(self.exempt(environ))
-        path = environ.get("PATH_INFO", "") or "/"
-        return any(path.startswith(prefix) for prefix in self.exempt)
-
-    def deny(self, environ: Environ, start_response: StartResponse, decision: Decision) -> Iterable[bytes]:
-        """The default denial: the core's answer (``status``, Retry-After, a JSON body)."""
-        return self.render(self.responses.answer(decision), start_response)
-
-    def blocked(self, start_response: StartResponse) -> Iterable[bytes]:
-        """The answer to a blocked client: ``blocked_status`` with a JSON body."""
-        return self.render(self.responses.blocked(), start_response)
-
     @staticmethod
     def render(answer: Answer, start_response: StartResponse) -> Iterable[bytes]:
         """An answer that ends the request, as WSGI sends it."""
@@ -113,28 +136,23 @@ class RateLimitMiddleware:
         return [answer.body]
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if self.is_exempt(environ):
+        path = environ.get("PATH_INFO", "") or "/"
+        verdict = self.gate.decide(
+            environ.get("REQUEST_METHOD", "GET"), path, environ.get("HTTP_HOST") or environ.get("SERVER_NAME", ""),
+            environ.get("REMOTE_ADDR", ""), environ, environ.get("QUERY_STRING", ""), context=environ,
+            body=lambda name: body_field(environ, name), cost=self.cost(environ) if self.cost else None)
+        if verdict.decision is not None:
+            environ["ratekeeper.decision"] = verdict.decision
+        answer = verdict.answer
+        if verdict.ending == "deny":
+            log_verdict(self.log_level, verdict)
+            if self.responder is not None:
+                return self.responder(environ, start_response, verdict.decision)
+        if answer.status is not None:
+            return self.render(answer, start_response)
+        extra = list(answer.headers.items())
+        if not extra:
             return self.app(environ, start_response)
-        ip = self.client_ip(environ)
-        listed = self.limiter.screen(ip)
-        if listed is not None:
-            environ["ratekeeper.decision"] = listed
-            return self.app(environ, start_response) if listed.allowed else self.blocked(start_response)
-        key = self.key(environ)
-        if key is None:
-            return self.app(environ, start_response)
-        cost = self.cost(environ) if self.cost else None
-        decision = self.limiter.check(key, cost, ip=ip)
-        environ["ratekeeper.decision"] = decision
-        if decision.blocked:
-            return self.blocked(start_response)
-        if decision.safelisted:
-            return self.app(environ, start_response)
-        if not decision.allowed:
-            method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
-            log_denial(self.log_level, self.responses, "wsgi", key, decision, method, path)
-            return self.responder(environ, start_response, decision)
-        extra = list(self.responses.pass_headers(decision).items())
 
         def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
             present = {name.lower() for name, _ in headers}

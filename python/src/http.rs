@@ -145,6 +145,12 @@ fn headers_dict<'py>(
     Ok(dict)
 }
 
+impl From<core::Answer> for Answer {
+    fn from(inner: core::Answer) -> Answer {
+        Answer { inner }
+    }
+}
+
 #[pymethods]
 impl Answer {
     /// The status to answer with, or None to pass the request on.

@@ -7,6 +7,7 @@ mod aio;
 mod call;
 mod convert;
 mod errors;
+mod gate;
 mod http;
 mod limiter;
 mod net;
@@ -37,6 +38,8 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Fail2Ban>()?;
     m.add_class::<http::Responses>()?;
     m.add_class::<http::Answer>()?;
+    m.add_class::<gate::Gate>()?;
+    m.add_class::<gate::Verdict>()?;
     m.add_class::<net::TrustedProxies>()?;
     m.add("DEFAULTS", settings::defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -97,6 +97,21 @@ fn deliver_all(py: Python<'_>, decisions: Vec<core::Decision>) -> PyResult<Py<Py
 }
 
 impl Limiter {
+    /// A core limiter for Python (`store`: its URL as `repr` shows it).
+    pub fn wrap(inner: Arc<core::Limiter>, store: String) -> Limiter {
+        Limiter { inner, store }
+    }
+
+    /// The core limiter, shared.
+    pub fn shared(&self) -> Arc<core::Limiter> {
+        self.inner.clone()
+    }
+
+    /// Its store URL as `repr` shows it.
+    pub fn store_shown(&self) -> &str {
+        &self.store
+    }
+
     /// An awaitable check or peek: on the runtime for a remote store, at once for memory.
     fn decide_async<'py>(
         &self,

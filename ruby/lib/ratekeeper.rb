@@ -47,6 +47,7 @@ require "ratekeeper/errors"
 require "ratekeeper/ratekeeper"
 require "ratekeeper/limiter"
 require "ratekeeper/admin"
+require "ratekeeper/gate"
 require "ratekeeper/rack/middleware"
 if defined?(Rails::Railtie)
   require "ratekeeper/railtie"

@@ -1,24 +1,18 @@
 //! The gRPC door: Envoy's rate limit service
 //! (`envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`).
 //!
-//! Each descriptor selects the first throttle (file order) whose
-//! `envoy.domain` is the request's domain, whose `envoy.match` entries it
-//! holds, and which holds the throttle's `envoy.key` entry: that entry's
-//! value is the key. A descriptor no throttle selects is OK, unlimited. The
-//! cost is the descriptor's `hits_addend`, else the request's, else 1. All
-//! selected throttles are checked in one round trip; each that admits
-//! counts; the request is OVER_LIMIT when any is denied. A `remote_address`
-//! entry is the client address: listed in the store, it blocks (every
-//! status OVER_LIMIT, the blocked body) or safelists (every status OK).
-//! Each status carries the binding rule (`current_limit`), what remains,
-//! and the time until it resets (a denial: until it would pass); the
-//! response carries the rate-limit headers (and `Retry-After`, and the JSON
-//! body as `raw_body`, when over limit). A descriptor's `limit` override is
-//! ignored: limits come from the policy file and the store.
+//! A request's descriptors select the policy's throttles and the core's gate
+//! decides, as for every door ([`ratekeeper_core::gate::envoy`] says how a
+//! descriptor selects a throttle, its key and its cost). The request is
+//! OVER_LIMIT when the gate blocks or denies it. Each status of a checked
+//! descriptor carries the binding rule (`current_limit`), what remains, and
+//! the time until it resets (a denial: until it would pass); a blocked
+//! client gets every status OVER_LIMIT. The response carries the rate-limit
+//! headers (and `Retry-After`, and the JSON body as `raw_body`, when over
+//! limit). A descriptor's `limit` override is ignored: limits come from the
+//! policy file and the store.
 
 use crate::error::ServerError;
-use crate::gate::{least_remaining, log_denial, warn_once};
-use crate::policy::Policy;
 use crate::proto::config::core::v3::HeaderValue;
 use crate::proto::service::ratelimit::v3::rate_limit_response::{
     rate_limit::Unit, Code, DescriptorStatus, RateLimit,
@@ -28,7 +22,9 @@ use crate::proto::service::ratelimit::v3::rate_limit_service_server::{
 };
 use crate::proto::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use crate::state::State;
-use ratekeeper_core::{check_batch_async, BatchItem, Decision};
+use ratekeeper_core::gate::envoy::Descriptor;
+use ratekeeper_core::gate::{Ending, Gate, Step};
+use ratekeeper_core::Decision;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
@@ -72,8 +68,8 @@ impl RateLimitService for Rls {
     }
 }
 
-/// The descriptors' entries, checked.
-fn entries(request: &RateLimitRequest) -> Result<Vec<Vec<(String, String)>>, ServerError> {
+/// The descriptors, checked.
+fn descriptors(request: &RateLimitRequest) -> Result<Vec<Descriptor>, ServerError> {
     let bad = |why: String| Err(ServerError::BadRequest(why));
     if request.domain.is_empty() {
         return bad("the domain is empty: give the domain of the throttles to apply".into());
@@ -91,67 +87,36 @@ fn entries(request: &RateLimitRequest) -> Result<Vec<Vec<(String, String)>>, Ser
         if descriptor.entries.iter().any(|e| e.key.is_empty()) {
             return bad(format!("descriptor {i}: an entry has an empty key"));
         }
-        out.push(
-            descriptor
+        out.push(Descriptor {
+            entries: descriptor
                 .entries
                 .iter()
                 .map(|e| (e.key.clone(), e.value.clone()))
                 .collect(),
-        );
+            hits: descriptor.hits_addend,
+        });
     }
     Ok(out)
 }
 
-fn remote_address(entries: &[(String, String)]) -> Option<&str> {
-    entries
-        .iter()
-        .find(|(k, _)| k == "remote_address")
-        .map(|(_, v)| v.as_str())
-}
-
 /// The answer to one request, and what it came to (`pass`, `deny`, `block`).
 pub async fn answer(
-    policy: &Policy,
+    gate: &Gate,
     request: RateLimitRequest,
 ) -> Result<(RateLimitResponse, &'static str), ServerError> {
-    let all = entries(&request)?;
-    let responses = &policy.spec.responses;
-    let client = all.iter().find_map(|e| remote_address(e));
-    if let Some(listed) = client.and_then(|ip| policy.base.screen(ip)) {
-        return Ok(if listed.allowed() {
-            (uniform(all.len(), Code::Ok, Vec::new()), "pass")
-        } else {
-            (
-                uniform(all.len(), Code::OverLimit, responses.blocked().body),
-                "block",
-            )
-        });
-    }
-    let selected: Vec<_> = all
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| {
-            let (throttle, _, key) = policy.envoy_throttle(&request.domain, e)?;
-            let cost = request.descriptors[i]
-                .hits_addend
-                .filter(|n| *n > 0)
-                .or((request.hits_addend > 0).then_some(u64::from(request.hits_addend)))
-                .unwrap_or(1);
-            Some((i, throttle, key, cost, remote_address(e).or(client)))
-        })
-        .collect();
-    let items: Vec<BatchItem<'_>> = selected
-        .iter()
-        .map(|(_, throttle, key, cost, ip)| BatchItem {
-            ip: *ip,
-            ..BatchItem::new(&throttle.limiter, key, *cost)
-        })
-        .collect();
-    let decisions = if items.is_empty() {
-        Vec::new()
-    } else {
-        check_batch_async(&items, None).await?
+    let all = descriptors(&request)?;
+    let verdict = match gate.prepare_envoy(&request.domain, &all, u64::from(request.hits_addend)) {
+        Step::Done(verdict) => verdict,
+        Step::Ask(plan) => gate.run_async(plan).await?,
     };
+    crate::logging::verdict(&verdict);
+    let what = verdict.ending.name();
+    if verdict.ending == Ending::Block && verdict.checked.is_empty() {
+        return Ok((
+            uniform(all.len(), Code::OverLimit, verdict.answer.body),
+            what,
+        ));
+    }
     let mut statuses = vec![
         DescriptorStatus {
             code: Code::Ok as i32,
@@ -159,36 +124,14 @@ pub async fn answer(
         };
         all.len()
     ];
-    let mut denied: Option<&Decision> = None;
-    let mut blocked = false;
-    let mut shown: Option<&Decision> = None;
-    for ((i, throttle, key, _, _), decision) in selected.iter().zip(&decisions) {
-        warn_once(decision);
-        statuses[*i] = status(&throttle.spec.scope, decision);
-        if decision.blocked() && !decision.allowed() {
-            blocked = true;
-        } else if !decision.allowed() {
-            if denied.is_none() {
-                log_denial(policy, decision, &throttle.spec.scope, key, "", "");
-                denied = Some(decision);
-            }
-        } else if !decision.is_listed() {
-            shown = least_remaining(shown, decision);
-        }
+    for checked in &verdict.checked {
+        let scope = &gate.spec().throttles[checked.throttle].scope;
+        statuses[checked.origin] = status(scope, &checked.decision);
     }
-    let (code, headers, body, what) = if blocked {
-        (
-            Code::OverLimit,
-            Vec::new(),
-            responses.blocked().body,
-            "block",
-        )
-    } else if let Some(decision) = denied {
-        let answer = responses.answer(decision);
-        (Code::OverLimit, answer.headers, answer.body, "deny")
-    } else {
-        let headers = shown.map(|d| responses.pass_headers(d)).unwrap_or_default();
-        (Code::Ok, headers, Vec::new(), "pass")
+    let (code, headers) = match verdict.ending {
+        Ending::Pass => (Code::Ok, verdict.answer.headers),
+        Ending::Deny => (Code::OverLimit, verdict.answer.headers),
+        Ending::Block => (Code::OverLimit, Vec::new()),
     };
     Ok((
         RateLimitResponse {
@@ -204,7 +147,7 @@ pub async fn answer(
                 })
                 .collect(),
             request_headers_to_add: Vec::new(),
-            raw_body: body,
+            raw_body: verdict.answer.body,
         },
         what,
     ))

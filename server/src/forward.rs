@@ -13,7 +13,6 @@
 //! A forwarded request the server cannot read is answered 400 with a JSON
 //! body naming the problem.
 
-use crate::gate::{decide, Verdict};
 use crate::metrics;
 use crate::original::Original;
 use crate::state::State;
@@ -23,6 +22,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use ratekeeper_core::gate::{Ending, Step, Verdict};
 use ratekeeper_core::http::{json_string, Answer};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,7 +67,7 @@ async fn forward_auth(
 ) -> Response {
     let policy = state.policy();
     let (parts, _) = request.into_parts();
-    let original = match Original::from_forward_auth(&parts, peer, &policy.spec.proxies) {
+    let original = match Original::from_forward_auth(&parts, peer) {
         Ok(original) => original,
         Err(e) => {
             state.counters.request(door, "bad_request");
@@ -81,9 +81,14 @@ async fn forward_auth(
             );
         }
     };
-    match decide(&policy, &original).await {
+    let decided = match policy.prepare(&original) {
+        Step::Done(verdict) => Ok(verdict),
+        Step::Ask(plan) => policy.run_async(plan).await,
+    };
+    match decided {
         Ok(verdict) => {
-            state.counters.request(door, verdict.name());
+            crate::logging::verdict(&verdict);
+            state.counters.request(door, verdict.ending.name());
             rendered(verdict, door == "nginx")
         }
         Err(e) => {
@@ -97,19 +102,21 @@ async fn forward_auth(
     }
 }
 
-/// The verdict as the proxy gets it (`for_nginx`: a denial as 401).
+/// The verdict as the proxy gets it (`for_nginx`: a denial as 401, a block
+/// as 403, whatever statuses the policy gives them).
 fn rendered(verdict: Verdict, for_nginx: bool) -> Response {
-    match verdict {
-        Verdict::Pass(headers) => with_headers(Response::new(Body::empty()), headers),
-        Verdict::Denied(answer) if for_nginx => answered(Answer {
+    let answer = verdict.answer;
+    match verdict.ending {
+        Ending::Pass => with_headers(Response::new(Body::empty()), answer.headers),
+        Ending::Deny if for_nginx => answered(Answer {
             status: Some(401),
             ..answer
         }),
-        Verdict::Blocked(answer) if for_nginx => answered(Answer {
+        Ending::Block if for_nginx => answered(Answer {
             status: Some(403),
             ..answer
         }),
-        Verdict::Denied(answer) | Verdict::Blocked(answer) => answered(answer),
+        Ending::Deny | Ending::Block => answered(answer),
     }
 }
 

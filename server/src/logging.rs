@@ -48,3 +48,14 @@ pub fn init() -> Result<(), String> {
     log::set_max_level(level);
     Ok(())
 }
+
+/// What a verdict leaves in the log: the outage warnings the core hands the
+/// first fallback decisions, and the denial's line (when denials are logged).
+pub fn verdict(verdict: &ratekeeper_core::gate::Verdict) {
+    for warning in &verdict.warnings {
+        log::warn!("{warning}");
+    }
+    if let Some(line) = &verdict.log {
+        log::info!("{}", line.text);
+    }
+}

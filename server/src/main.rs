@@ -4,7 +4,7 @@
 use ratekeeper_server::envoy::Rls;
 use ratekeeper_server::error::ServerError;
 use ratekeeper_server::state::{read_spec, Overrides, State};
-use ratekeeper_server::{forward, logging};
+use ratekeeper_server::{config, forward, logging};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ fn main() {
                     args.config.display(),
                     spec.throttles.len(),
                     spec.bans.len(),
-                    spec.listen,
+                    config::listen(&spec),
                     spec.grpc
                         .map(|g| format!(", gRPC on {g}"))
                         .unwrap_or_default()
@@ -123,12 +123,13 @@ async fn serve(args: Args) -> Result<(), ServerError> {
     let policy = state.policy();
     // the address lists, read once before the first request (later reads
     // happen off the request path)
-    let base = policy.base.clone();
+    let base = policy.base().clone();
     let _ = tokio::task::spawn_blocking(move || base.screen("0.0.0.0")).await;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let http = tokio::net::TcpListener::bind(policy.spec.listen)
+    let listen = config::listen(policy.spec());
+    let http = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| ServerError::Io(format!("cannot listen on {}: {e}", policy.spec.listen)))?;
+        .map_err(|e| ServerError::Io(format!("cannot listen on {listen}: {e}")))?;
     let mut doors = Vec::new();
     {
         let app =
@@ -143,7 +144,7 @@ async fn serve(args: Args) -> Result<(), ServerError> {
                 .map_err(|e| ServerError::Io(format!("the HTTP door failed: {e}")))
         }));
     }
-    if let Some(address) = policy.spec.grpc {
+    if let Some(address) = policy.spec().grpc {
         let grpc = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|e| ServerError::Io(format!("cannot listen on {address}: {e}")))?;
@@ -162,11 +163,11 @@ async fn serve(args: Args) -> Result<(), ServerError> {
     }
     log::info!(
         "ratekeeper-server: {} throttle(s) on {}; HTTP on {}{}",
-        policy.throttles.len(),
-        ratekeeper_core::store::redact(&policy.spec.settings.store),
-        policy.spec.listen,
+        policy.spec().throttles.len(),
+        ratekeeper_core::store::redact(&policy.spec().settings.store),
+        listen,
         policy
-            .spec
+            .spec()
             .grpc
             .map(|g| format!(", gRPC on {g}"))
             .unwrap_or_default()

@@ -9,9 +9,11 @@ use ratekeeper_core::metrics::{family, label, prometheus_text};
 pub fn render(state: &State) -> String {
     let policy = state.policy();
     let stats: Vec<(&str, _)> = policy
+        .spec()
         .throttles
         .iter()
-        .map(|t| (t.spec.scope.as_str(), t.limiter.stats()))
+        .zip(policy.limiters())
+        .map(|(t, limiter)| (t.scope.as_str(), limiter.stats()))
         .collect();
     let mut out = prometheus_text(&stats);
     family(
@@ -20,7 +22,7 @@ pub fn render(state: &State) -> String {
         "counter",
         "Calls to the store, by what became of them.",
     );
-    for (what, count) in policy.base.store_stats().counts() {
+    for (what, count) in policy.base().store_stats().counts() {
         out.push_str(&format!(
             "ratekeeper_store_calls_total{{kind=\"{what}\"}} {count}\n"
         ));

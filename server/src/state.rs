@@ -2,9 +2,9 @@
 //! request keeps the policy it started under), where it came from, and the
 //! server's own counters.
 
-use crate::config::{self, Spec};
+use crate::config;
 use crate::error::ServerError;
-use crate::policy::Policy;
+use ratekeeper_core::gate::{Gate, Spec};
 use ratekeeper_core::settings::OptionValue;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +31,7 @@ impl Overrides {
         }
         let address = config::address;
         if let Some(listen) = &self.listen {
-            spec.listen = address("--listen", listen)?;
+            spec.listen = Some(address("--listen", listen)?);
         }
         if let Some(grpc) = &self.grpc {
             spec.grpc = Some(address("--grpc", grpc)?);
@@ -87,7 +87,7 @@ impl Counters {
 
 /// The policy in force, and how to read it again.
 pub struct State {
-    policy: RwLock<Arc<Policy>>,
+    policy: RwLock<Arc<Gate>>,
     path: PathBuf,
     overrides: Overrides,
     reloading: Mutex<()>,
@@ -104,7 +104,7 @@ impl State {
     /// The state for the policy file at `path`, bound to its store (opening
     /// it may wait up to its connect timeout).
     pub fn open(path: PathBuf, overrides: Overrides) -> Result<State, ServerError> {
-        let policy = Policy::bind(read_spec(&path, &overrides)?, None)?;
+        let policy = Gate::bind(read_spec(&path, &overrides)?, None)?;
         Ok(State {
             policy: RwLock::new(Arc::new(policy)),
             path,
@@ -115,7 +115,7 @@ impl State {
     }
 
     /// The policy in force now (a request holds it to the end).
-    pub fn policy(&self) -> Arc<Policy> {
+    pub fn policy(&self) -> Arc<Gate> {
         self.policy
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -129,12 +129,12 @@ impl State {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.policy();
         let outcome = read_spec(&self.path, &self.overrides).and_then(|spec| {
-            if spec.listen != current.spec.listen || spec.grpc != current.spec.grpc {
+            if spec.listen != current.spec().listen || spec.grpc != current.spec().grpc {
                 log::warn!(
                     "reload: listen and grpc changes take a restart; the doors stay where they are"
                 );
             }
-            Policy::bind(spec, Some(&current))
+            Ok(Gate::bind(spec, Some(&current))?)
         });
         match outcome {
             Ok(policy) => {

@@ -121,11 +121,19 @@ class TestOneSource < Minitest::Test
     config.pool_size = 4
     assert_equal({ pool_size: 4 }, config.limiter_options)
     assert_equal 0.25, config.timeout, "an option not set reads the core's default"
-    request = Ratekeeper::Rack::Request.new(Rack::MockRequest.env_for("/api/x", method: "POST"),
-                                            Ratekeeper::TrustedProxies.new([]))
+    # the DSL builds the policy the core's gate applies
     throttle = Ratekeeper::Rack::Throttle.new("api", rules: "1/s", methods: "POST", paths: "/api/")
-    assert throttle.matched_by?(request)
-    refute Ratekeeper::Rack::Throttle.new("get", rules: "1/s", methods: "GET").matched_by?(request)
-    assert Ratekeeper::Rack::Blocklist.new("all") { true }.matched_by?(request)
+    assert_equal({ "scope" => "api", "rules" => "1/s", "key" => "ip", "methods" => ["POST"], "paths" => ["/api/"] },
+                 throttle.to_policy)
+    gate = Ratekeeper::Gate.new("throttle" => [throttle.to_policy],
+                                "blocklist" => [Ratekeeper::Rack::Blocklist.new("all") { |req| req.path == "/x" }.to_policy])
+    decide = lambda do |method, path|
+      env = Rack::MockRequest.env_for(path, method: method, "REMOTE_ADDR" => "192.0.2.61")
+      gate.decide(method: method, path: path, host: "", peer: "192.0.2.61", headers: env,
+                  context: Ratekeeper::Rack::Request.new(env, Ratekeeper::TrustedProxies.new([])))
+    end
+    assert_equal ["api"], decide.call("POST", "/api/x").checked.map(&:first)
+    assert_empty decide.call("GET", "/api/x").checked, "POST only"
+    assert_equal "all", decide.call("GET", "/x").blocklist
   end
 end

@@ -116,6 +116,12 @@ impl Responses {
     }
 }
 
+impl From<core::Answer> for Answer {
+    fn from(inner: core::Answer) -> Answer {
+        Answer { inner }
+    }
+}
+
 impl Answer {
     fn status(&self) -> Option<u16> {
         self.inner.status

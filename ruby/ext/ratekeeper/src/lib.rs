@@ -6,6 +6,7 @@ mod admin;
 mod call;
 mod convert;
 mod errors;
+mod gate;
 mod gvl;
 mod http;
 mod limiter;
@@ -76,6 +77,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     limiter::init(ruby, module)?;
     admin::init(ruby, module)?;
     http::init(ruby, module)?;
+    gate::init(ruby, module)?;
     net::init(ruby, module)?;
     resolve_lazy(ruby);
     Ok(())
@@ -90,6 +92,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 fn resolve_lazy(ruby: &Ruby) {
     errors::init(ruby);
     admin::Admin::class(ruby);
+    gate::Gate::class(ruby);
+    gate::Verdict::class(ruby);
     http::Responses::class(ruby);
     http::Answer::class(ruby);
     limiter::Limiter::class(ruby);

@@ -30,6 +30,10 @@ module Ratekeeper
       LIMITER_OPTIONS = (Ratekeeper::DEFAULTS.keys - %i[scope tiers]).freeze
 
       attr_accessor :responder, :blocked_responder, :enabled, :log_level
+      # A policy file (TOML, as the edge server and the Django and WSGI doors
+      # read it) to apply instead of what this DSL says (the responders and
+      # log_level still apply).
+      attr_accessor :policy
       attr_reader :throttles, :safelists, :blocklists, :bans, :exempt_paths, :trusted_proxies,
                   :ipv4_prefix, :ipv6_prefix
 
@@ -167,6 +171,28 @@ module Ratekeeper
       def exempt(*paths)
         @exempt_paths.concat(paths.flatten.map(&:to_s))
         self
+      end
+
+      # What this DSL says, as a policy (the model every door applies): the
+      # store and limiter options under "store", then the requests, the
+      # responses, the lists, the throttles and the bans.
+      def to_policy
+        store = @limiter_options.to_h { |name, value| [name == :store ? "url" : name.to_s, value] }
+        {
+          "enabled" => @enabled ? true : false, "store" => store, "trusted_proxies" => @trusted_proxies,
+          "ipv4_prefix" => @ipv4_prefix, "ipv6_prefix" => @ipv6_prefix, "exempt_paths" => @exempt_paths,
+          "status" => status, "blocked_status" => blocked_status, "headers" => headers.to_s, "log_keys" => log_keys,
+          "log_denials" => !@log_level.nil?,
+          "safelist" => @safelists.map(&:to_policy), "blocklist" => @blocklists.map(&:to_policy),
+          "throttle" => @throttles.map(&:to_policy),
+          "fail2ban" => @bans.reject(&:allow?).map(&:to_policy), "allow2ban" => @bans.select(&:allow?).map(&:to_policy)
+        }
+      end
+
+      # The gate this configuration decides by: the policy file's when one is
+      # given, else the DSL's.
+      def gate
+        Ratekeeper::Gate.new(@policy ? @policy.to_s : to_policy)
       end
 
       private

@@ -34,10 +34,17 @@ module Ratekeeper
       # or blank, so a request without it is not limited by the throttle
       # rather than sharing one key.
       def identity(name)
+        value = field(name)
+        found = value && Ratekeeper.identity(value)
+        found && "#{name}=#{found}"
+      end
+
+      # Field +name+ of a posted form or a JSON object body, as it came; nil
+      # when absent or not a string (what a policy's identity:FIELD reads).
+      def field(name)
         value = form_data? || get? ? params[name.to_s] : nil
         value = json_body[name.to_s] if value.nil? && media_type == "application/json"
-        found = value.is_a?(String) ? Ratekeeper.identity(value) : nil
-        found && "#{name}=#{found}"
+        value.is_a?(String) ? value : nil
       rescue ::Rack::Utils::ParameterTypeError, ::Rack::Utils::InvalidParameterError, EOFError
         nil
       end
@@ -56,13 +63,14 @@ module Ratekeeper
       end
     end
 
-    # Rack middleware: safelists, blocklists and throttles, with rate-limit
-    # headers on every limited response and a 429 JSON answer on denial,
-    # every answer rendered by the core (Ratekeeper::Responses).
-    #
-    # All throttles that apply to a request are checked in ONE Redis round
-    # trip (a pipeline; each atomically on its own); each one that admits the
-    # request counts it, and the first denial, in throttle order, answers.
+    # Rack middleware: the core's gate at a Rack door. The DSL (or a policy
+    # file: +policy: "policy.toml"+) says the policy; the gate decides each
+    # request (exempt paths, safelists and blocklists, listed addresses,
+    # fail2ban and allow2ban, then every throttle that applies, checked in
+    # ONE round trip: each that admits the request counts it, and the first
+    # denial, in throttle order, answers); this middleware reads the request
+    # and renders the verdict: rate-limit headers on every limited
+    # response, the core's 429 JSON answer on denial, its 403 when blocked.
     class Middleware
       attr_reader :config
 
@@ -71,9 +79,10 @@ module Ratekeeper
         @config = config || Config.new(**options)
         yield @config if block_given?
         @proxies = @config.proxies
-        @responses = @config.responses
-        @base = Limiter.new("1/second", **@config.limiter_options)
-        @throttles = @config.throttles.map { |throttle| throttle.bind(@base) }
+        @gate = @config.gate
+        @names = (@config.throttles + @config.bans).to_h do |rule|
+          [rule.respond_to?(:ban) ? rule.ban.name : Ratekeeper.scope_name(rule.name), rule.name]
+        end
         @counts = Hash.new(0)
         @counts_lock = Mutex.new
       end
@@ -84,125 +93,94 @@ module Ratekeeper
       # the store the throttles share (attempts, failures, short_circuits).
       def stats
         counts = @counts_lock.synchronize { @counts.dup }
-        { throttles: @throttles.to_h { |t| [t.name, t.limiter.stats] },
+        { throttles: @gate.stats.transform_keys { |scope| name(scope) },
           blocked: counts[:blocked], safelisted: counts[:safelisted],
-          store: @base.store_stats }
+          store: @gate.store_stats }
       end
 
       def call(env)
-        return @app.call(env) unless @config.enabled
-
         request = Request.new(env, @proxies)
-        path = request.path_info.to_s
-        return @app.call(env) if @config.exempt_paths.any? { |prefix| path.start_with?(prefix) }
+        verdict = @gate.decide(method: request.request_method, path: request.path_info.to_s,
+                               host: env["HTTP_HOST"] || env["SERVER_NAME"].to_s, peer: env["REMOTE_ADDR"].to_s,
+                               headers: env, query: env["QUERY_STRING"].to_s, context: request,
+                               body: ->(field) { request.field(field) })
+        decision = verdict.decision
+        env["ratekeeper.decision"] = decision if decision
+        return safelisted(request, verdict.safelist) if verdict.safelist
+        return refused(request, verdict, "blocklist", verdict.blocklist) if verdict.blocklist
+        return banned(request, verdict) if verdict.ban
+        return listed(env, request, verdict) if decision && (decision.blocked? || decision.safelisted?)
+        return throttled(env, request, verdict) if verdict.ending == "deny"
 
-        if (rule = @config.safelists.find { |s| s.matched_by?(request) })
-          count(:safelisted)
-          instrument("safelist", request, rule.name)
-          return @app.call(env)
-        end
-        if (rule = @config.blocklists.find { |b| b.matched_by?(request) })
-          count(:blocked)
-          instrument("blocklist", request, rule.name)
-          return blocked(env)
-        end
-        # addresses and ranges listed in the store (held in-process: no round trip)
-        if (listed = @base.screen(request.client_ip))
-          env["ratekeeper.decision"] = listed
-          return listed_answer(env, request, listed) || @app.call(env)
-        end
-        if (banned = strike(request))
-          return banned
-        end
-
-        matched = @throttles.filter_map do |throttle|
-          key = throttle.key_for(request)
-          [throttle, key] unless key.nil?
-        end
-        shown = nil
-        items = matched.map { |t, key| [t.limiter, key.b, 1, t.tier_for(request)] }
-        decisions = matched.empty? ? [] : Ratekeeper.check_all(items)
-        matched.zip(decisions).each do |(throttle, key), decision|
-          if decision.blocked? || decision.safelisted?
-            env["ratekeeper.decision"] = decision
-            return listed_answer(env, request, decision) || @app.call(env)
-          end
-          unless decision.allowed?
-            log_denial(throttle.name, key, decision, request)
-            env["ratekeeper.decision"] = decision
-            env["ratekeeper.throttle"] = throttle.name
-            instrument("throttle", request, throttle.name, decision)
-            return denied(env, decision)
-          end
-          shown = decision if shown.nil? || decision.remaining < shown.remaining
-        end
-        env["ratekeeper.decision"] = shown if shown
         status, headers, body = @app.call(env)
-        [status, shown ? with_headers(headers, @responses.pass_headers(shown)) : headers, body]
+        [status, with_headers(headers, verdict.answer.headers), body]
       end
 
       private
 
-      # The answer to a listed request: 403 when blocked (not in shadow
-      # mode), nil to let it through (safelisted, or a shadowed block).
-      def listed_answer(env, request, decision)
+      # A throttle's or ban's name in this middleware's DSL (its scope otherwise).
+      def name(scope)
+        @names.fetch(scope, scope)
+      end
+
+      def safelisted(request, rule)
+        count(:safelisted)
+        instrument("safelist", request, rule)
+        @app.call(request.env)
+      end
+
+      def refused(request, verdict, event, rule, decision = nil)
+        count(:blocked)
+        instrument(event, request, rule, decision)
+        return @config.blocked_responder.call(request.env) if @config.blocked_responder
+
+        rendered(verdict.answer)
+      end
+
+      # Fail2ban and allow2ban: the request struck (the client banned when
+      # +banned?+) and is refused.
+      def banned(request, verdict)
+        rule = name(verdict.ban)
+        instrument("ban", request, rule) if verdict.banned?
+        refused(request, verdict, "fail2ban", rule)
+      end
+
+      # A listed client or key: 403 when blocked (not in shadow mode), else
+      # on to the app, unmarked.
+      def listed(env, request, verdict)
+        decision = verdict.decision
         if decision.safelisted?
           count(:safelisted)
           instrument("safelist", request, "store", decision)
-          return nil
+          return @app.call(env)
         end
+        return refused(request, verdict, "blocklist", "store", decision) if verdict.ending == "block"
+
         count(:blocked)
         instrument("blocklist", request, "store", decision)
-        decision.allowed? ? nil : blocked(env)
+        @app.call(env)
       end
 
-      # Fail2ban and allow2ban: a request a ban matches counts a strike
-      # against the client (its IP's network: an IPv6 client's /64). Returns a 403 for a fail2ban request (the bad
-      # request itself is refused) and for the strike that bans, else nil.
-      def strike(request)
-        @config.bans.each do |rule|
-          next unless rule.matched_by?(request)
+      def throttled(env, request, verdict)
+        throttle = name(verdict.scope)
+        Ratekeeper.logger.public_send(@config.log_level, verdict.log) if @config.log_level && verdict.log
+        env["ratekeeper.throttle"] = throttle
+        instrument("throttle", request, throttle, verdict.decision)
+        return @config.responder.call(env, verdict.decision) if @config.responder
 
-          banned = @base.penalize(ip: request.client_key, ban: rule.ban)
-          instrument("ban", request, rule.name) if banned
-          next if rule.allow? && !banned
-
-          count(:blocked)
-          instrument("fail2ban", request, rule.name)
-          return blocked(request.env)
-        end
-        nil
+        rendered(verdict.answer)
       end
 
       def count(what)
         @counts_lock.synchronize { @counts[what] += 1 }
       end
 
-      # One logfmt line per denial on Ratekeeper.logger (the core writes it;
-      # the key hashed unless log_keys).
-      def log_denial(scope, key, decision, request)
-        return if @config.log_level.nil?
-
-        text, = @responses.denial_log(decision, scope, key, method: request.request_method, path: request.path)
-        Ratekeeper.logger.public_send(@config.log_level, text)
-      end
-
       def with_headers(headers, extra)
+        return headers if extra.empty?
+
         out = headers.dup
         extra.each { |name, value| out[name] = value unless out.key?(name) }
         out
-      end
-
-      def denied(env, decision)
-        return @config.responder.call(env, decision) if @config.responder
-
-        rendered(@responses.answer(decision))
-      end
-
-      def blocked(env)
-        return @config.blocked_responder.call(env) if @config.blocked_responder
-
-        rendered(@responses.blocked)
       end
 
       def rendered(answer)

@@ -2,8 +2,8 @@
 
 module Ratekeeper
   module Rack
-    # A named rule of the middleware that a block decides: the block is
-    # called with the Request, and the rule applies when it is true.
+    # A named rule of the middleware that a block decides: the gate calls the
+    # block with the Request, and the rule applies when it is true.
     class Matcher
       attr_reader :name
 
@@ -14,9 +14,9 @@ module Ratekeeper
         @block = block
       end
 
-      # Whether this rule applies to the request.
-      def matched_by?(request)
-        @block.call(request) ? true : false
+      # This rule as a policy entry (the gate calls the block).
+      def to_policy
+        { "name" => @name, "match" => @block }
       end
     end
 
@@ -45,6 +45,12 @@ module Ratekeeper
       def allow?
         false
       end
+
+      # This ban as a policy entry (the gate calls the block).
+      def to_policy
+        { "name" => @ban.name, "match" => @block, "maxretry" => @ban.maxretry, "findtime" => @ban.findtime,
+          "bantime" => @ban.bantime }
+      end
     end
 
     # Allow2ban: like Fail2Ban, but the requests it matches go on until the
@@ -61,7 +67,7 @@ module Ratekeeper
     # +tiers+ names other rule sets and +tier+ (a callable taking the request)
     # picks one per request (a tier stored for the key wins).
     class Throttle
-      attr_reader :name, :rules, :tiers, :limiter
+      attr_reader :name, :rules, :tiers
 
       def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect}: tier must be callable" unless tier.nil? || tier.respond_to?(:call)
@@ -74,38 +80,24 @@ module Ratekeeper
         @tiers = tiers
         @tier = tier
         @key = key
-        @limiter = nil
       end
 
-      # This throttle with its limiter: +base+'s store, its logs kept under
-      # the throttle's name.
-      def bind(base)
-        dup.tap do |copy|
-          copy.instance_variable_set(:@limiter, base.with_rules(rules, scope: Ratekeeper.scope_name(name), tiers: tiers))
-        end
+      # This throttle as a policy entry: its scope (the name, as a scope),
+      # rules, tiers, the requests it counts, and its key (the block, else the
+      # client IP) and tier callables, which the gate calls.
+      def to_policy
+        entry = { "scope" => Ratekeeper.scope_name(name), "rules" => Throttle.rules_text(rules),
+                  "key" => @key ? ->(request) { @key.call(request) } : "ip" }
+        entry["methods"] = @methods if @methods
+        entry["paths"] = @paths if @paths
+        entry["tiers"] = @tiers.to_h { |tier, given| [tier.to_s, Throttle.rules_text(given)] } if @tiers
+        entry["tier"] = @tier if @tier
+        entry
       end
 
-      # Whether the request's method and path are ones this throttle limits.
-      def matched_by?(request)
-        return false if @methods && !@methods.include?(request.request_method)
-
-        path = request.path_info.to_s
-        @paths.nil? || @paths.any? { |prefix| path.start_with?(prefix) }
-      end
-
-      # The request's key under this throttle, or nil when it does not apply.
-      def key_for(request)
-        return nil unless matched_by?(request)
-
-        key = @key ? @key.call(request) : request.client_key
-        key&.to_s
-      end
-
-      # The tier the request names, when it is one of the throttle's tiers
-      # (a client may send any text: another is ignored, as in Django).
-      def tier_for(request)
-        name = @tier&.call(request)&.to_s
-        name if name && @tiers && (@tiers.key?(name) || @tiers.key?(name.to_sym))
+      # Rules as the policy writes them: the text, or each rule's.
+      def self.rules_text(given)
+        given.is_a?(String) ? given : Ratekeeper.parse_rules(given).map(&:to_s).join("; ")
       end
     end
   end

@@ -1,0 +1,498 @@
+//! The gate: what a request comes to, decided once for every door (WSGI,
+//! ASGI, FastAPI, Django, Rack, the edge server's forward auth and Envoy).
+//! A door reads its framework's request into [`Facts`] and renders the
+//! [`Verdict`]; the order of decision is here and nowhere else:
+//!
+//! 1. the policy is switched off, or the path is exempt: pass, unmarked;
+//! 2. a safelist entry names the request: pass, unmarked; a blocklist
+//!    entry: blocked (403);
+//! 3. the client address is listed in the store (held in-process, no round
+//!    trip): blocked (403) or safelisted (pass, unmarked);
+//! 4. fail2ban and allow2ban entries the request matches strike against the
+//!    client (its network: an IPv6 client's /64); a fail2ban request is
+//!    refused, an allow2ban one when its strike bans;
+//! 5. every throttle that applies (hosts, paths, methods, required headers,
+//!    and a key the request has) is checked in ONE round trip, each
+//!    atomically on its own: each that admits the request counts it;
+//! 6. in throttle order, the first listed key (blocked: 403; safelisted:
+//!    pass, unmarked) or denial (429, logged) answers; else the request
+//!    passes with the headers of the throttle that has least left.
+//!
+//! [`Gate::prepare`] (and [`Gate::prepare_envoy`], which maps Envoy's
+//! descriptors onto the same throttles) does everything that needs no
+//! store; [`Gate::run`] or [`Gate::run_async`] makes the store calls and
+//! concludes.
+
+pub mod envoy;
+pub mod source;
+pub mod spec;
+
+pub use source::{Client, Facts, Source};
+pub use spec::{BanSpec, EnvoySpec, ListSpec, Spec, ThrottleSpec};
+
+use crate::decision::Decision;
+use crate::error::Result;
+use crate::http::{Answer, DenialLog};
+use crate::limiter::{BatchItem, Limiter, Offender};
+use crate::rule::RuleSet;
+use crate::settings::Settings;
+use crate::store;
+use std::sync::Arc;
+
+/// A policy bound to its store: one limiter per throttle, all on ONE store
+/// (the throttles of a request in one round trip), and a base limiter that
+/// screens addresses and counts strikes.
+pub struct Gate {
+    spec: Spec,
+    base: Arc<Limiter>,
+    throttles: Vec<Arc<Limiter>>,
+}
+
+/// How a request ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It goes on to the application.
+    Pass,
+    /// A throttle denied it (429).
+    Deny,
+    /// The client or its key is blocked, or a ban refused it (403).
+    Block,
+}
+
+impl Ending {
+    /// Its name in counters and logs: `pass`, `deny` or `block`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ending::Pass => "pass",
+            Ending::Deny => "deny",
+            Ending::Block => "block",
+        }
+    }
+}
+
+/// One check the gate made: the throttle, and where the check came from
+/// (the throttle's index for an HTTP door, the descriptor's for Envoy).
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The throttle's index in the policy.
+    pub throttle: usize,
+    /// The throttle's index (HTTP doors) or the descriptor's (Envoy).
+    pub origin: usize,
+    /// The key checked.
+    pub key: Vec<u8>,
+    /// What the throttle decided.
+    pub decision: Decision,
+}
+
+/// What the gate decided of a request, ready for a door to render.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// How the request ends.
+    pub ending: Ending,
+    /// The answer: for a pass, no status and the headers to add to the
+    /// application's response; else the status, headers and body to send.
+    pub answer: Answer,
+    /// The decision that answered, or whose headers a pass shows (a listed
+    /// client's too); none for an exempt or unlimited request or a ban.
+    pub decision: Option<Decision>,
+    /// The index of the throttle whose decision that is.
+    pub throttle: Option<usize>,
+    /// The index of the safelist entry that let the request through.
+    pub safelist: Option<usize>,
+    /// The index of the blocklist entry that refused the request.
+    pub blocklist: Option<usize>,
+    /// The index of the fail2ban or allow2ban entry that refused the request.
+    pub ban: Option<usize>,
+    /// Whether that entry's strike banned the client.
+    pub banned: bool,
+    /// The denial's log line, when denials are logged.
+    pub log: Option<DenialLog>,
+    /// Every check made, in order.
+    pub checked: Vec<Checked>,
+    /// Outage warnings the store's first fallback decisions carry (log each once).
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    fn pass(answer: Answer, decision: Option<Decision>) -> Verdict {
+        Verdict {
+            ending: Ending::Pass,
+            answer,
+            decision,
+            throttle: None,
+            safelist: None,
+            blocklist: None,
+            ban: None,
+            banned: false,
+            log: None,
+            checked: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn unmarked() -> Verdict {
+        Verdict::pass(Answer::default(), None)
+    }
+
+    fn blocked(gate: &Gate, decision: Option<Decision>) -> Verdict {
+        Verdict {
+            ending: Ending::Block,
+            ..Verdict::pass(gate.spec.responses.blocked(), decision)
+        }
+    }
+}
+
+/// What [`Gate::prepare`] comes to.
+#[derive(Debug)]
+pub enum Step {
+    /// Decided without the store.
+    Done(Verdict),
+    /// The store is to be asked: give it to [`Gate::run`] or [`Gate::run_async`].
+    Ask(Plan),
+}
+
+/// The store calls a request needs, made ready (owning what it needs: it
+/// can be awaited apart from the request).
+#[derive(Debug)]
+pub struct Plan {
+    client: Client,
+    method: String,
+    path: String,
+    /// The fail2ban and allow2ban entries to strike, in order.
+    strikes: Vec<usize>,
+    checks: Vec<Selected>,
+}
+
+/// One throttle selected for a request.
+#[derive(Debug)]
+struct Selected {
+    throttle: usize,
+    origin: usize,
+    key: Vec<u8>,
+    cost: u64,
+    tier: Option<String>,
+    ip: Option<String>,
+}
+
+/// The settings a store is opened with (the rest are per throttle).
+fn store_part(settings: &Settings) -> Settings {
+    Settings {
+        scope: String::new(),
+        tiers: Vec::new(),
+        ..settings.clone()
+    }
+}
+
+impl Gate {
+    /// Binds `spec` to its store, reusing `previous`'s store and limiters
+    /// (their counters and denial caches) where nothing they depend on
+    /// changed. Opening a Redis store may wait up to its connect timeout.
+    pub fn bind(spec: Spec, previous: Option<&Gate>) -> Result<Gate> {
+        let same_store =
+            previous.filter(|p| store_part(&p.spec.settings) == store_part(&spec.settings));
+        let base = match same_store {
+            Some(p) => p.base.clone(),
+            None => {
+                let opened = store::open(&spec.settings.store, &spec.settings.store_options())?;
+                Arc::new(Limiter::on_store(
+                    RuleSet::parse("1/second")?,
+                    &store_part(&spec.settings),
+                    opened,
+                )?)
+            }
+        };
+        let mut throttles = Vec::with_capacity(spec.throttles.len());
+        for t in &spec.throttles {
+            let kept = same_store.and_then(|p| {
+                p.spec.throttles.iter().position(|o| {
+                    o.scope == t.scope && o.rules == t.rules && o.tiers == t.tiers
+                })
+                .map(|i| p.throttles[i].clone())
+            });
+            throttles.push(match kept {
+                Some(limiter) => limiter,
+                None => Arc::new(
+                    base.with_rules(t.rules.clone())
+                        .with_scope(&t.scope)?
+                        .with_tiers(t.tiers.clone())?,
+                ),
+            });
+        }
+        Ok(Gate {
+            spec,
+            base,
+            throttles,
+        })
+    }
+
+    /// A gate on the store of a limiter a door was given (say a WSGI
+    /// middleware's `limiter`): it screens and strikes, it is the limiter
+    /// of a throttle with its scope, rules and tiers, and the other
+    /// throttles get limiters of their own on its store.
+    pub fn on_limiter(spec: Spec, limiter: Arc<Limiter>) -> Result<Gate> {
+        let mut throttles = Vec::with_capacity(spec.throttles.len());
+        for t in &spec.throttles {
+            let same = t.scope == limiter.scope()
+                && t.rules == *limiter.rules()
+                && t.tiers == limiter.tiers();
+            throttles.push(if same {
+                limiter.clone()
+            } else {
+                Arc::new(
+                    limiter
+                        .with_rules(t.rules.clone())
+                        .with_scope(&t.scope)?
+                        .with_tiers(t.tiers.clone())?,
+                )
+            });
+        }
+        Ok(Gate {
+            spec,
+            base: limiter,
+            throttles,
+        })
+    }
+
+    /// The checked policy.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// The limiter that screens addresses and counts strikes (on the store
+    /// every throttle shares).
+    pub fn base(&self) -> &Arc<Limiter> {
+        &self.base
+    }
+
+    /// The throttles' limiters, in order.
+    pub fn limiters(&self) -> &[Arc<Limiter>] {
+        &self.throttles
+    }
+
+    /// Everything about `facts` that needs no store: a verdict, or the
+    /// store calls to make.
+    pub fn prepare(&self, facts: &dyn Facts) -> Step {
+        let exempt = self.spec.exempt(facts.path())
+            || self.spec.exempt_call.is_some_and(|i| facts.call(i).is_some());
+        if !self.spec.enabled || crate::testing::disabled() || exempt {
+            return Step::Done(Verdict::unmarked());
+        }
+        let named = |l: &ListSpec| {
+            l.matches_request(facts.method(), facts.path())
+                && l.matcher.is_none_or(|i| facts.call(i).is_some())
+        };
+        if let Some(i) = self.spec.safelists.iter().position(named) {
+            return Step::Done(Verdict {
+                safelist: Some(i),
+                ..Verdict::unmarked()
+            });
+        }
+        if let Some(i) = self.spec.blocklists.iter().position(named) {
+            return Step::Done(Verdict {
+                blocklist: Some(i),
+                ..Verdict::blocked(self, None)
+            });
+        }
+        let client = Client::of(facts, &self.spec.proxies);
+        if let Some(done) = self.screen(&client.ip) {
+            return Step::Done(done);
+        }
+        let strikes = self
+            .spec
+            .bans
+            .iter()
+            .enumerate()
+            .filter(|(_, ban)| {
+                ban.matches_request(facts.method(), facts.path())
+                    && ban.matcher.is_none_or(|i| facts.call(i).is_some())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let checks = self
+            .spec
+            .throttles
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| applies(t, facts))
+            .filter_map(|(i, t)| {
+                let key = source::value_of(t.key.as_ref()?, facts, &client)?;
+                Some(Selected {
+                    throttle: i,
+                    origin: i,
+                    key,
+                    cost: facts.cost(),
+                    tier: tier_of(t, facts, &client),
+                    ip: Some(client.ip.clone()),
+                })
+            })
+            .collect();
+        Step::Ask(Plan {
+            method: facts.method().to_owned(),
+            path: facts.path().to_owned(),
+            client,
+            strikes,
+            checks,
+        })
+    }
+
+    /// A listed client's verdict, when the address lists name it.
+    fn screen(&self, ip: &str) -> Option<Verdict> {
+        let listed = self.base.screen(ip)?;
+        Some(if listed.allowed() {
+            Verdict::pass(Answer::default(), Some(listed))
+        } else {
+            Verdict::blocked(self, Some(listed))
+        })
+    }
+
+    /// Decides `facts`, making the store calls it needs (blocking).
+    pub fn decide(&self, facts: &dyn Facts) -> Result<Verdict> {
+        match self.prepare(facts) {
+            Step::Done(verdict) => Ok(verdict),
+            Step::Ask(plan) => self.run(plan),
+        }
+    }
+
+    /// Makes a plan's store calls (blocking) and concludes.
+    pub fn run(&self, plan: Plan) -> Result<Verdict> {
+        for &i in &plan.strikes {
+            let ban = &self.spec.bans[i];
+            let strike = self
+                .base
+                .penalize(Offender::Address(&plan.client.key), &ban.rule, None)?;
+            if let Some(verdict) = self.struck(i, strike.banned) {
+                return Ok(verdict);
+            }
+        }
+        if plan.checks.is_empty() {
+            return Ok(Verdict::unmarked());
+        }
+        let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
+        Ok(self.conclude(plan, decisions))
+    }
+
+    /// [`Gate::run`], awaiting the checks where the store has an awaitable
+    /// log (a strike, rare, is made on a blocking thread).
+    #[cfg(feature = "async")]
+    pub async fn run_async(&self, plan: Plan) -> Result<Verdict> {
+        for &i in &plan.strikes {
+            let (base, rule, client) = (
+                self.base.clone(),
+                self.spec.bans[i].rule.clone(),
+                plan.client.key.clone(),
+            );
+            let strike = tokio::task::spawn_blocking(move || {
+                base.penalize(Offender::Address(&client), &rule, None)
+            })
+            .await
+            .map_err(|e| crate::error::Error::storage(format!("a strike failed: {e}")))??;
+            if let Some(verdict) = self.struck(i, strike.banned) {
+                return Ok(verdict);
+            }
+        }
+        if plan.checks.is_empty() {
+            return Ok(Verdict::unmarked());
+        }
+        let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
+        Ok(self.conclude(plan, decisions))
+    }
+
+    /// The verdict of ban `i`'s strike, when it ends the request.
+    fn struck(&self, i: usize, banned: bool) -> Option<Verdict> {
+        (banned || !self.spec.bans[i].allow).then(|| Verdict {
+            ban: Some(i),
+            banned,
+            ..Verdict::blocked(self, None)
+        })
+    }
+
+    fn items<'p>(&'p self, plan: &'p Plan) -> Vec<BatchItem<'p>> {
+        plan.checks
+            .iter()
+            .map(|s| BatchItem {
+                tier: s.tier.as_deref(),
+                ip: s.ip.as_deref(),
+                ..BatchItem::new(&self.throttles[s.throttle], &s.key, s.cost)
+            })
+            .collect()
+    }
+
+    /// The verdict from the throttles' decisions, in order.
+    fn conclude(&self, plan: Plan, decisions: Vec<Decision>) -> Verdict {
+        let responses = &self.spec.responses;
+        let checked: Vec<Checked> = plan
+            .checks
+            .into_iter()
+            .zip(decisions)
+            .map(|(s, decision)| Checked {
+                throttle: s.throttle,
+                origin: s.origin,
+                key: s.key,
+                decision,
+            })
+            .collect();
+        let warnings = checked
+            .iter()
+            .filter_map(|c| c.decision.warning.clone())
+            .collect();
+        let mut verdict = Verdict {
+            warnings,
+            ..Verdict::unmarked()
+        };
+        let mut shown: Option<&Checked> = None;
+        for c in &checked {
+            let decision = &c.decision;
+            if decision.is_listed() || !decision.allowed() {
+                verdict.decision = Some(decision.clone());
+                verdict.throttle = Some(c.throttle);
+                if decision.is_listed() {
+                    if !decision.allowed() {
+                        verdict.ending = Ending::Block;
+                        verdict.answer = responses.blocked();
+                    }
+                } else {
+                    let scope = &self.spec.throttles[c.throttle].scope;
+                    verdict.ending = Ending::Deny;
+                    verdict.answer = responses.answer(decision);
+                    verdict.log = self.spec.log_denials.then(|| {
+                        responses.denial_log(decision, scope, &c.key, &plan.method, &plan.path)
+                    });
+                }
+                verdict.checked = checked;
+                return verdict;
+            }
+            if shown.is_none_or(|s| {
+                decision.binding_state().remaining < s.decision.binding_state().remaining
+            }) {
+                shown = Some(c);
+            }
+        }
+        if let Some(s) = shown {
+            verdict.answer.headers = responses.pass_headers(&s.decision);
+            verdict.decision = Some(s.decision.clone());
+            verdict.throttle = Some(s.throttle);
+        }
+        verdict.checked = checked;
+        verdict
+    }
+}
+
+/// Whether a throttle counts this request: its hosts, paths, methods and
+/// required headers admit it.
+fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
+    (t.hosts.is_empty() || t.hosts.iter().any(|h| source::host_matches(h, facts.host())))
+        && (t.paths.is_empty() || t.paths.iter().any(|p| facts.path().starts_with(p.as_str())))
+        && (t.methods.is_empty() || t.methods.iter().any(|m| m == facts.method()))
+        && t.headers.iter().all(|h| facts.header(h).is_some())
+}
+
+/// The tier a request names, when it is one of the throttle's tiers (a
+/// client may send any text: another is ignored).
+fn tier_of(t: &ThrottleSpec, facts: &dyn Facts, client: &Client) -> Option<String> {
+    let value = source::value_of(t.tier.as_ref()?, facts, client)?;
+    let name = String::from_utf8(value).ok()?;
+    t.tiers.iter().any(|(tier, _)| *tier == name).then_some(name)
+}
+
+#[cfg(test)]
+mod tests;

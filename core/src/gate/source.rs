@@ -1,0 +1,242 @@
+//! A request as the gate sees it ([`Facts`]: what every door reads from
+//! its framework's request) and where in it a key or a tier name is found
+//! ([`Source`]). Every door names a request's keys the same way, so one
+//! quota is shared by the apps and the edge.
+
+use crate::keys::identity;
+
+/// Where a key (or a tier name) is read from a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The client: its address's network by the client prefixes (an IPv6
+    /// client as its /64).
+    Ip,
+    /// The signed-in user as `user:ID`, else the client as `ip:CLIENT`
+    /// (each framework says who is signed in).
+    User,
+    /// A header's bytes, as they came.
+    Header(String),
+    /// A query string field, percent-decoded.
+    Query(String),
+    /// A form or JSON body field that names a person, trimmed and
+    /// lower-cased, as `FIELD=value` (no address or `user:` key can equal
+    /// it, so a ban of what a client typed never bans an address or a user).
+    Identity(String),
+    /// A callable the door holds (a Python function, a Ruby block), by its index.
+    Call(usize),
+}
+
+impl Source {
+    /// Parses `ip`, `user`, `header:NAME`, `query:FIELD` (or `get:FIELD`),
+    /// `identity:FIELD`, or `call:N` for one of the `callables` the door holds.
+    pub fn parse(text: &str, callables: usize) -> Result<Source, String> {
+        let bad = || {
+            format!(
+                "invalid key '{}': use 'ip', 'user', 'header:NAME', 'query:FIELD', 'identity:FIELD'{}",
+                text.escape_debug(),
+                if callables > 0 { " or a callable" } else { "" }
+            )
+        };
+        match text {
+            "ip" => return Ok(Source::Ip),
+            "user" => return Ok(Source::User),
+            _ => {}
+        }
+        let (kind, name) = text.split_once(':').ok_or_else(bad)?;
+        if name.is_empty() {
+            return Err(bad());
+        }
+        match kind {
+            "header" => super::spec::header_name(name)
+                .map(Source::Header)
+                .ok_or_else(bad),
+            "query" | "get" => Ok(Source::Query(name.to_owned())),
+            "identity" => Ok(Source::Identity(name.to_owned())),
+            "call" => name
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n < callables)
+                .map(Source::Call)
+                .ok_or_else(bad),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// What a door knows of a request. The gate asks for what the policy needs
+/// and nothing more: a body field, the user or a callable only when a
+/// throttle that applies is keyed by one.
+pub trait Facts {
+    /// The method, upper case.
+    fn method(&self) -> &str;
+    /// The path, percent-decoded (Django's `path_info`, Rack's `path_info`).
+    fn path(&self) -> &str;
+    /// The host, lower case, without a port.
+    fn host(&self) -> &str;
+    /// The address that connected (a proxy's, when one is in front).
+    fn peer(&self) -> &str;
+    /// A header's value, as it came; `name` is lower case. A repeated
+    /// header's values are joined with `, `.
+    fn header(&self, name: &str) -> Option<Vec<u8>>;
+    /// The first value of query field `field`, decoded as a form field.
+    fn query(&self, field: &str) -> Option<Vec<u8>>;
+    /// Field `field` of a posted form or JSON object body, when the door can
+    /// read one.
+    fn body_field(&self, _field: &str) -> Option<String> {
+        None
+    }
+    /// The signed-in user's id, when the framework has one.
+    fn user(&self) -> Option<String> {
+        None
+    }
+    /// What the door's callable `index` says of the request (a key, a tier
+    /// name; for a ban's match, any value means true).
+    fn call(&self, _index: usize) -> Option<Vec<u8>> {
+        None
+    }
+    /// Units the request costs (1 unless the door says otherwise).
+    fn cost(&self) -> u64 {
+        1
+    }
+}
+
+/// The client a request comes from: its address, and its name in keys of
+/// kind `ip` and address bans (the network by the client prefixes).
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// The address (the peer, or by `X-Forwarded-For` through trusted proxies).
+    pub ip: String,
+    /// The address's network by the client prefixes (an IPv6 client's /64).
+    pub key: String,
+}
+
+impl Client {
+    /// The client of `facts` by `proxies`.
+    pub fn of(facts: &dyn Facts, proxies: &crate::net::TrustedProxies) -> Client {
+        let forwarded = facts
+            .header("x-forwarded-for")
+            .map(|v| String::from_utf8_lossy(&v).into_owned());
+        Client {
+            ip: proxies.client_ip(facts.peer(), forwarded.as_deref()),
+            key: proxies.client_key(facts.peer(), forwarded.as_deref()),
+        }
+    }
+}
+
+/// The request's value of `source`: `None` when it has none (an absent or
+/// empty header, field or key: the throttle does not apply).
+pub fn value_of(source: &Source, facts: &dyn Facts, client: &Client) -> Option<Vec<u8>> {
+    let value = match source {
+        Source::Ip => Some(client.key.clone().into_bytes()),
+        Source::User => Some(match facts.user() {
+            Some(id) => format!("user:{id}").into_bytes(),
+            None => format!("ip:{}", client.key).into_bytes(),
+        }),
+        Source::Header(name) => facts.header(name),
+        Source::Query(field) => facts.query(field),
+        Source::Identity(field) => {
+            let found = identity(&facts.body_field(field)?)?;
+            Some(format!("{field}={found}").into_bytes())
+        }
+        Source::Call(index) => facts.call(*index),
+    };
+    value.filter(|v| !v.is_empty())
+}
+
+/// The first value of `field` in a query string (or a form body), decoded
+/// as a form field (`+` is a space).
+pub fn query_field(query: &str, field: &str) -> Option<Vec<u8>> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(name.as_bytes(), true) == field.as_bytes())
+            .then(|| percent_decode(value.as_bytes(), true))
+    })
+}
+
+/// `%XX` decoded (a malformed escape kept as it is); `+` as a space in a form field.
+pub fn percent_decode(bytes: &[u8], form: bool) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if form => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A Host header's name: lower case, without the port.
+pub fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = if host.starts_with('[') {
+        host.split_once(']')
+            .map_or(host, |(v6, _)| v6)
+            .trim_start_matches('[')
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host, |(name, _)| name)
+    };
+    name.to_ascii_lowercase()
+}
+
+/// `api.example.com` matches itself; `*.example.com` matches its subdomains.
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(domain) => host
+            .strip_suffix(domain)
+            .is_some_and(|sub| sub.ends_with('.') && sub.len() > 1),
+        None => pattern == host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!(
+            Source::parse("header:X-Api-Key", 0).unwrap(),
+            Source::Header("x-api-key".into())
+        );
+        assert_eq!(Source::parse("get:q", 0).unwrap(), Source::Query("q".into()));
+        assert_eq!(Source::parse("call:1", 2).unwrap(), Source::Call(1));
+        for bad in ["", "header:", "cookie:a", "header:a b", "call:0", "call:x"] {
+            assert!(
+                Source::parse(bad, 0).unwrap_err().contains("invalid key"),
+                "{bad}"
+            );
+        }
+        assert!(Source::parse("call:2", 2).is_err());
+    }
+
+    #[test]
+    fn decoding_keeps_what_it_cannot_read() {
+        assert_eq!(percent_decode(b"%zz%4", false), b"%zz%4");
+        assert_eq!(percent_decode(b"%41%", false), b"A%");
+        assert_eq!(query_field("a=1&plan=pro+plus", "plan").unwrap(), b"pro plus");
+        assert_eq!(query_field("a=1", "b"), None);
+        assert_eq!(host_name("API.example.com:8443"), "api.example.com");
+        assert_eq!(host_name("[::1]:80"), "::1");
+    }
+
+    #[test]
+    fn hosts_match_exactly_or_by_wildcard() {
+        assert!(host_matches("api.example.com", "api.example.com"));
+        assert!(host_matches("*.example.com", "a.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.example.com", "aexample.com"));
+    }
+}

@@ -1,0 +1,204 @@
+use super::*;
+
+/// A request as a test gives it.
+#[derive(Default)]
+struct Request {
+    method: &'static str,
+    path: &'static str,
+    host: &'static str,
+    peer: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    query: &'static str,
+}
+
+impl Facts for Request {
+    fn method(&self) -> &str {
+        self.method
+    }
+    fn path(&self) -> &str {
+        self.path
+    }
+    fn host(&self) -> &str {
+        self.host
+    }
+    fn peer(&self) -> &str {
+        self.peer
+    }
+    fn header(&self, name: &str) -> Option<Vec<u8>> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes().to_vec())
+    }
+    fn query(&self, field: &str) -> Option<Vec<u8>> {
+        source::query_field(self.query, field)
+    }
+}
+
+fn get(path: &'static str) -> Request {
+    Request {
+        method: "GET",
+        path,
+        host: "example.com",
+        peer: "203.0.113.9",
+        ..Request::default()
+    }
+}
+
+fn gate(text: &str) -> Gate {
+    Gate::bind(Spec::parse(text).unwrap(), None).unwrap()
+}
+
+const LAYERED: &str = r#"
+[[throttle]]
+scope = "req-ip"
+rules = "3/minute"
+key = "ip"
+[[throttle]]
+scope = "login-email"
+rules = "1/minute"
+key = "query:email"
+paths = ["/login"]
+methods = ["POST"]
+"#;
+
+#[test]
+fn every_throttle_that_applies_counts_and_the_first_denial_answers() {
+    let gate = gate(LAYERED);
+    let login = || Request {
+        method: "POST",
+        query: "email=a@example.com",
+        ..get("/login")
+    };
+    let first = gate.decide(&login()).unwrap();
+    assert_eq!(first.ending, Ending::Pass);
+    assert_eq!(first.checked.len(), 2, "both throttles apply");
+    assert_eq!(first.throttle, Some(1), "the headers of the one with least left");
+    let second = gate.decide(&login()).unwrap();
+    assert_eq!(second.ending, Ending::Deny);
+    assert_eq!(second.answer.status, Some(429));
+    assert_eq!(second.throttle, Some(1));
+    assert!(second.log.unwrap().text.contains("scope=\"login-email\""));
+    // the per-IP throttle counted both: one more anywhere and it is spent
+    assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Pass);
+    let fourth = gate.decide(&get("/")).unwrap();
+    assert_eq!((fourth.ending, fourth.throttle), (Ending::Deny, Some(0)));
+}
+
+#[test]
+fn exempt_paths_and_a_disabled_policy_pass_unmarked() {
+    let gate = gate(&format!("exempt_paths = [\"/health\"]\n{LAYERED}"));
+    for _ in 0..5 {
+        let v = gate.decide(&get("/health/db")).unwrap();
+        assert_eq!((v.ending, v.checked.len()), (Ending::Pass, 0));
+        assert!(v.answer.headers.is_empty());
+    }
+    let off = self::gate(&format!("enabled = false\n{LAYERED}"));
+    for _ in 0..5 {
+        assert_eq!(off.decide(&get("/")).unwrap().ending, Ending::Pass);
+    }
+}
+
+#[test]
+fn a_fail2ban_request_is_refused_and_bans_the_client() {
+    let gate = gate(
+        "[[fail2ban]]\nname = \"php\"\npaths = ['\\.php$']\nmaxretry = 2\nfindtime = 60\nbantime = 600\n",
+    );
+    let v = gate.decide(&get("/x.php")).unwrap();
+    assert_eq!((v.ending, v.ban), (Ending::Block, Some(0)));
+    assert_eq!(v.answer.status, Some(403));
+    assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Pass);
+    gate.decide(&get("/y.php")).unwrap();
+    // banned now: the address lists screen every request
+    gate.base().screen("203.0.113.9").expect("listed");
+    assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Block);
+}
+
+#[test]
+fn a_tier_the_request_names_applies_and_an_unknown_one_is_ignored() {
+    let gate = gate(
+        "[[throttle]]\nscope = \"api\"\nrules = \"1/minute\"\nkey = \"header:X-Key\"\ntiers = { pro = \"3/minute\" }\ntier = \"header:X-Plan\"\n",
+    );
+    let with = |plan: &'static str| Request {
+        headers: vec![("X-Key", "k1"), ("X-Plan", plan)],
+        ..get("/")
+    };
+    for _ in 0..3 {
+        assert_eq!(gate.decide(&with("pro")).unwrap().ending, Ending::Pass);
+    }
+    assert_eq!(gate.decide(&with("pro")).unwrap().ending, Ending::Deny);
+    let other = Request {
+        headers: vec![("X-Key", "k2"), ("X-Plan", "platinum")],
+        ..get("/")
+    };
+    assert_eq!(gate.decide(&other).unwrap().ending, Ending::Pass);
+    let other = Request {
+        headers: vec![("X-Key", "k2"), ("X-Plan", "platinum")],
+        ..get("/")
+    };
+    assert_eq!(gate.decide(&other).unwrap().ending, Ending::Deny, "the main rules");
+    // no key: the throttle does not apply
+    assert_eq!(gate.decide(&get("/")).unwrap().checked.len(), 0);
+}
+
+#[test]
+fn envoy_descriptors_map_onto_the_same_throttles() {
+    let gate = gate(
+        "[[throttle]]\nscope = \"api\"\nrules = \"2/minute\"\nkey = \"header:X-Key\"\nenvoy = { domain = \"edge\", key = \"api_key\" }\n",
+    );
+    let http = Request {
+        headers: vec![("X-Key", "k1")],
+        ..get("/")
+    };
+    assert_eq!(gate.decide(&http).unwrap().ending, Ending::Pass);
+    let descriptors = [envoy::Descriptor {
+        entries: vec![("api_key".into(), "k1".into())],
+        hits: None,
+    }];
+    let run = |step| match step {
+        Step::Done(v) => v,
+        Step::Ask(plan) => gate.run(plan).unwrap(),
+    };
+    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    assert_eq!(v.ending, Ending::Pass, "the HTTP door's unit and this one: 2");
+    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    assert_eq!(v.ending, Ending::Deny, "one quota for both doors");
+    let v = run(gate.prepare_envoy("other", &descriptors, 0));
+    assert_eq!((v.ending, v.checked.len()), (Ending::Pass, 0));
+}
+
+#[test]
+fn a_rebind_keeps_what_did_not_change() {
+    let two = |second: &str| {
+        Spec::parse(&format!(
+            "[[throttle]]\nscope = \"a\"\nrules = \"5/s\"\nkey = \"ip\"\n[[throttle]]\nscope = \"b\"\nrules = \"{second}\"\nkey = \"ip\"",
+        ))
+        .unwrap()
+    };
+    let old = Gate::bind(two("5/s"), None).unwrap();
+    let new = Gate::bind(two("6/s"), Some(&old)).unwrap();
+    assert!(Arc::ptr_eq(old.base(), new.base()));
+    assert!(Arc::ptr_eq(&old.limiters()[0], &new.limiters()[0]));
+    assert!(!Arc::ptr_eq(&old.limiters()[1], &new.limiters()[1]));
+    let moved = Spec::parse("[store]\nprefix = \"other\"\n").unwrap();
+    assert!(!Arc::ptr_eq(old.base(), Gate::bind(moved, Some(&old)).unwrap().base()));
+}
+
+#[test]
+fn safelists_and_blocklists_name_requests_before_anything_else() {
+    let gate = gate(&format!(
+        "[[safelist]]\nname = \"health\"\npaths = [\"^/up$\"]\n[[blocklist]]\nname = \"php\"\npaths = ['\\.php$']\nmethods = [\"GET\"]\n{LAYERED}"
+    ));
+    for _ in 0..5 {
+        let v = gate.decide(&get("/up")).unwrap();
+        assert_eq!((v.ending, v.safelist, v.checked.len()), (Ending::Pass, Some(0), 0));
+    }
+    let v = gate.decide(&get("/x.php")).unwrap();
+    assert_eq!((v.ending, v.blocklist, v.answer.status), (Ending::Block, Some(0), Some(403)));
+    let post = Request {
+        method: "POST",
+        ..get("/x.php")
+    };
+    assert_eq!(gate.decide(&post).unwrap().blocklist, None, "GET only");
+    assert!(Spec::parse("[[safelist]]\nname = \"x\"\n").unwrap_err().to_string().contains("safelist[0]"));
+}
