@@ -422,6 +422,15 @@ impl Gate {
         crate::plain::to_py(py, &self.inner.base().store_stats().plain())
     }
 
+    /// The throttles' limiters, by scope (their stats, for the metrics collector).
+    fn limiters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (t, limiter) in self.inner.spec().throttles.iter().zip(self.inner.limiters()) {
+            out.set_item(&t.scope, Limiter::wrap(limiter.clone(), self.store.clone()))?;
+        }
+        Ok(out)
+    }
+
     /// Whether the policy limits at all.
     #[getter]
     fn enabled(&self) -> bool {

@@ -252,7 +252,7 @@ def test_config_is_rebuilt_when_settings_change(settings_override):
     before = get_config()
     with override_settings(RATEKEEPER=dict(settings_override, RULES="7/minute")):
         assert get_config() is not before
-        assert get_config().default.limiter.rules[0].limit == 7
+        assert get_config().limiters()["default"].rules[0].limit == 7
 
 
 def test_view_rules_by_url_name_and_dotted_path(settings_override):

@@ -35,7 +35,7 @@ def test_a_django_request_cycle_is_counted(settings_override, caplog):
     finally:
         rate_limited.disconnect(receiver)
     assert statuses == [200, 200, 200, 429, 429]
-    stats = get_config().default.limiter.stats
+    stats = get_config().limiters()["default"].stats
     assert (stats["allowed"], stats["denied"], stats["errors"]) == (3, 2, 0)
     assert stats["peak_used"] == {60.0: 3, 3600.0: 3}
     assert seen == [("default", False), ("default", False)]

@@ -477,13 +477,14 @@ impl Gate {
     }
 }
 
-/// Whether a throttle counts this request: its hosts, paths, methods and
-/// required headers admit it.
+/// Whether a throttle counts this request: its hosts, paths, methods,
+/// required headers and the door's predicate admit it.
 fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
     (t.hosts.is_empty() || t.hosts.iter().any(|h| source::host_matches(h, facts.host())))
         && (t.paths.is_empty() || t.paths.iter().any(|p| facts.path().starts_with(p.as_str())))
         && (t.methods.is_empty() || t.methods.iter().any(|m| m == facts.method()))
         && t.headers.iter().all(|h| facts.header(h).is_some())
+        && t.matcher.is_none_or(|i| facts.call(i).is_some())
 }
 
 /// The tier a request names, when it is one of the throttle's tiers (a

@@ -82,6 +82,8 @@ struct ThrottleFile {
     #[serde(default)]
     tiers: toml::Table,
     tier: Option<String>,
+    #[serde(rename = "match")]
+    matcher: Option<String>,
     envoy: Option<EnvoyFile>,
 }
 
@@ -178,6 +180,9 @@ pub struct ThrottleSpec {
     pub methods: Vec<String>,
     /// Headers a request must carry for it to apply (lower case).
     pub headers: Vec<String>,
+    /// A predicate the door holds (say "the request resolves to this
+    /// view"): it applies only when it is true.
+    pub matcher: Option<usize>,
     /// How Envoy's descriptors select it, if they do.
     pub envoy: Option<EnvoySpec>,
 }
@@ -478,6 +483,7 @@ fn throttle(
         paths: t.paths,
         methods: methods(&t.methods)?,
         headers: header_names("headers", &t.headers)?,
+        matcher: matcher(t.matcher.as_deref(), callables)?,
         envoy,
     })
 }

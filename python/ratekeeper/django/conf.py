@@ -22,11 +22,18 @@ r"""``settings.RATEKEEPER``: read, validated, and turned into limiters.
         "LOG_KEYS": False,                     # log keys as they are, not hashed
     }
 
-A request is limited by the first that applies: a PATHS entry (longest
-matching prefix wins), a VIEWS entry, RULES (with the request's tier).
-Blocklisted and safelisted keys, addresses and ranges (``ratekeeper``
-command, ``manage.py ratekeeper``, ``ratekeeper.Admin``) apply to every
-request; FAIL2BAN and ALLOW2BAN ban the client IP.
+Or every door's policy file (TOML, as the edge server, the Rack middleware
+and the WSGI and ASGI middlewares read it; the store is the file's):
+
+    RATEKEEPER = {"POLICY_FILE": BASE_DIR / "policy.toml"}
+
+The settings build that same policy, and the core's gate decides each
+request: every entry that applies counts it (PATHS entries, longest prefix
+first, then VIEWS entries, then RULES with the request's tier), each in one
+round trip, and the first denial in that order answers. Blocklisted and
+safelisted keys, addresses and ranges (``ratekeeper`` command, ``manage.py
+ratekeeper``, ``ratekeeper.Admin``) apply to every request; FAIL2BAN and
+ALLOW2BAN ban the client IP.
 """
 
 import contextlib
@@ -44,6 +51,7 @@ from django.utils.module_loading import import_string
 from ratekeeper._ratekeeper import (
     ConfigurationError,
     Fail2Ban,
+    Gate,
     Limiter,
     Responses,
     TrustedProxies,
@@ -51,14 +59,17 @@ from ratekeeper._ratekeeper import (
     parse_rules,
     scope_name,
 )
-from ratekeeper.django.keys import KeyFunc, key_function
+from ratekeeper.django.keys import KeyFunc, key_function, kind_of
 
 KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
     "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES", "REDIS_MODULE", "IPV4_PREFIX", "IPV6_PREFIX",
+    "POLICY_FILE",
 }
+# What a policy file says instead, when POLICY_FILE is given.
+POLICY_SETTINGS = KNOWN - {"POLICY_FILE", "RESPONDER", "RAISE", "LOG_LEVEL"}
 # The settings that are Limiter options (each checked by the core, named here).
 LIMITER_OPTIONS = {
     "STORE": "store", "PREFIX": "prefix", "ON_ERROR": "on_error", "TIMEOUT": "timeout",
@@ -104,39 +115,55 @@ METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", 
 
 @dataclass
 class Policy:
-    """One rule set with the key it counts by and the scope that keeps its logs apart."""
+    """One rule set with the key it counts by, the scope that keeps its logs
+    apart, and the methods it applies to: a throttle of the gate."""
 
     scope: str
-    limiter: Limiter
+    rules: Any
     key: KeyFunc
     methods: Optional[frozenset] = None
-
-    def applies_to(self, request: HttpRequest) -> bool:
-        """Whether the request's method is limited by this policy."""
-        return self.methods is None or (request.method or "").upper() in self.methods
 
 
 @dataclass
 class Ban:
-    """A FAIL2BAN or ALLOW2BAN entry: requests it matches count strikes
-    against the client IP, by the core's `rule` (checked when built)."""
+    """A FAIL2BAN or ALLOW2BAN entry, by the core's `rule` (checked when built)."""
 
     name: str
-    paths: List["re.Pattern[str]"]
+    paths: List[str]
     methods: Optional[frozenset]
     rule: Fail2Ban
     allow: bool
 
-    def matches(self, request: HttpRequest) -> bool:
-        """Whether the request is one this entry counts."""
-        if self.methods is not None and (request.method or "").upper() not in self.methods:
-            return False
-        return any(p.search(request.path_info) for p in self.paths)
+
+def _rules_text(rules: Any) -> str:
+    """Rules as a policy writes them."""
+    return rules if isinstance(rules, str) else "; ".join(str(r) for r in parse_rules(rules))
+
+
+def policy_key(func: KeyFunc) -> Any:
+    """A key function as a policy names it: the core reads the client, a
+    header or a query field itself; any other is the callable."""
+    return getattr(func, "ratekeeper_source", None) or func
+
+
+def _view_names(request: HttpRequest) -> Tuple[str, ...]:
+    """The URL name and dotted path of the view the request resolves to (once per request)."""
+    names = getattr(request, "_ratekeeper_view", None)
+    if names is None:
+        from django.urls import Resolver404, resolve
+
+        try:
+            match = resolve(request.path_info)
+            names = (match.view_name, match._func_path)
+        except Resolver404:
+            names = ()
+        request._ratekeeper_view = names  # type: ignore[attr-defined]
+    return names  # type: ignore[no-any-return]
 
 
 @dataclass
 class Config:
-    """The validated settings."""
+    """The validated settings, and the gate they build."""
 
     enabled: bool = True
     base: Optional[Limiter] = None
@@ -148,24 +175,46 @@ class Config:
     tier: Optional[Callable[[HttpRequest], Optional[str]]] = None
     exempt: Tuple[str, ...] = ()
     responses: Responses = field(default_factory=Responses)
+    answers: Dict[str, Any] = field(default_factory=dict)
     responder: Optional[Callable[..., Any]] = None
     raise_exception: bool = False
     default_key: Any = "ip"
     log_level: Any = "INFO"
     bans: List[Ban] = field(default_factory=list)
-    _limiters: Dict[str, Limiter] = field(default_factory=dict)
+    gate: Optional[Gate] = None
+    # whether an async request reads the user first (a key reads it), or is
+    # decided in a thread (a callable of the application's own may touch the database)
+    reads_user: bool = False
+    needs_thread: bool = False
+    _gates: List[Gate] = field(default_factory=list)
+    # the decorators' gates: (reads_user, needs_thread) by id
+    _view_flags: Dict[int, Tuple[bool, bool]] = field(default_factory=dict)
 
-    def limiter(self, rules: Any, scope: str, tiers: Optional[Dict[str, Any]] = None) -> Limiter:
-        """A limiter for these rules on the configured store, its logs kept
-        under `scope` (one per scope)."""
-        assert self.base is not None
-        if scope not in self._limiters:
-            self._limiters[scope] = self.base.with_rules(rules, scope=scope_name(scope), tiers=tiers or None)
-        return self._limiters[scope]
+    def flags(self, gate: Gate) -> Tuple[bool, bool]:
+        """Whether an async request to `gate` reads the user first, and
+        whether it is decided in a thread."""
+        return self._view_flags.get(id(gate), (self.reads_user, self.needs_thread))
 
     def limiters(self) -> Dict[str, Limiter]:
-        """Every limiter made for these settings and the decorators, by scope."""
-        return dict(self._limiters)
+        """Every throttle's limiter, of these settings and the decorators, by scope."""
+        out: Dict[str, Limiter] = {}
+        for gate in [self.gate, *self._gates]:
+            if gate is not None:
+                out.update(gate.limiters())
+        return out
+
+    def view_gate(self, scope: str, rules: Any, key: Any, methods: Optional[frozenset]) -> Gate:
+        """The gate of one decorated view (its own throttle, on the configured store)."""
+        assert self.base is not None
+        func = key_function(key, self.proxies)
+        throttle: Dict[str, Any] = {"scope": scope_name(scope), "rules": _rules_text(rules), "key": policy_key(func)}
+        if methods is not None:
+            throttle["methods"] = sorted(methods)
+        gate = Gate({**self.answers, "throttle": [throttle]}, limiter=self.base)
+        self._gates.append(gate)
+        kind = "plain" if getattr(func, "ratekeeper_source", None) else kind_of(func)
+        self._view_flags[id(gate)] = (kind == "user", kind == "custom")
+        return gate
 
     def policy(
         self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None, named: bool = True
@@ -173,37 +222,40 @@ class Config:
         """A policy from raw setting values; raises ConfigurationError naming
         the scope (unless `named` is False: the caller names the setting)."""
         try:
-            limiter = self.limiter(rules, scope, tiers)
+            check_option("scope", scope_name(scope))
+            if rules is None:
+                raise ConfigurationError("give rules, as '5/second; 100/minute'")
+            parse_rules(rules)
         except (ConfigurationError, TypeError) as exc:
             raise ConfigurationError(f"{scope}: {exc}" if named else str(exc)) from None
         key_func = key_function(self.default_key if key is None else key, self.proxies)
-        return Policy(scope, limiter, key_func, _methods(scope, methods))
+        return Policy(scope, rules, key_func, _methods(scope, methods))
 
     def is_exempt(self, path: str) -> bool:
         """Whether the path starts with one of EXEMPT_PATHS."""
         return any(path.startswith(prefix) for prefix in self.exempt)
 
-    def policy_for(self, request: HttpRequest) -> Optional[Policy]:
-        """The policy that limits this request, or None."""
-        path = request.path_info
-        for prefix, policy in self.paths:
-            if path.startswith(prefix) and policy.applies_to(request):
-                return policy
-        if self.views:
-            from django.urls import Resolver404, resolve
+    def throttles(self) -> List[Dict[str, Any]]:
+        """The settings' throttles, in the order their denials answer:
+        PATHS (longest prefix first), VIEWS, RULES."""
+        def entry(policy: Policy, **more: Any) -> Dict[str, Any]:
+            out = {"scope": scope_name(policy.scope), "rules": _rules_text(policy.rules),
+                   "key": policy_key(policy.key), **more}
+            if policy.methods is not None:
+                out["methods"] = sorted(policy.methods)
+            return out
 
-            try:
-                match = resolve(path)
-            except Resolver404:
-                match = None
-            if match is not None:
-                for name in (match.view_name, match._func_path):
-                    policy = self.views.get(name)
-                    if policy is not None and policy.applies_to(request):
-                        return policy
-        if self.default is not None and self.default.applies_to(request):
-            return self.default
-        return None
+        out = [entry(policy, paths=[prefix]) for prefix, policy in self.paths]
+        for name, policy in self.views.items():
+            out.append(entry(policy, match=lambda request, name=name: name in _view_names(request) or None))
+        if self.default is not None:
+            more: Dict[str, Any] = {}
+            if self.tiers:
+                more["tiers"] = {name: _rules_text(rules) for name, rules in self.tiers.items()}
+                if self.tier is not None:
+                    more["tier"] = self.tier
+            out.append(entry(self.default, **more))
+        return out
 
 
 def _scope(value: Any) -> str:
@@ -258,6 +310,8 @@ def build(raw: Any) -> Config:
         unknown = sorted(set(raw) - KNOWN)
         if unknown:
             raise ConfigurationError(f"unknown setting(s) {unknown}; known: {sorted(KNOWN)}")
+    if raw.get("POLICY_FILE") is not None:
+        return _from_file(raw)
     cfg = Config()
     cfg.enabled = bool(raw.get("ENABLED", True))
     with _setting("RATEKEEPER['TRUSTED_PROXIES']", "requests"):
@@ -280,15 +334,10 @@ def build(raw: Any) -> Config:
                 raise ConfigurationError(f"must be an HTTP error status (400-599), not {value!r}")
             answers[option] = value
             cfg.responses = Responses(**answers)
-    with _setting("RATEKEEPER['RESPONDER']", "responses"):
-        cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
+    _door_settings(cfg, raw)
+    cfg.answers = {**answers, "trusted_proxies": proxies, **prefixes, "log_denials": cfg.log_level is not None}
     with _setting("RATEKEEPER['TIER']", "requests"):
         cfg.tier = _callable("TIER", raw.get("TIER"))
-    cfg.raise_exception = bool(raw.get("RAISE", False))
-    cfg.log_level = raw.get("LOG_LEVEL", "INFO")
-    with _setting("RATEKEEPER['LOG_LEVEL']", "responses"):
-        if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
-            raise ConfigurationError(f"must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
     cfg.default_key = raw.get("KEY", "ip")
     with _setting("RATEKEEPER['KEY']", "requests"):
         key_function(cfg.default_key, cfg.proxies)  # validate early
@@ -351,7 +400,55 @@ def build(raw: Any) -> Config:
             else:
                 policy = cfg.policy(scope, spec, None, named=False)
         cfg.views[name] = policy
+    with _setting("RATEKEEPER", "rules"):
+        cfg.gate = _gate(cfg)
     return cfg
+
+
+def _gate(cfg: Config) -> Gate:
+    """The gate of the settings: their throttles, bans and answers on the
+    configured store."""
+    policies = [p for _, p in cfg.paths] + list(cfg.views.values()) + ([cfg.default] if cfg.default else [])
+    kinds = {kind_of(p.key) for p in policies if not getattr(p.key, "ratekeeper_source", None)}
+    cfg.reads_user = "user" in kinds
+    cfg.needs_thread = "custom" in kinds or (cfg.tier is not None and bool(cfg.tiers))
+    bans: Dict[str, List[Dict[str, Any]]] = {"fail2ban": [], "allow2ban": []}
+    for ban in cfg.bans:
+        entry = {"name": ban.rule.name, "paths": ban.paths, "maxretry": ban.rule.maxretry,
+                 "findtime": ban.rule.findtime, "bantime": ban.rule.bantime}
+        if ban.methods is not None:
+            entry["methods"] = sorted(ban.methods)
+        bans["allow2ban" if ban.allow else "fail2ban"].append(entry)
+    policy = {**cfg.answers, "enabled": cfg.enabled, "exempt_paths": list(cfg.exempt),
+              "throttle": cfg.throttles(), **bans}
+    return Gate(policy, limiter=cfg.base)
+
+
+def _from_file(raw: Dict[str, Any]) -> Config:
+    """The config of POLICY_FILE: the file says the policy and the store;
+    RESPONDER, RAISE and LOG_LEVEL still apply."""
+    with _setting("RATEKEEPER['POLICY_FILE']", "settings"):
+        given = sorted(set(raw) & POLICY_SETTINGS)
+        if given:
+            raise ConfigurationError(f"the policy file says {given}: give them there, not beside it")
+        cfg = Config()
+        cfg.gate = Gate(str(raw["POLICY_FILE"]))
+        cfg.base = cfg.gate.base
+        cfg.enabled = cfg.gate.enabled
+        cfg.reads_user = True  # a key "user" reads the signed-in user
+    _door_settings(cfg, raw)
+    return cfg
+
+
+def _door_settings(cfg: Config, raw: Dict[str, Any]) -> None:
+    """RESPONDER, RAISE and LOG_LEVEL: how the Django door renders a verdict."""
+    with _setting("RATEKEEPER['RESPONDER']", "responses"):
+        cfg.responder = _callable("RESPONDER", raw.get("RESPONDER"))
+    cfg.raise_exception = bool(raw.get("RAISE", False))
+    cfg.log_level = raw.get("LOG_LEVEL", "INFO")
+    with _setting("RATEKEEPER['LOG_LEVEL']", "responses"):
+        if cfg.log_level is not None and not isinstance(logging.getLevelName(str(cfg.log_level).upper()), int):
+            raise ConfigurationError(f"must be a logging level such as 'INFO', or None, not {cfg.log_level!r}")
 
 
 def _ban(scope: str, entry: Any, allow: bool) -> Ban:
@@ -365,7 +462,8 @@ def _ban(scope: str, entry: Any, allow: bool) -> Ban:
     if isinstance(raw_paths, str) or not isinstance(raw_paths, (list, tuple)) or not all(isinstance(p, str) for p in raw_paths):
         raise ConfigurationError(f"{scope}['paths'] must be a list of regular expressions, not {raw_paths!r}")
     try:
-        paths = [re.compile(p) for p in raw_paths]
+        for pattern in raw_paths:
+            re.compile(pattern)
     except re.error as exc:
         raise ConfigurationError(f"{scope}: bad path pattern ({exc})") from None
     try:  # the core checks the numbers and the name: fail at start-up, not per request
@@ -373,7 +471,7 @@ def _ban(scope: str, entry: Any, allow: bool) -> Ban:
                         bantime=entry["bantime"])
     except (ConfigurationError, TypeError, OverflowError) as exc:
         raise ConfigurationError(f"{scope}: {exc}") from None
-    return Ban(str(entry["name"]), paths, _methods(scope, entry.get("methods")), rule, allow)
+    return Ban(str(entry["name"]), list(raw_paths), _methods(scope, entry.get("methods")), rule, allow)
 
 
 _lock = threading.Lock()

@@ -11,15 +11,14 @@ views can share one.
 """
 
 import functools
-from typing import Any, Callable, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, List, Optional, Sequence, TypeVar, Union
 
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 
-from ratekeeper._ratekeeper import ConfigurationError, parse_rules
-from ratekeeper.django.conf import Config, Policy, get_config
-from ratekeeper.django.keys import key_function
-from ratekeeper.django.limiting import acheck, add_headers, adeny, check, deny
+from ratekeeper._ratekeeper import ConfigurationError, Gate, parse_rules
+from ratekeeper.django.conf import Config, get_config
+from ratekeeper.django.limiting import aconclude, adecide, add_headers, conclude, decide
 
 ALL = None
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -43,54 +42,41 @@ def ratelimit(
     def decorator(view: View) -> View:
         scope = f"view:{group or view.__module__ + '.' + view.__qualname__}"
 
-        built: list = [None, None]  # the config the policy was built for, the policy
+        built: List[Any] = [None, None]  # the config the gate was built for, the gate
 
-        def policy(config: Config) -> Policy:
+        def gate(config: Config) -> Gate:
             if built[0] is not config:
                 try:
-                    limiter = config.limiter(rules, scope)
-                except TypeError as exc:
+                    built[:] = [config, config.view_gate(scope, rules, key, methods)]
+                except (TypeError, ConfigurationError) as exc:
                     raise ConfigurationError(f"@ratelimit on {scope}: {exc}") from None
-                built[:] = [config, Policy(scope, limiter, key_function(key, config.proxies), methods)]
             return built[1]  # type: ignore[no-any-return]
-
-        def decide(request: HttpRequest) -> Any:
-            config = get_config()
-            chosen = policy(config)
-            if not config.enabled or not chosen.applies_to(request):
-                return None, None
-            decision = check(request, chosen)
-            if decision is None or decision.allowed or not block:
-                return decision, None
-            return decision, deny(request, decision, config)
-
-        async def adecide(request: HttpRequest) -> Any:
-            config = get_config()
-            chosen = policy(config)
-            if not config.enabled or not chosen.applies_to(request):
-                return None, None
-            decision = await acheck(request, chosen)
-            if decision is None or decision.allowed or not block:
-                return decision, None
-            return decision, await adeny(request, decision, config)
 
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-                decision, denial = await adecide(request)
-                if denial is not None:
-                    return denial
-                return add_headers(await view(request, *args, **kwargs), decision)
+                config = get_config()
+                if not config.enabled:
+                    return await view(request, *args, **kwargs)
+                verdict = await adecide(gate(config), request, config)
+                ended = await aconclude(request, config, verdict, block)
+                if ended is not None:
+                    return ended
+                return add_headers(await view(request, *args, **kwargs), verdict)
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            decision, denial = decide(request)
-            if denial is not None:
-                return denial
-            return add_headers(view(request, *args, **kwargs), decision)
+            config = get_config()
+            if not config.enabled:
+                return view(request, *args, **kwargs)
+            verdict = decide(gate(config), request)
+            ended = conclude(request, config, verdict, block)
+            if ended is not None:
+                return ended
+            return add_headers(view(request, *args, **kwargs), verdict)
 
         return wrapper  # type: ignore[return-value]
 

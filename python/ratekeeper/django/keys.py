@@ -58,8 +58,10 @@ def kind_of(func: KeyFunc) -> str:
     return getattr(func, "ratekeeper_kind", "custom")
 
 
-def _kind(func: Any, kind: str) -> KeyFunc:
+def _kind(func: Any, kind: str, source: Optional[str] = None) -> KeyFunc:
     func.ratekeeper_kind = kind
+    if source is not None:
+        func.ratekeeper_source = source  # what a policy names it: the core reads it itself
     return func  # type: ignore[no-any-return]
 
 
@@ -86,7 +88,7 @@ def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
     if not isinstance(spec, str) or not spec:
         raise ConfigurationError(f"invalid key {spec!r}: use 'ip', 'user', 'user_or_ip', 'header:NAME', 'get:FIELD', 'post:FIELD', 'identity:FIELD', a dotted path or a callable")
     if spec == "ip":
-        return _kind(lambda request: client_key(request, proxies), "plain")
+        return _kind(lambda request: client_key(request, proxies), "plain", "ip")
     if spec == "user":
         return _kind(lambda request: _user_pk(request), "user")
     if spec == "user_or_ip":
@@ -106,9 +108,9 @@ def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
             value = request.META.get(meta)
             return value.encode("latin-1", "replace") if value else None
 
-        return _kind(header, "plain")
+        return _kind(header, "plain", f"header:{name}")
     if name and kind == "get":
-        return _kind(lambda request: request.GET.get(name) or None, "plain")
+        return _kind(lambda request: request.GET.get(name) or None, "plain", f"query:{name}")
     if name and kind == "post":
         return _kind(lambda request: request.POST.get(name) or None, "plain")
     if name and kind == "identity":
@@ -121,5 +123,5 @@ def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
             found = identity(value) if isinstance(value, str) else None
             return None if found is None else f"{name}={found}"
 
-        return _kind(person, "plain")
+        return _kind(person, "plain", f"identity:{name}")
     return None

@@ -1,5 +1,6 @@
-"""``ratekeeper.django.middleware.RateLimitMiddleware``: limits every request
-by the policy settings.RATEKEEPER gives it, sync or async."""
+"""``ratekeeper.django.middleware.RateLimitMiddleware``: the core's gate at
+the Django door, sync or async. settings.RATEKEEPER (or its POLICY_FILE)
+says the policy; the gate decides every request."""
 
 from typing import Any, Awaitable, Callable, Optional, Tuple, Union
 
@@ -7,11 +8,12 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
-from ratekeeper._ratekeeper import ConfigurationError, Decision
+from ratekeeper._ratekeeper import ConfigurationError, Verdict
 from ratekeeper.django.conf import get_config
-from ratekeeper.django.limiting import acheck, add_headers, adeny, ascreen, check, deny, screen
+from ratekeeper.django.limiting import aconclude, adecide, add_headers, conclude, decide
 
 GetResponse = Callable[[HttpRequest], Union[HttpResponseBase, Awaitable[HttpResponseBase]]]
+Outcome = Tuple[Optional[Verdict], Optional[HttpResponseBase]]
 
 
 class RateLimitMiddleware:
@@ -32,51 +34,31 @@ class RateLimitMiddleware:
         if self.is_async:
             markcoroutinefunction(self)
 
-    def decide(self, request: HttpRequest) -> Tuple[Optional[Decision], Optional[HttpResponseBase]]:
-        """The decision for the request, and the denial response if it is denied."""
+    def decide(self, request: HttpRequest) -> Outcome:
+        """The verdict on the request, and the response that ends it if any."""
         config = get_config()
-        if not config.enabled or config.is_exempt(request.path_info):
-            return None, None
-        ended = screen(request, config)
-        if ended is not None:
-            return None, ended
-        policy = config.policy_for(request)
-        if policy is None:
-            return None, None
-        decision = check(request, policy)
-        if decision is None or decision.allowed:
-            return decision, None
-        return decision, deny(request, decision, config)
+        assert config.gate is not None
+        verdict = decide(config.gate, request)
+        return verdict, conclude(request, config, verdict)
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self.__acall__(request)
-        decision, denial = self.decide(request)
-        if denial is not None:
-            return denial
-        return add_headers(self.get_response(request), decision)  # type: ignore[arg-type]
-
-    async def adecide(self, request: HttpRequest) -> Tuple[Optional[Decision], Optional[HttpResponseBase]]:
-        """``decide``, awaited on the event loop: the check is awaited, the
-        user read with ``request.auser()``; only the application's own key
-        function, tier or responder runs in a thread."""
-        config = get_config()
-        if not config.enabled or config.is_exempt(request.path_info):
-            return None, None
-        ended = await ascreen(request, config)
+        verdict, ended = self.decide(request)
         if ended is not None:
-            return None, ended
-        policy = config.policy_for(request)
-        if policy is None:
-            return None, None
-        decision = await acheck(request, policy)
-        if decision is None or decision.allowed:
-            return decision, None
-        return decision, await adeny(request, decision, config)
+            return ended
+        return add_headers(self.get_response(request), verdict)  # type: ignore[arg-type]
+
+    async def adecide(self, request: HttpRequest) -> Outcome:
+        """``decide``, awaited on the event loop."""
+        config = get_config()
+        assert config.gate is not None
+        verdict = await adecide(config.gate, request, config)
+        return verdict, await aconclude(request, config, verdict)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        decision, denial = await self.adecide(request)
-        if denial is not None:
-            return denial
+        verdict, ended = await self.adecide(request)
+        if ended is not None:
+            return ended
         response = await self.get_response(request)  # type: ignore[misc]
-        return add_headers(response, decision)
+        return add_headers(response, verdict)
