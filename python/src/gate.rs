@@ -40,7 +40,11 @@ pub struct Verdict {
 }
 
 /// A dict's value as a policy value; callables become `call:N`.
-fn value(path: &str, v: &Bound<'_, PyAny>, callables: &mut Vec<Py<PyAny>>) -> PyResult<Option<Value>> {
+fn value(
+    path: &str,
+    v: &Bound<'_, PyAny>,
+    callables: &mut Vec<Py<PyAny>>,
+) -> PyResult<Option<Value>> {
     if v.is_none() {
         return Ok(None);
     }
@@ -87,7 +91,11 @@ fn table(path: &str, dict: &Bound<'_, PyDict>, callables: &mut Vec<Py<PyAny>>) -
         let name: String = k.extract().map_err(|_| {
             PyTypeError::new_err(format!("{path}: the policy's names are strings, not {k}"))
         })?;
-        let place = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+        let place = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}.{name}")
+        };
         if let Some(v) = value(&place, &v, callables)? {
             out.insert(name, v);
         }
@@ -129,7 +137,9 @@ impl Request<'_, '_> {
         }
         match crate::convert::key_bytes(&got) {
             Ok(bytes) => Some(bytes.into_owned()),
-            Err(_) if got.is_instance_of::<PyBool>() => got.is_truthy().ok()?.then(|| b"1".to_vec()),
+            Err(_) if got.is_instance_of::<PyBool>() => {
+                got.is_truthy().ok()?.then(|| b"1".to_vec())
+            }
             Err(_) => got.str().ok().map(|s| s.to_string().into_bytes()),
         }
     }
@@ -216,7 +226,10 @@ impl Facts for Request<'_, '_> {
 
 impl Gate {
     fn verdict(&self, py: Python<'_>, inner: core::gate::Verdict) -> PyResult<Verdict> {
-        let logger = || py.import("logging")?.call_method1("getLogger", ("ratekeeper",));
+        let logger = || {
+            py.import("logging")?
+                .call_method1("getLogger", ("ratekeeper",))
+        };
         for warning in &inner.warnings {
             logger()?.call_method1("warning", (warning.as_str(),))?;
         }
@@ -278,11 +291,18 @@ impl Gate {
 impl Gate {
     #[new]
     #[pyo3(signature = (policy, *, limiter = None))]
-    fn new(py: Python<'_>, policy: &Bound<'_, PyAny>, limiter: Option<PyRef<'_, Limiter>>) -> PyResult<Gate> {
+    fn new(
+        py: Python<'_>,
+        policy: &Bound<'_, PyAny>,
+        limiter: Option<PyRef<'_, Limiter>>,
+    ) -> PyResult<Gate> {
         let mut callables = Vec::new();
         let spec = if let Ok(dict) = policy.cast::<PyDict>() {
             if limiter.is_some() && dict.contains("store")? {
-                return Err(config_error(py, "give the store in the policy or a limiter, not both"));
+                return Err(config_error(
+                    py,
+                    "give the store in the policy or a limiter, not both",
+                ));
             }
             let table = table("", dict, &mut callables)?;
             match &limiter {
@@ -302,12 +322,18 @@ impl Gate {
             Some(limiter) => {
                 let store = limiter.store_shown().to_owned();
                 let limiter = limiter.shared();
-                (guard(py, || core::gate::Gate::on_limiter(spec, limiter))?, store)
+                (
+                    guard(py, || core::gate::Gate::on_limiter(spec, limiter))?,
+                    store,
+                )
             }
             // opening a Redis store may wait up to its connect timeout
             None => {
                 let store = core::store::redact(&spec.settings.store);
-                (run_core(py, true, || core::gate::Gate::bind(spec, None))?, store)
+                (
+                    run_core(py, true, || core::gate::Gate::bind(spec, None))?,
+                    store,
+                )
             }
         };
         Ok(Gate {
@@ -340,9 +366,11 @@ impl Gate {
         user: Option<&Bound<'_, PyAny>>,
         cost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Verdict> {
-        let step = self.prepare(py, method, path, host, peer, headers, query, context, body, user, cost)?;
+        let step = self.prepare(
+            py, method, path, host, peer, headers, query, context, body, user, cost,
+        )?;
         let inner = match step {
-            Step::Done(verdict) => verdict,
+            Step::Done(verdict) => *verdict,
             Step::Ask(plan) => {
                 let gate = self.inner.clone();
                 let waits = gate.base().waits_on_io();
@@ -372,11 +400,15 @@ impl Gate {
         cost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let this = slf.get();
-        let step = this.prepare(py, method, path, host, peer, headers, query, context, body, user, cost)?;
+        let step = this.prepare(
+            py, method, path, host, peer, headers, query, context, body, user, cost,
+        )?;
         let gate = this.inner.clone();
         let plan = match step {
             Step::Done(verdict) => {
-                let value = this.verdict(py, verdict).and_then(|v| Ok(Py::new(py, v)?.into_any()));
+                let value = this
+                    .verdict(py, *verdict)
+                    .and_then(|v| Ok(Py::new(py, v)?.into_any()));
                 return crate::aio::ready(py, value);
             }
             Step::Ask(plan) if !gate.base().waits_on_io() => {
@@ -396,7 +428,12 @@ impl Gate {
     /// The scopes of the policy's throttles, in order.
     #[getter]
     fn scopes(&self) -> Vec<String> {
-        self.inner.spec().throttles.iter().map(|t| t.scope.clone()).collect()
+        self.inner
+            .spec()
+            .throttles
+            .iter()
+            .map(|t| t.scope.clone())
+            .collect()
     }
 
     /// The limiter that screens addresses and counts strikes (its store is
@@ -410,7 +447,13 @@ impl Gate {
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (t, limiter) in self.inner.spec().throttles.iter().zip(self.inner.limiters()) {
+        for (t, limiter) in self
+            .inner
+            .spec()
+            .throttles
+            .iter()
+            .zip(self.inner.limiters())
+        {
             out.set_item(&t.scope, crate::plain::to_py(py, &limiter.stats().plain())?)?;
         }
         Ok(out)
@@ -425,7 +468,13 @@ impl Gate {
     /// The throttles' limiters, by scope (their stats, for the metrics collector).
     fn limiters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (t, limiter) in self.inner.spec().throttles.iter().zip(self.inner.limiters()) {
+        for (t, limiter) in self
+            .inner
+            .spec()
+            .throttles
+            .iter()
+            .zip(self.inner.limiters())
+        {
             out.set_item(&t.scope, Limiter::wrap(limiter.clone(), self.store.clone()))?;
         }
         Ok(out)
@@ -511,7 +560,10 @@ impl Verdict {
 
     /// Every throttle's decision, as `(scope, key, decision)`, in order.
     #[getter]
-    fn checked<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyBytes>, Decision)>> {
+    fn checked<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<(String, Bound<'py, PyBytes>, Decision)>> {
         Ok(self
             .inner
             .checked

@@ -106,7 +106,7 @@ pub async fn answer(
 ) -> Result<(RateLimitResponse, &'static str), ServerError> {
     let all = descriptors(&request)?;
     let verdict = match gate.prepare_envoy(&request.domain, &all, u64::from(request.hits_addend)) {
-        Step::Done(verdict) => verdict,
+        Step::Done(verdict) => *verdict,
         Step::Ask(plan) => gate.run_async(plan).await?,
     };
     crate::logging::verdict(&verdict);

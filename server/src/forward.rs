@@ -82,7 +82,7 @@ async fn forward_auth(
         }
     };
     let decided = match policy.prepare(&original) {
-        Step::Done(verdict) => Ok(verdict),
+        Step::Done(verdict) => Ok(*verdict),
         Step::Ask(plan) => policy.run_async(plan).await,
     };
     match decided {

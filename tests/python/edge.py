@@ -125,25 +125,31 @@ class EdgeServer(Process):
         return sum(v for k, v in self.metrics().items() if k.startswith("ratekeeper_server_requests_total"))
 
 
-def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = "5/minute") -> Tuple[Process, int]:
-    """The edge Django app (servers/edge_django.py) under gunicorn, 2 workers."""
+def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = "5/minute",
+                    policy: str = "", probe: str = "/warm") -> Tuple[Process, int]:
+    """The edge Django app (servers/edge_django.py) under gunicorn, 2
+    workers, up once `probe` answers."""
     port = free_port()
-    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix}
+    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix,
+           "EDGE_POLICY": policy}
     app = Process([sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", SERVERS,
                    "--log-level", "warning", "edge_django:app"],
                   os.path.join(str(directory), f"django-{door}-{port}.log"), env)
-    app.wait(f"http://127.0.0.1:{port}/warm")
+    app.wait(f"http://127.0.0.1:{port}{probe}")
     return app, port
 
 
-def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/minute") -> Tuple[Process, int]:
-    """The edge Rack app (servers/edge_rack.ru) under puma, 2 workers."""
+def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/minute",
+              policy: str = "", probe: str = "/warm") -> Tuple[Process, int]:
+    """The edge Rack app (servers/edge_rack.ru) under puma, 2 workers, up
+    once `probe` answers."""
     port = free_port()
-    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix}
+    env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix,
+           "EDGE_POLICY": policy}
     app = Process([need("puma"), "-w", "2", "-b", f"tcp://127.0.0.1:{port}", "--quiet",
                    os.path.join(SERVERS, "edge_rack.ru")],
                   os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
-    app.wait(f"http://127.0.0.1:{port}/warm", seconds=40)
+    app.wait(f"http://127.0.0.1:{port}{probe}", seconds=40)
     return app, port
 
 

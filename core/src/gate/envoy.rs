@@ -41,7 +41,7 @@ impl Gate {
     /// (0: none).
     pub fn prepare_envoy(&self, domain: &str, descriptors: &[Descriptor], hits: u64) -> Step {
         if !self.spec.enabled || crate::testing::disabled() {
-            return Step::Done(Verdict::unmarked());
+            return Step::Done(Box::new(Verdict::unmarked()));
         }
         let method = any_entry(descriptors, &["method", ":method"])
             .unwrap_or("")
@@ -56,7 +56,7 @@ impl Gate {
         };
         let client = any_entry(descriptors, &["remote_address"]).and_then(client_of);
         if let Some(done) = client.as_ref().and_then(|c| self.screen(&c.ip)) {
-            return Step::Done(done);
+            return Step::Done(Box::new(done));
         }
         let strikes = match &client {
             Some(_) if !path.is_empty() => self
@@ -76,7 +76,10 @@ impl Gate {
                 let (throttle, key) = self.envoy_throttle(domain, &d.entries)?;
                 let own = entry(&d.entries, "remote_address").and_then(client_of);
                 let key = match own.as_ref() {
-                    Some(c) if self.spec.throttles[throttle].envoy.as_ref()?.key == "remote_address" => {
+                    Some(c)
+                        if self.spec.throttles[throttle].envoy.as_ref()?.key
+                            == "remote_address" =>
+                    {
                         c.key.clone()
                     }
                     _ => key.to_owned(),

@@ -146,7 +146,7 @@ impl Verdict {
 #[derive(Debug)]
 pub enum Step {
     /// Decided without the store.
-    Done(Verdict),
+    Done(Box<Verdict>),
     /// The store is to be asked: give it to [`Gate::run`] or [`Gate::run_async`].
     Ask(Plan),
 }
@@ -204,10 +204,11 @@ impl Gate {
         let mut throttles = Vec::with_capacity(spec.throttles.len());
         for t in &spec.throttles {
             let kept = same_store.and_then(|p| {
-                p.spec.throttles.iter().position(|o| {
-                    o.scope == t.scope && o.rules == t.rules && o.tiers == t.tiers
-                })
-                .map(|i| p.throttles[i].clone())
+                p.spec
+                    .throttles
+                    .iter()
+                    .position(|o| o.scope == t.scope && o.rules == t.rules && o.tiers == t.tiers)
+                    .map(|i| p.throttles[i].clone())
             });
             throttles.push(match kept {
                 Some(limiter) => limiter,
@@ -273,29 +274,32 @@ impl Gate {
     /// store calls to make.
     pub fn prepare(&self, facts: &dyn Facts) -> Step {
         let exempt = self.spec.exempt(facts.path())
-            || self.spec.exempt_call.is_some_and(|i| facts.call(i).is_some());
+            || self
+                .spec
+                .exempt_call
+                .is_some_and(|i| facts.call(i).is_some());
         if !self.spec.enabled || crate::testing::disabled() || exempt {
-            return Step::Done(Verdict::unmarked());
+            return Step::Done(Box::new(Verdict::unmarked()));
         }
         let named = |l: &ListSpec| {
             l.matches_request(facts.method(), facts.path())
                 && l.matcher.is_none_or(|i| facts.call(i).is_some())
         };
         if let Some(i) = self.spec.safelists.iter().position(named) {
-            return Step::Done(Verdict {
+            return Step::Done(Box::new(Verdict {
                 safelist: Some(i),
                 ..Verdict::unmarked()
-            });
+            }));
         }
         if let Some(i) = self.spec.blocklists.iter().position(named) {
-            return Step::Done(Verdict {
+            return Step::Done(Box::new(Verdict {
                 blocklist: Some(i),
                 ..Verdict::blocked(self, None)
-            });
+            }));
         }
         let client = Client::of(facts, &self.spec.proxies);
         if let Some(done) = self.screen(&client.ip) {
-            return Step::Done(done);
+            return Step::Done(Box::new(done));
         }
         let strikes = self
             .spec
@@ -348,7 +352,7 @@ impl Gate {
     /// Decides `facts`, making the store calls it needs (blocking).
     pub fn decide(&self, facts: &dyn Facts) -> Result<Verdict> {
         match self.prepare(facts) {
-            Step::Done(verdict) => Ok(verdict),
+            Step::Done(verdict) => Ok(*verdict),
             Step::Ask(plan) => self.run(plan),
         }
     }
@@ -357,9 +361,9 @@ impl Gate {
     pub fn run(&self, plan: Plan) -> Result<Verdict> {
         for &i in &plan.strikes {
             let ban = &self.spec.bans[i];
-            let strike = self
-                .base
-                .penalize(Offender::Address(&plan.client.key), &ban.rule, None)?;
+            let strike =
+                self.base
+                    .penalize(Offender::Address(&plan.client.key), &ban.rule, None)?;
             if let Some(verdict) = self.struck(i, strike.banned) {
                 return Ok(verdict);
             }
@@ -480,7 +484,10 @@ impl Gate {
 /// Whether a throttle counts this request: its hosts, paths, methods,
 /// required headers and the door's predicate admit it.
 fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
-    (t.hosts.is_empty() || t.hosts.iter().any(|h| source::host_matches(h, facts.host())))
+    (t.hosts.is_empty()
+        || t.hosts
+            .iter()
+            .any(|h| source::host_matches(h, facts.host())))
         && (t.paths.is_empty() || t.paths.iter().any(|p| facts.path().starts_with(p.as_str())))
         && (t.methods.is_empty() || t.methods.iter().any(|m| m == facts.method()))
         && t.headers.iter().all(|h| facts.header(h).is_some())
@@ -492,7 +499,10 @@ fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
 fn tier_of(t: &ThrottleSpec, facts: &dyn Facts, client: &Client) -> Option<String> {
     let value = source::value_of(t.tier.as_ref()?, facts, client)?;
     let name = String::from_utf8(value).ok()?;
-    t.tiers.iter().any(|(tier, _)| *tier == name).then_some(name)
+    t.tiers
+        .iter()
+        .any(|(tier, _)| *tier == name)
+        .then_some(name)
 }
 
 #[cfg(test)]

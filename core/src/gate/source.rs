@@ -211,7 +211,10 @@ mod tests {
             Source::parse("header:X-Api-Key", 0).unwrap(),
             Source::Header("x-api-key".into())
         );
-        assert_eq!(Source::parse("get:q", 0).unwrap(), Source::Query("q".into()));
+        assert_eq!(
+            Source::parse("get:q", 0).unwrap(),
+            Source::Query("q".into())
+        );
         assert_eq!(Source::parse("call:1", 2).unwrap(), Source::Call(1));
         for bad in ["", "header:", "cookie:a", "header:a b", "call:0", "call:x"] {
             assert!(
@@ -226,7 +229,10 @@ mod tests {
     fn decoding_keeps_what_it_cannot_read() {
         assert_eq!(percent_decode(b"%zz%4", false), b"%zz%4");
         assert_eq!(percent_decode(b"%41%", false), b"A%");
-        assert_eq!(query_field("a=1&plan=pro+plus", "plan").unwrap(), b"pro plus");
+        assert_eq!(
+            query_field("a=1&plan=pro+plus", "plan").unwrap(),
+            b"pro plus"
+        );
         assert_eq!(query_field("a=1", "b"), None);
         assert_eq!(host_name("API.example.com:8443"), "api.example.com");
         assert_eq!(host_name("[::1]:80"), "::1");

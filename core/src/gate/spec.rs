@@ -6,8 +6,8 @@
 
 use super::source::Source;
 use crate::error::{Error, Result};
-use crate::limiter::Limiter;
 use crate::http::{Responses, DEFAULT_BLOCKED_STATUS, DEFAULT_STATUS};
+use crate::limiter::Limiter;
 use crate::net::{ClientPrefixes, TrustedProxies};
 use crate::policy::Fail2Ban;
 use crate::rule::RuleSet;
@@ -270,8 +270,16 @@ impl Spec {
 
     fn check(file: File, callables: usize, limiter: Option<&Limiter>) -> Result<Spec> {
         let in_ = |place: String| move |e: String| Error::config(format!("{place}: {e}"));
-        let listen = file.listen.as_deref().map(|a| address("listen", a)).transpose()?;
-        let grpc = file.grpc.as_deref().map(|a| address("grpc", a)).transpose()?;
+        let listen = file
+            .listen
+            .as_deref()
+            .map(|a| address("listen", a))
+            .transpose()?;
+        let grpc = file
+            .grpc
+            .as_deref()
+            .map(|a| address("grpc", a))
+            .transpose()?;
         let settings = store_settings(&file.store)?;
         let responses = Responses::new(
             file.status.unwrap_or(i64::from(DEFAULT_STATUS)),
@@ -395,9 +403,8 @@ fn store_settings(table: &toml::Table) -> Result<Settings> {
             (Kind::Flag, toml::Value::Boolean(b)) => Some(OptionValue::Flag(*b)),
             _ => None,
         };
-        let converted = converted.ok_or_else(|| {
-            Error::config(format!("[store]: {name} must be {}", kind.expected()))
-        })?;
+        let converted = converted
+            .ok_or_else(|| Error::config(format!("[store]: {name} must be {}", kind.expected())))?;
         settings
             .set(option, converted)
             .map_err(|e| Error::config(format!("[store]: {e}")))?;
@@ -428,7 +435,9 @@ fn throttle(
     let scope = match (t.scope, limiter) {
         (Some(scope), _) => scope,
         (None, Some(limiter)) if t.rules.is_none() => limiter.scope().to_owned(),
-        (None, _) => return Err("give the throttle a scope: the name its quotas are kept under".into()),
+        (None, _) => {
+            return Err("give the throttle a scope: the name its quotas are kept under".into())
+        }
     };
     crate::keys::check_scope(&scope).map_err(|e| e.to_string())?;
     let (main, mut tiers) = match (t.rules.as_deref(), limiter) {
@@ -464,7 +473,9 @@ fn throttle(
     }
     let envoy = t.envoy.map(envoy).transpose()?;
     if key.is_none() && envoy.is_none() {
-        return Err("give a key (for the HTTP doors), an [envoy] table (for Envoy), or both".into());
+        return Err(
+            "give a key (for the HTTP doors), an [envoy] table (for Envoy), or both".into(),
+        );
     }
     for path in &t.paths {
         path_prefix("paths", path)?;

@@ -73,7 +73,11 @@ fn every_throttle_that_applies_counts_and_the_first_denial_answers() {
     let first = gate.decide(&login()).unwrap();
     assert_eq!(first.ending, Ending::Pass);
     assert_eq!(first.checked.len(), 2, "both throttles apply");
-    assert_eq!(first.throttle, Some(1), "the headers of the one with least left");
+    assert_eq!(
+        first.throttle,
+        Some(1),
+        "the headers of the one with least left"
+    );
     let second = gate.decide(&login()).unwrap();
     assert_eq!(second.ending, Ending::Deny);
     assert_eq!(second.answer.status, Some(429));
@@ -136,7 +140,11 @@ fn a_tier_the_request_names_applies_and_an_unknown_one_is_ignored() {
         headers: vec![("X-Key", "k2"), ("X-Plan", "platinum")],
         ..get("/")
     };
-    assert_eq!(gate.decide(&other).unwrap().ending, Ending::Deny, "the main rules");
+    assert_eq!(
+        gate.decide(&other).unwrap().ending,
+        Ending::Deny,
+        "the main rules"
+    );
     // no key: the throttle does not apply
     assert_eq!(gate.decide(&get("/")).unwrap().checked.len(), 0);
 }
@@ -156,11 +164,15 @@ fn envoy_descriptors_map_onto_the_same_throttles() {
         hits: None,
     }];
     let run = |step| match step {
-        Step::Done(v) => v,
+        Step::Done(v) => *v,
         Step::Ask(plan) => gate.run(plan).unwrap(),
     };
     let v = run(gate.prepare_envoy("edge", &descriptors, 0));
-    assert_eq!(v.ending, Ending::Pass, "the HTTP door's unit and this one: 2");
+    assert_eq!(
+        v.ending,
+        Ending::Pass,
+        "the HTTP door's unit and this one: 2"
+    );
     let v = run(gate.prepare_envoy("edge", &descriptors, 0));
     assert_eq!(v.ending, Ending::Deny, "one quota for both doors");
     let v = run(gate.prepare_envoy("other", &descriptors, 0));
@@ -181,7 +193,10 @@ fn a_rebind_keeps_what_did_not_change() {
     assert!(Arc::ptr_eq(&old.limiters()[0], &new.limiters()[0]));
     assert!(!Arc::ptr_eq(&old.limiters()[1], &new.limiters()[1]));
     let moved = Spec::parse("[store]\nprefix = \"other\"\n").unwrap();
-    assert!(!Arc::ptr_eq(old.base(), Gate::bind(moved, Some(&old)).unwrap().base()));
+    assert!(!Arc::ptr_eq(
+        old.base(),
+        Gate::bind(moved, Some(&old)).unwrap().base()
+    ));
 }
 
 #[test]
@@ -191,14 +206,23 @@ fn safelists_and_blocklists_name_requests_before_anything_else() {
     ));
     for _ in 0..5 {
         let v = gate.decide(&get("/up")).unwrap();
-        assert_eq!((v.ending, v.safelist, v.checked.len()), (Ending::Pass, Some(0), 0));
+        assert_eq!(
+            (v.ending, v.safelist, v.checked.len()),
+            (Ending::Pass, Some(0), 0)
+        );
     }
     let v = gate.decide(&get("/x.php")).unwrap();
-    assert_eq!((v.ending, v.blocklist, v.answer.status), (Ending::Block, Some(0), Some(403)));
+    assert_eq!(
+        (v.ending, v.blocklist, v.answer.status),
+        (Ending::Block, Some(0), Some(403))
+    );
     let post = Request {
         method: "POST",
         ..get("/x.php")
     };
     assert_eq!(gate.decide(&post).unwrap().blocklist, None, "GET only");
-    assert!(Spec::parse("[[safelist]]\nname = \"x\"\n").unwrap_err().to_string().contains("safelist[0]"));
+    assert!(Spec::parse("[[safelist]]\nname = \"x\"\n")
+        .unwrap_err()
+        .to_string()
+        .contains("safelist[0]"));
 }

@@ -1,8 +1,9 @@
 """A Django app for the edge tests, as WSGI for gunicorn. EDGE_DOOR picks
 its part: "direct" limits /api/ per X-Api-Key under the scope "api"
 (EDGE_RULES) with the middleware; "proxied" limits nothing itself (it sits
-behind a proxy that asks ratekeeper-server). RATEKEEPER_STORE and
-RATEKEEPER_PREFIX name the store. Every answer says which door served it."""
+behind a proxy that asks ratekeeper-server); "policy" applies the policy
+file EDGE_POLICY (POLICY_FILE). RATEKEEPER_STORE and RATEKEEPER_PREFIX name
+the store. Every answer says which door served it."""
 
 import os
 
@@ -16,7 +17,7 @@ settings.configure(
     ROOT_URLCONF=__name__,
     INSTALLED_APPS=["ratekeeper.django"],
     MIDDLEWARE=["ratekeeper.django.middleware.RateLimitMiddleware"],
-    RATEKEEPER={
+    RATEKEEPER={"POLICY_FILE": os.environ["EDGE_POLICY"]} if DOOR == "policy" else {
         "STORE": os.environ["RATEKEEPER_STORE"],
         "PREFIX": os.environ["RATEKEEPER_PREFIX"],
         "ENABLED": DOOR == "direct",

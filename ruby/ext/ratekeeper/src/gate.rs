@@ -265,7 +265,7 @@ impl Gate {
             return Err(e);
         }
         let inner = match step {
-            Step::Done(verdict) => verdict,
+            Step::Done(verdict) => *verdict,
             Step::Ask(plan) => {
                 let waits = rb_self.inner.base().waits_on_io();
                 run_core(ruby, waits, || rb_self.inner.run(plan))?
@@ -344,10 +344,7 @@ impl Verdict {
     }
 
     fn decision(&self) -> Option<Decision> {
-        self.inner
-            .decision
-            .clone()
-            .map(|inner| Decision { inner })
+        self.inner.decision.clone().map(|inner| Decision { inner })
     }
 
     fn scope(&self) -> Option<String> {

@@ -1,0 +1,238 @@
+"""The gate's conformance table (tests/cases/gate.json, under the policy
+tests/cases/gate.toml) through every Python door and the edge server: the
+WSGI and ASGI middlewares, Django sync and async (POLICY_FILE), and forward
+auth over HTTP, each on memory, Redis and Redis Cluster; every request of
+the table must get the same answer from each. (Rack: tests/ruby/test_gate_table.rb.)"""
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+
+from conftest import ROOT, configured, unique_prefix
+from edge import EdgeServer, request
+
+TABLE = json.loads((Path(ROOT) / "tests" / "cases" / "gate.json").read_text())
+POLICY = (Path(ROOT) / "tests" / "cases" / "gate.toml").read_text()
+CASES = sorted(TABLE["cases"])
+PEER = "198.51.100.7"
+sys.path.insert(0, str(Path(ROOT) / "tests" / "python" / "servers"))
+
+Answer = Tuple[int, Dict[str, str], bytes]
+
+
+def policy_file(tmp_path, store_url: str) -> Path:
+    """The table's policy on `store_url` under a fresh prefix."""
+    text = POLICY.replace('[store]\nurl = "memory://"', f'[store]\nurl = "{store_url}"\nprefix = "{unique_prefix()}"')
+    assert text != POLICY
+    path = tmp_path / f"gate-{unique_prefix()}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
+def store_url(request, redis_url) -> str:
+    if request.param == "cluster":
+        return configured("RATEKEEPER_TEST_CLUSTER")
+    return "memory://" if request.param == "memory" else redis_url
+
+
+def check(door: str, case: str, answers: List[Answer]) -> None:
+    """Each answer is what the table expects."""
+    assert len(answers) == len(TABLE["cases"][case]), f"{door}: {case!r}: one answer per request"
+    for i, (step, (status, headers, body)) in enumerate(zip(TABLE["cases"][case], answers)):
+        where = f"{door}: {case!r}, request {i}"
+        assert status == step["status"], f"{where}: {status} {body[:200]!r}"
+        if "error" in step:
+            assert json.loads(body)["error"] == step["error"], where
+        lower = {k.lower(): v for k, v in headers.items()}
+        for name, want in step.get("expect", {}).items():
+            got = lower.get(name.lower())
+            if want is None:
+                assert got is None, f"{where}: {name} is {got!r}"
+            elif want == "*":
+                assert got is not None, f"{where}: {name} is missing"
+            else:
+                assert got == want, f"{where}: {name} is {got!r}, not {want!r}"
+
+
+def forwarded_for(step: Dict[str, Any]) -> str:
+    """X-Forwarded-For as a proxy on 127.0.0.1 (trusted by the policy) sends
+    it for a step: what the step's peer sent, then the peer."""
+    given = step.get("headers", {}).get("X-Forwarded-For")
+    return ", ".join(x for x in (given, step.get("peer", PEER)) if x)
+
+
+def environ(step: Dict[str, Any]) -> Dict[str, Any]:
+    """A WSGI environ (Django's META too) for a step of the table."""
+    import io
+
+    env = {"REQUEST_METHOD": step["method"], "PATH_INFO": step["path"], "QUERY_STRING": step.get("query", ""),
+           "REMOTE_ADDR": step.get("peer", PEER), "HTTP_HOST": "example.com", "SERVER_NAME": "example.com",
+           "SERVER_PORT": "80", "wsgi.input": io.BytesIO(b""), "wsgi.url_scheme": "http"}
+    for name, value in step.get("headers", {}).items():
+        env["HTTP_" + name.upper().replace("-", "_")] = value
+    return env
+
+
+def run_wsgi(path: Path, case: str) -> List[Answer]:
+    from ratekeeper.wsgi import RateLimitMiddleware
+
+    def app(env, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    door = RateLimitMiddleware(app, policy=str(path))
+    answers = []
+    for step in TABLE["cases"][case]:
+        seen: Dict[str, Any] = {}
+        body = b"".join(door(environ(step), lambda status, headers, exc=None: seen.update(s=status, h=headers)))
+        answers.append((int(seen["s"].split()[0]), dict(seen["h"]), body))
+    return answers
+
+
+def run_asgi(path: Path, case: str) -> List[Answer]:
+    from ratekeeper.asgi import RateLimitMiddleware
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def run() -> List[Answer]:
+        door = RateLimitMiddleware(app, policy=str(path))
+        answers = []
+        for step in TABLE["cases"][case]:
+            headers = [(b"host", b"example.com")] + [(k.lower().encode(), v.encode())
+                                                     for k, v in step.get("headers", {}).items()]
+            scope = {"type": "http", "method": step["method"], "path": step["path"], "headers": headers,
+                     "query_string": step.get("query", "").encode(), "client": (step.get("peer", PEER), 5000)}
+            sent: List[dict] = []
+
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            await door(scope, receive, send)
+            start = sent[0]
+            answers.append((start["status"], {k.decode(): v.decode() for k, v in start["headers"]},
+                            b"".join(m.get("body", b"") for m in sent[1:])))
+        return answers
+
+    return asyncio.run(run())
+
+
+def run_django(path: Path, case: str, is_async: bool) -> List[Answer]:
+    from django.test import AsyncClient, Client, override_settings
+
+    with override_settings(RATEKEEPER={"POLICY_FILE": str(path)}, ROOT_URLCONF="gate_urls"):
+        answers = []
+        for step in TABLE["cases"][case]:
+            url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
+            headers = {"Host": "example.com", **step.get("headers", {})}
+            if is_async:  # the test client's ASGI peer is 127.0.0.1: the table's peer comes as a proxy gives it
+                headers["X-Forwarded-For"] = forwarded_for(step)
+                response = asyncio.run(AsyncClient().generic(step["method"], url, headers=headers))
+            else:
+                response = Client(REMOTE_ADDR=step.get("peer", PEER)).generic(step["method"], url, headers=headers)
+            answers.append((response.status_code, dict(response.items()), response.content))
+        return answers
+
+
+def run_forward_auth(path: Path, case: str, tmp_path) -> List[Answer]:
+    server = EdgeServer(tmp_path, path.read_text())
+    try:
+        answers = []
+        for step in TABLE["cases"][case]:
+            given = step.get("headers", {})
+            headers = {**given,
+                       "X-Forwarded-Method": step["method"], "X-Forwarded-Host": "example.com",
+                       "X-Forwarded-Uri": step["path"] + (f"?{step['query']}" if step.get("query") else ""),
+                       "X-Forwarded-For": forwarded_for(step)}
+            answers.append(request(server.port, "/auth", headers))
+        return answers
+    finally:
+        assert server.stop() == 0, server.log()[-2000:]
+
+
+DOORS: Dict[str, Callable[..., List[Answer]]] = {
+    "wsgi": lambda path, case, tmp_path: run_wsgi(path, case),
+    "asgi": lambda path, case, tmp_path: run_asgi(path, case),
+    "django": lambda path, case, tmp_path: run_django(path, case, False),
+    "django-async": lambda path, case, tmp_path: run_django(path, case, True),
+    "forward-auth": run_forward_auth,
+}
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_case_through_the_door(door, store_url, tmp_path):
+    for case in CASES:
+        check(door, case, DOORS[door](policy_file(tmp_path, store_url), case, tmp_path))
+
+
+# One client (the test's, 127.0.0.1, as every door sees it) through every
+# part of the policy: the layered throttles, the exempt path, the blocklist
+# and fail2ban; the answers compared by status, the error and the headers
+# nginx's recipe passes on.
+SEQUENCE = [("POST", "/login?email=a@example.com", {}), ("POST", "/login?email=a@example.com", {}),
+            ("POST", "/login?email=a@example.com", {}), ("GET", "/api/items", {"X-Api-Key": "k1"}),
+            ("GET", "/", {}), ("GET", "/health", {}), ("GET", "/admin/users", {}), ("GET", "/x.php", {}),
+            ("GET", "/y.php", {}), ("GET", "/health", {}), ("GET", "/api/items", {"X-Api-Key": "k2"})]
+SHOWN = ("x-ratelimit-limit", "x-ratelimit-remaining")
+
+
+def shown(answer: Answer) -> Tuple[int, Any, Dict[str, str]]:
+    status, headers, body = answer
+    error = json.loads(body).get("error") if status != 200 else None
+    lower = {k.lower(): v for k, v in headers.items()}
+    return status, error, {name: lower[name] for name in SHOWN if name in lower}
+
+
+def test_one_policy_file_in_django_rails_and_the_edge(redis_url, tmp_path):
+    """One policy file, unchanged, in Django under gunicorn, in a Rack app
+    under puma and in the edge server behind nginx: a request sequence split
+    across the three gets the answers one door (the WSGI middleware) gives."""
+    from edge import gunicorn_django, nginx, puma_rack, stop_all
+
+    def one_door() -> List[Answer]:
+        from ratekeeper.wsgi import RateLimitMiddleware
+
+        door = RateLimitMiddleware(lambda env, start: start("200 OK", []) or [b"ok"],
+                                   policy=str(policy_file(tmp_path, redis_url)))
+        answers = []
+        for method, url, headers in SEQUENCE:
+            path, _, query = url.partition("?")
+            step = {"method": method, "path": path, "query": query, "headers": headers, "peer": "127.0.0.1"}
+            seen: Dict[str, Any] = {}
+            body = b"".join(door(environ(step), lambda status, hs, exc=None: seen.update(s=status, h=hs)))
+            answers.append((int(seen["s"].split()[0]), dict(seen["h"]), body))
+        return answers
+
+    path = policy_file(tmp_path, redis_url)
+    server = EdgeServer(tmp_path, path.read_text())
+    started = []
+    try:
+        django, django_port = gunicorn_django(tmp_path, "policy", redis_url, "", policy=str(path), probe="/health")
+        started.append(django)
+        rack, rack_port = puma_rack(tmp_path, "policy", redis_url, "", policy=str(path), probe="/health")
+        started.append(rack)
+        behind, behind_port = gunicorn_django(tmp_path, "proxied", redis_url, "unused")
+        started.append(behind)
+        front, front_port = nginx(tmp_path, server.port, behind_port)
+        started.append(front)
+        doors = [django_port, rack_port, front_port]
+        split = []
+        for i, (method, url, headers) in enumerate(SEQUENCE):
+            if i == len(SEQUENCE) - 1:
+                time.sleep(2.5)  # a ban reaches the other processes within policy_refresh (2 s)
+            split.append(request(doors[i % 3], url, headers, method))
+    finally:
+        stop_all(*started)
+        assert server.stop() == 0, server.log()[-2000:]
+    assert [shown(a) for a in split] == [shown(a) for a in one_door()]
+    assert [a[0] for a in split] == [200, 200, 429, 200, 429, 200, 403, 403, 403, 200, 403]
