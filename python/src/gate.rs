@@ -12,6 +12,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use ratekeeper_core as core;
+use ratekeeper_core::gate::source::{cgi_name, joined, Head};
 use ratekeeper_core::gate::spec::{Table, Value};
 use ratekeeper_core::gate::{Facts, Spec, Step};
 use std::sync::Arc;
@@ -106,12 +107,8 @@ fn table(path: &str, dict: &Bound<'_, PyDict>, callables: &mut Vec<Py<PyAny>>) -
 /// A request as a Python door gives it.
 struct Request<'a, 'py> {
     py: Python<'py>,
-    method: String,
-    path: String,
-    host: String,
-    peer: String,
+    head: Head,
     headers: &'a Bound<'py, PyAny>,
-    query: String,
     context: &'a Bound<'py, PyAny>,
     body: Option<&'a Bound<'py, PyAny>>,
     user: Option<&'a Bound<'py, PyAny>>,
@@ -148,11 +145,7 @@ impl Request<'_, '_> {
     /// from a list of `(name, value)` pairs (ASGI's, as bytes).
     fn lookup(&self, name: &str) -> PyResult<Option<Vec<u8>>> {
         if let Ok(environ) = self.headers.cast::<PyDict>() {
-            let meta = match name {
-                "content-type" | "content-length" => name.to_ascii_uppercase().replace('-', "_"),
-                _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
-            };
-            return Ok(match environ.get_item(meta)? {
+            return Ok(match environ.get_item(cgi_name(name))? {
                 Some(v) => Some(match v.cast::<PyString>() {
                     // WSGI gives header bytes decoded as Latin-1: the bytes as they came
                     Ok(text) => text
@@ -165,35 +158,20 @@ impl Request<'_, '_> {
                 None => None,
             });
         }
-        let mut found: Option<Vec<u8>> = None;
+        let mut values = Vec::new();
         for pair in self.headers.try_iter()? {
             let (k, v): (Vec<u8>, Vec<u8>) = pair?.extract()?;
             if k.eq_ignore_ascii_case(name.as_bytes()) {
-                match &mut found {
-                    Some(joined) => {
-                        joined.extend_from_slice(b", ");
-                        joined.extend_from_slice(&v);
-                    }
-                    None => found = Some(v),
-                }
+                values.push(v);
             }
         }
-        Ok(found)
+        Ok(joined(values.iter().map(Vec::as_slice)))
     }
 }
 
 impl Facts for Request<'_, '_> {
-    fn method(&self) -> &str {
-        &self.method
-    }
-    fn path(&self) -> &str {
-        &self.path
-    }
-    fn host(&self) -> &str {
-        &self.host
-    }
-    fn peer(&self) -> &str {
-        &self.peer
+    fn head(&self) -> &Head {
+        &self.head
     }
     fn header(&self, name: &str) -> Option<Vec<u8>> {
         match self.lookup(name) {
@@ -203,9 +181,6 @@ impl Facts for Request<'_, '_> {
                 None
             }
         }
-    }
-    fn query(&self, field: &str) -> Option<Vec<u8>> {
-        core::gate::source::query_field(&self.query, field)
     }
     fn body_field(&self, field: &str) -> Option<String> {
         let got = self.answered(self.body?.call1((field,)))?;
@@ -266,12 +241,14 @@ impl Gate {
         let none = py.None().into_bound(py);
         let request = Request {
             py,
-            method: method.to_ascii_uppercase(),
-            path: path.to_owned(),
-            host: core::gate::source::host_name(host),
-            peer: peer.to_owned(),
+            head: Head::new(
+                method,
+                path.to_owned(),
+                host,
+                peer.to_owned(),
+                query.to_owned(),
+            ),
             headers,
-            query: query.to_owned(),
             context: context.unwrap_or(&none),
             body,
             user,

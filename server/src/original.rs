@@ -5,7 +5,7 @@
 use crate::error::ServerError;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use ratekeeper_core::gate::source::{host_name, percent_decode, query_field};
+use ratekeeper_core::gate::source::{joined, percent_decode, Head};
 use ratekeeper_core::gate::Facts;
 use std::net::SocketAddr;
 
@@ -15,18 +15,11 @@ pub const MAX_URI: usize = 16 * 1024;
 /// The original request, as the proxy forwarded it.
 #[derive(Debug, Clone)]
 pub struct Original {
-    /// Upper-case method.
-    pub method: String,
-    /// Lower-case host, without a port.
-    pub host: String,
-    /// The path, percent-decoded (as Django's `path_info`), for matching.
-    pub path: String,
-    /// The query string, as it came.
-    pub query: String,
+    /// The method, the path (percent-decoded, as Django's `path_info`), the
+    /// host, the address that connected (the proxy) and the query string.
+    pub head: Head,
     /// The headers the proxy passed on.
     pub headers: HeaderMap,
-    /// The address that connected (the proxy).
-    pub peer: String,
 }
 
 fn header<'h>(headers: &'h HeaderMap, names: &[&str]) -> Option<&'h [u8]> {
@@ -80,48 +73,27 @@ impl Original {
         let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
         let host = header(headers, &["x-forwarded-host", "host"])
             .and_then(|h| std::str::from_utf8(h).ok())
-            .map(host_name)
             .unwrap_or_default();
         Ok(Original {
-            method,
-            host,
-            path: String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned(),
-            query: query.to_owned(),
+            head: Head::new(
+                &method,
+                String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned(),
+                host,
+                peer.ip().to_string(),
+                query.to_owned(),
+            ),
             headers: headers.clone(),
-            peer: peer.ip().to_string(),
         })
     }
 }
 
 impl Facts for Original {
-    fn method(&self) -> &str {
-        &self.method
-    }
-
-    fn path(&self) -> &str {
-        &self.path
-    }
-
-    fn host(&self) -> &str {
-        &self.host
-    }
-
-    fn peer(&self) -> &str {
-        &self.peer
+    fn head(&self) -> &Head {
+        &self.head
     }
 
     fn header(&self, name: &str) -> Option<Vec<u8>> {
-        let mut values = self.headers.get_all(name).iter();
-        let mut joined = values.next()?.as_bytes().to_vec();
-        for more in values {
-            joined.extend_from_slice(b", ");
-            joined.extend_from_slice(more.as_bytes());
-        }
-        Some(joined)
-    }
-
-    fn query(&self, field: &str) -> Option<Vec<u8>> {
-        query_field(&self.query, field)
+        joined(self.headers.get_all(name).iter().map(|v| v.as_bytes()))
     }
 
     /// The edge sees no body: an `identity:FIELD` is the query's field.
@@ -182,9 +154,9 @@ mod tests {
             &["127.0.0.1"],
         )
         .unwrap();
-        assert_eq!(o.method, "POST");
-        assert_eq!(o.host, "api.example.com");
-        assert_eq!(o.path, "/api/x/y");
+        assert_eq!(o.head.method, "POST");
+        assert_eq!(o.head.host, "api.example.com");
+        assert_eq!(o.head.path, "/api/x/y");
         assert_eq!(client.ip, "203.0.113.9");
         let value = |s: Source| value_of(&s, &o, &client);
         assert_eq!(value(Source::Query("key".into())).unwrap(), b"a b");

@@ -64,7 +64,7 @@ impl Gate {
                 .bans
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| b.matcher.is_none() && b.matches_request(&method, path))
+                .filter(|(_, b)| b.when.matcher.is_none() && b.when.matches_request(&method, path))
                 .map(|(i, _)| i)
                 .collect(),
             _ => Vec::new(),

@@ -28,7 +28,7 @@ pub mod source;
 pub mod spec;
 
 pub use source::{Client, Facts, Source};
-pub use spec::{BanSpec, EnvoySpec, ListSpec, Spec, ThrottleSpec};
+pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
 
 use crate::decision::Decision;
 use crate::error::Result;
@@ -281,17 +281,17 @@ impl Gate {
         if !self.spec.enabled || crate::testing::disabled() || exempt {
             return Step::Done(Box::new(Verdict::unmarked()));
         }
-        let named = |l: &ListSpec| {
-            l.matches_request(facts.method(), facts.path())
-                && l.matcher.is_none_or(|i| facts.call(i).is_some())
+        let named = |when: &RequestMatch| {
+            when.matches_request(facts.method(), facts.path())
+                && when.matcher.is_none_or(|i| facts.call(i).is_some())
         };
-        if let Some(i) = self.spec.safelists.iter().position(named) {
+        if let Some(i) = self.spec.safelists.iter().position(|l| named(&l.when)) {
             return Step::Done(Box::new(Verdict {
                 safelist: Some(i),
                 ..Verdict::unmarked()
             }));
         }
-        if let Some(i) = self.spec.blocklists.iter().position(named) {
+        if let Some(i) = self.spec.blocklists.iter().position(|l| named(&l.when)) {
             return Step::Done(Box::new(Verdict {
                 blocklist: Some(i),
                 ..Verdict::blocked(self, None)
@@ -306,10 +306,7 @@ impl Gate {
             .bans
             .iter()
             .enumerate()
-            .filter(|(_, ban)| {
-                ban.matches_request(facts.method(), facts.path())
-                    && ban.matcher.is_none_or(|i| facts.call(i).is_some())
-            })
+            .filter(|(_, ban)| named(&ban.when))
             .map(|(i, _)| i)
             .collect();
         let checks = self

@@ -63,23 +63,64 @@ impl Source {
     }
 }
 
-/// What a door knows of a request. The gate asks for what the policy needs
-/// and nothing more: a body field, the user or a callable only when a
-/// throttle that applies is keyed by one.
-pub trait Facts {
+/// What every door reads of a request the same way.
+#[derive(Debug, Clone, Default)]
+pub struct Head {
     /// The method, upper case.
-    fn method(&self) -> &str;
+    pub method: String,
     /// The path, percent-decoded (Django's `path_info`, Rack's `path_info`).
-    fn path(&self) -> &str;
+    pub path: String,
     /// The host, lower case, without a port.
-    fn host(&self) -> &str;
+    pub host: String,
     /// The address that connected (a proxy's, when one is in front).
-    fn peer(&self) -> &str;
+    pub peer: String,
+    /// The query string, as it came.
+    pub query: String,
+}
+
+impl Head {
+    /// A request's head as a door read it: the method is upper-cased and
+    /// the Host header's name kept (lower case, no port).
+    pub fn new(method: &str, path: String, host: &str, peer: String, query: String) -> Head {
+        Head {
+            method: method.to_ascii_uppercase(),
+            path,
+            host: host_name(host),
+            peer,
+            query,
+        }
+    }
+}
+
+/// What a door knows of a request. The gate asks for what the policy needs
+/// and nothing more: a header, a body field, the user or a callable only
+/// when an entry that applies reads one.
+pub trait Facts {
+    /// The method, path, host, peer and query string.
+    fn head(&self) -> &Head;
+    /// The method, upper case.
+    fn method(&self) -> &str {
+        &self.head().method
+    }
+    /// The path, percent-decoded.
+    fn path(&self) -> &str {
+        &self.head().path
+    }
+    /// The host, lower case, without a port.
+    fn host(&self) -> &str {
+        &self.head().host
+    }
+    /// The address that connected (a proxy's, when one is in front).
+    fn peer(&self) -> &str {
+        &self.head().peer
+    }
     /// A header's value, as it came; `name` is lower case. A repeated
-    /// header's values are joined with `, `.
+    /// header's values are joined with `, ` (see [`joined`]).
     fn header(&self, name: &str) -> Option<Vec<u8>>;
     /// The first value of query field `field`, decoded as a form field.
-    fn query(&self, field: &str) -> Option<Vec<u8>>;
+    fn query(&self, field: &str) -> Option<Vec<u8>> {
+        query_field(&self.head().query, field)
+    }
     /// Field `field` of a posted form or JSON object body, when the door can
     /// read one.
     fn body_field(&self, _field: &str) -> Option<String> {
@@ -141,6 +182,27 @@ pub fn value_of(source: &Source, facts: &dyn Facts, client: &Client) -> Option<V
         Source::Call(index) => facts.call(*index),
     };
     value.filter(|v| !v.is_empty())
+}
+
+/// A repeated header's values as one (joined with `, `); `None` for none.
+pub fn joined<'v>(values: impl IntoIterator<Item = &'v [u8]>) -> Option<Vec<u8>> {
+    let mut values = values.into_iter();
+    let mut out = values.next()?.to_vec();
+    for more in values {
+        out.extend_from_slice(b", ");
+        out.extend_from_slice(more);
+    }
+    Some(out)
+}
+
+/// Where a WSGI environ, Django's `META` or a Rack env holds header `name`
+/// (lower case): `HTTP_X_API_KEY`, and `CONTENT_TYPE`, `CONTENT_LENGTH`.
+pub fn cgi_name(name: &str) -> String {
+    let upper = name.to_ascii_uppercase().replace('-', "_");
+    match name {
+        "content-type" | "content-length" => upper,
+        _ => format!("HTTP_{upper}"),
+    }
 }
 
 /// The first value of `field` in a query string (or a form body), decoded
@@ -236,6 +298,10 @@ mod tests {
         assert_eq!(query_field("a=1", "b"), None);
         assert_eq!(host_name("API.example.com:8443"), "api.example.com");
         assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(cgi_name("x-api-key"), "HTTP_X_API_KEY");
+        assert_eq!(cgi_name("content-type"), "CONTENT_TYPE");
+        assert_eq!(joined([&b"a"[..], b"b"]).unwrap(), b"a, b");
+        assert_eq!(joined(std::iter::empty::<&[u8]>()), None);
     }
 
     #[test]

@@ -145,17 +145,47 @@ pub struct Spec {
     pub bans: Vec<BanSpec>,
 }
 
+/// The requests a safelist, blocklist or ban entry names.
+#[derive(Debug, Clone)]
+pub struct RequestMatch {
+    /// Path patterns (regular expressions); empty: any.
+    pub paths: Vec<Regex>,
+    /// Methods (upper case); empty: any.
+    pub methods: Vec<String>,
+    /// A predicate the door holds (a Ruby block, a Python callable): the
+    /// entry names a request only when it is true.
+    pub matcher: Option<usize>,
+}
+
+impl RequestMatch {
+    /// Whether a request with this method and path is named, before the
+    /// door's predicate is asked.
+    pub fn matches_request(&self, method: &str, path: &str) -> bool {
+        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+            && (self.paths.is_empty() || self.paths.iter().any(|p| p.is_match(path)))
+    }
+
+    fn read(
+        paths: &[String],
+        given_methods: &[String],
+        given_matcher: Option<&str>,
+        callables: usize,
+    ) -> std::result::Result<RequestMatch, String> {
+        Ok(RequestMatch {
+            paths: patterns(paths)?,
+            methods: methods(given_methods)?,
+            matcher: matcher(given_matcher, callables)?,
+        })
+    }
+}
+
 /// A safelist or blocklist entry: the requests it names.
 #[derive(Debug, Clone)]
 pub struct ListSpec {
     /// Its name (in notifications and logs).
     pub name: String,
-    /// Path patterns (regular expressions); empty: any.
-    pub paths: Vec<Regex>,
-    /// Methods (upper case); empty: any.
-    pub methods: Vec<String>,
-    /// A predicate the door holds: the entry names a request when it is true.
-    pub matcher: Option<usize>,
+    /// The requests it names.
+    pub when: RequestMatch,
 }
 
 /// One throttle: which requests it counts, under which key, by which rules.
@@ -204,24 +234,10 @@ pub struct EnvoySpec {
 pub struct BanSpec {
     /// The ban's parameters, as the core checked them.
     pub rule: Fail2Ban,
-    /// Path patterns (regular expressions) of the requests that strike.
-    pub paths: Vec<Regex>,
-    /// Methods that strike (upper case); empty: any.
-    pub methods: Vec<String>,
-    /// A predicate the door holds (a Ruby block, a Python callable): the
-    /// request strikes when it is true.
-    pub matcher: Option<usize>,
+    /// The requests that strike.
+    pub when: RequestMatch,
     /// Allow2ban: matching requests pass until the strike that bans.
     pub allow: bool,
-}
-
-impl BanSpec {
-    /// Whether a request with this method and path strikes (a door-held
-    /// predicate is asked by the gate).
-    pub fn matches_request(&self, method: &str, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
-            && (self.paths.is_empty() || self.paths.iter().any(|p| p.is_match(path)))
-    }
 }
 
 impl Spec {
@@ -576,42 +592,21 @@ fn patterns(given: &[String]) -> std::result::Result<Vec<Regex>, String> {
 }
 
 fn list(l: ListFile, callables: usize) -> std::result::Result<ListSpec, String> {
-    let matcher = matcher(l.matcher.as_deref(), callables)?;
-    if l.paths.is_empty() && l.methods.is_empty() && matcher.is_none() {
+    let when = RequestMatch::read(&l.paths, &l.methods, l.matcher.as_deref(), callables)?;
+    if when.paths.is_empty() && when.methods.is_empty() && when.matcher.is_none() {
         return Err("give paths, methods or match: the requests it names".into());
     }
-    Ok(ListSpec {
-        name: l.name,
-        paths: patterns(&l.paths)?,
-        methods: methods(&l.methods)?,
-        matcher,
-    })
-}
-
-impl ListSpec {
-    /// Whether a request with this method and path is named (a door-held
-    /// predicate is asked by the gate).
-    pub fn matches_request(&self, method: &str, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
-            && (self.paths.is_empty() || self.paths.iter().any(|p| p.is_match(path)))
-    }
+    Ok(ListSpec { name: l.name, when })
 }
 
 fn ban(b: BanFile, allow: bool, callables: usize) -> std::result::Result<BanSpec, String> {
     let rule = Fail2Ban::given(b.name.as_deref(), b.maxretry, b.findtime, b.bantime)
         .map_err(|e| e.to_string())?;
-    let matcher = matcher(b.matcher.as_deref(), callables)?;
-    if b.paths.is_empty() && matcher.is_none() {
+    let when = RequestMatch::read(&b.paths, &b.methods, b.matcher.as_deref(), callables)?;
+    if when.paths.is_empty() && when.matcher.is_none() {
         return Err("give paths: the patterns of the requests that strike".into());
     }
-    let paths = patterns(&b.paths)?;
-    Ok(BanSpec {
-        rule,
-        paths,
-        methods: methods(&b.methods)?,
-        matcher,
-        allow,
-    })
+    Ok(BanSpec { rule, when, allow })
 }
 
 #[cfg(test)]

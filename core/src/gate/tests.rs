@@ -3,46 +3,39 @@ use super::*;
 /// A request as a test gives it.
 #[derive(Default)]
 struct Request {
-    method: &'static str,
-    path: &'static str,
-    host: &'static str,
-    peer: &'static str,
+    head: source::Head,
     headers: Vec<(&'static str, &'static str)>,
-    query: &'static str,
 }
 
 impl Facts for Request {
-    fn method(&self) -> &str {
-        self.method
-    }
-    fn path(&self) -> &str {
-        self.path
-    }
-    fn host(&self) -> &str {
-        self.host
-    }
-    fn peer(&self) -> &str {
-        self.peer
+    fn head(&self) -> &source::Head {
+        &self.head
     }
     fn header(&self, name: &str) -> Option<Vec<u8>> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_bytes().to_vec())
-    }
-    fn query(&self, field: &str) -> Option<Vec<u8>> {
-        source::query_field(self.query, field)
+        source::joined(
+            self.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_bytes()),
+        )
     }
 }
 
-fn get(path: &'static str) -> Request {
+fn request(method: &str, path: &str, query: &str) -> Request {
     Request {
-        method: "GET",
-        path,
-        host: "example.com",
-        peer: "203.0.113.9",
-        ..Request::default()
+        head: source::Head::new(
+            method,
+            path.into(),
+            "example.com",
+            "203.0.113.9".into(),
+            query.into(),
+        ),
+        headers: Vec::new(),
     }
+}
+
+fn get(path: &str) -> Request {
+    request("GET", path, "")
 }
 
 fn gate(text: &str) -> Gate {
@@ -65,11 +58,7 @@ methods = ["POST"]
 #[test]
 fn every_throttle_that_applies_counts_and_the_first_denial_answers() {
     let gate = gate(LAYERED);
-    let login = || Request {
-        method: "POST",
-        query: "email=a@example.com",
-        ..get("/login")
-    };
+    let login = || request("POST", "/login", "email=a@example.com");
     let first = gate.decide(&login()).unwrap();
     assert_eq!(first.ending, Ending::Pass);
     assert_eq!(first.checked.len(), 2, "both throttles apply");
@@ -216,10 +205,7 @@ fn safelists_and_blocklists_name_requests_before_anything_else() {
         (v.ending, v.blocklist, v.answer.status),
         (Ending::Block, Some(0), Some(403))
     );
-    let post = Request {
-        method: "POST",
-        ..get("/x.php")
-    };
+    let post = request("POST", "/x.php", "");
     assert_eq!(gate.decide(&post).unwrap().blocklist, None, "GET only");
     assert!(Spec::parse("[[safelist]]\nname = \"x\"\n")
         .unwrap_err()

@@ -14,6 +14,7 @@ use magnus::{
     RString, Ruby, Symbol, Value,
 };
 use ratekeeper_core as core;
+use ratekeeper_core::gate::source::{cgi_name, Head};
 use ratekeeper_core::gate::spec::{Table, Value as PolicyValue};
 use ratekeeper_core::gate::{Facts, Spec, Step};
 use std::cell::RefCell;
@@ -116,12 +117,8 @@ fn table(ruby: &Ruby, path: &str, hash: RHash) -> Result<Table, Error> {
 /// A request as the Rack middleware gives it.
 struct Request<'r> {
     ruby: &'r Ruby,
-    method: String,
-    path: String,
-    host: String,
-    peer: String,
+    head: Head,
     env: RHash,
-    query: String,
     context: Value,
     callables: RArray,
     body: Value,
@@ -163,29 +160,13 @@ impl Request<'_> {
 }
 
 impl Facts for Request<'_> {
-    fn method(&self) -> &str {
-        &self.method
-    }
-    fn path(&self) -> &str {
-        &self.path
-    }
-    fn host(&self) -> &str {
-        &self.host
-    }
-    fn peer(&self) -> &str {
-        &self.peer
+    fn head(&self) -> &Head {
+        &self.head
     }
     fn header(&self, name: &str) -> Option<Vec<u8>> {
-        let meta = match name {
-            "content-type" | "content-length" => name.to_ascii_uppercase().replace('-', "_"),
-            _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
-        };
-        let found: Option<RString> = self.env.lookup(meta).ok()?;
+        let found: Option<RString> = self.env.lookup(cgi_name(name)).ok()?;
         // SAFETY: the bytes are copied before any Ruby code can run.
         found.map(|s| unsafe { s.as_slice() }.to_vec())
-    }
-    fn query(&self, field: &str) -> Option<Vec<u8>> {
-        core::gate::source::query_field(&self.query, field)
     }
     fn body_field(&self, field: &str) -> Option<String> {
         if self.body.is_nil() {
@@ -243,12 +224,14 @@ impl Gate {
                 .map_err(|_| type_error(ruby, "_decide takes 11 arguments"))?;
         let request = Request {
             ruby,
-            method: text(method)?.to_ascii_uppercase(),
-            path: text(path)?,
-            host: core::gate::source::host_name(&text(host)?),
-            peer: text(peer)?,
+            head: Head::new(
+                &text(method)?,
+                text(path)?,
+                &text(host)?,
+                text(peer)?,
+                text(query)?,
+            ),
             env: RHash::try_convert(env)?,
-            query: text(query)?,
             context,
             callables: RArray::try_convert(callables)?,
             body,
