@@ -11,6 +11,13 @@
 
 Each route's rules keep their own quota (scope ``route:<path>``, or
 ``scope=``), on the store of the limiter ``setup`` gave (or ``limiter=``).
+
+A whole policy (the file every door reads) guards the routes of an app or a
+router, every throttle that applies counting:
+
+    app = FastAPI(dependencies=[Depends(ratekeeper.fastapi.policy("policy.toml"))])
+    ratekeeper.fastapi.setup(app)
+
 An admitted request's response carries the rate-limit headers; a denied one
 gets the core's 429 (``Retry-After``, ``{"error":"rate_limited",...}``), a
 blocked client the core's 403, both rendered by the handler ``setup``
@@ -25,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ratekeeper._ratekeeper import Answer, Decision, Gate, Limiter, Responses, TrustedProxies, parse_rules, scope_name
+from ratekeeper.http import log_verdict
 
 KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
 
@@ -57,7 +65,7 @@ _setup = _Setup()
 
 def setup(
     app: Any,
-    limiter: Limiter,
+    limiter: Optional[Limiter] = None,
     *,
     trusted_proxies: Any = (),
     ipv4_prefix: Optional[int] = None,
@@ -68,7 +76,8 @@ def setup(
 ) -> None:
     """Installs the handler that renders denials, and the limiter (its store,
     options, trusted proxies and client prefixes: ``ipv4_prefix`` 16-32,
-    default 32, ``ipv6_prefix`` 48-128, default 64) routes limit on by default."""
+    default 32, ``ipv6_prefix`` 48-128, default 64) ``limit`` routes limit on
+    by default (none needed when every route has ``limiter=`` or ``policy``)."""
     _setup.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
     Responses(status=status, blocked_status=blocked_status, headers=headers)  # checked now
     _setup.limiter = limiter
@@ -125,19 +134,50 @@ def limit(
         if key is not None:
             found = key(request)
             request.scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found
-        verdict = await gate.adecide(request.method, request.url.path, request.headers.get("host", ""),
-                                     request.client.host if request.client else "", request.scope["headers"],
-                                     request.scope.get("query_string", b"").decode("latin-1"),
-                                     context=request.scope, cost=cost)
-        decision = verdict.decision
-        if not verdict.checked and verdict.ending == "pass" and decision is None:
-            return None
-        request.state.ratekeeper = decision
-        answer = verdict.answer
-        if answer.status is not None:
-            raise RateLimited(decision, answer)
-        for header, value in answer.headers.items():
-            response.headers[header] = value
-        return decision
+        return await _decide(gate, request, response, cost)
 
     return dependency
+
+
+def policy(
+    policy: Any,
+    *,
+    limiter: Optional[Limiter] = None,
+    log_level: Optional[Union[int, str]] = "INFO",
+) -> Callable[[Request, Response], Awaitable[Optional[Decision]]]:
+    """A dependency deciding ``policy`` (a policy file's path or a dict, as
+    every door reads it; on ``limiter``'s store when one is given) for the
+    routes it guards: an app's (``FastAPI(dependencies=[...])``), a router's
+    or a route's. The handler ``setup(app)`` installs renders its denials
+    and blocks; a denial is logged at ``log_level`` when the policy logs
+    denials. A bad policy fails here, at import."""
+    if limiter is not None and not isinstance(limiter, Limiter):
+        raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
+    gate = Gate(policy, limiter=limiter)
+
+    async def dependency(request: Request, response: Response) -> Any:
+        return await _decide(gate, request, response, 1, log_level)
+
+    return dependency
+
+
+async def _decide(gate: Gate, request: Request, response: Response, cost: int,
+                  log_level: Optional[Union[int, str]] = None) -> Optional[Decision]:
+    """The gate's verdict on a request: the headers of a pass added to the
+    response, a denial or block raised as RateLimited."""
+    verdict = await gate.adecide(request.method, request.url.path, request.headers.get("host", ""),
+                                 request.client.host if request.client else "", request.scope["headers"],
+                                 request.scope.get("query_string", b"").decode("latin-1"),
+                                 context=request.scope, cost=cost)
+    decision = verdict.decision
+    if not verdict.checked and verdict.ending == "pass" and decision is None:
+        return None
+    request.state.ratekeeper = decision
+    answer = verdict.answer
+    if answer.status is not None:
+        if verdict.ending == "deny":
+            log_verdict(log_level, verdict)
+        raise RateLimited(decision, answer)
+    for header, value in answer.headers.items():
+        response.headers[header] = value
+    return decision

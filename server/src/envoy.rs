@@ -124,9 +124,13 @@ pub async fn answer(
         };
         all.len()
     ];
+    // a descriptor checked more than once (the one that describes the
+    // request, selecting a throttle too) shows its first denial
     for checked in &verdict.checked {
         let scope = &gate.spec().throttles[checked.throttle].scope;
-        statuses[checked.origin] = status(scope, &checked.decision);
+        if statuses[checked.origin].code != Code::OverLimit as i32 {
+            statuses[checked.origin] = status(scope, &checked.decision);
+        }
     }
     let (code, headers) = match verdict.ending {
         Ending::Pass => (Code::Ok, verdict.answer.headers),

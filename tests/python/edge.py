@@ -4,6 +4,7 @@ each started on free loopback ports with the configuration README gives,
 and stopped by its pid."""
 
 import http.client
+import importlib
 import os
 import re
 import shutil
@@ -34,6 +35,35 @@ def need(program: str) -> str:
     return found
 
 
+PROTOS = ["envoy/service/ratelimit/v3/rls.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+          "envoy/config/core/v3/base.proto"]
+_RLS: List[object] = []
+
+
+def rls_modules(directory) -> Tuple[object, object, object]:
+    """Envoy's rate limit service as grpcio generates it from the vendored
+    protos (server/proto) into `directory`, once per run: (rls_pb2,
+    rls_pb2_grpc, ratelimit_pb2). Fails (CI) or skips without grpcio-tools."""
+    if not _RLS:
+        try:
+            import grpc_tools  # noqa: F401
+        except ImportError:
+            why = "grpcio-tools is not installed: run scripts/setup-debian"
+            if os.environ.get("CI"):
+                pytest.fail(why)
+            pytest.skip(why)
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(ROOT, "server", "proto"),
+                        f"--python_out={directory}", f"--grpc_python_out={directory}", *PROTOS], check=True)
+        sys.path.insert(0, str(directory))
+        try:
+            _RLS.extend([importlib.import_module("envoy.service.ratelimit.v3.rls_pb2"),
+                         importlib.import_module("envoy.service.ratelimit.v3.rls_pb2_grpc"),
+                         importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2")])
+        finally:
+            sys.path.remove(str(directory))
+    return _RLS[0], _RLS[1], _RLS[2]
+
+
 def request(port: int, path: str, headers: Optional[Dict[str, str]] = None, method: str = "GET",
             timeout: float = 10.0) -> Tuple[int, Dict[str, str], bytes]:
     """(status, headers by lower-case name, body) of one request to loopback `port`."""
@@ -57,7 +87,8 @@ class Process:
                                      stderr=subprocess.STDOUT)
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -140,13 +171,13 @@ def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = 
 
 
 def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/minute",
-              policy: str = "", probe: str = "/warm") -> Tuple[Process, int]:
-    """The edge Rack app (servers/edge_rack.ru) under puma, 2 workers, up
-    once `probe` answers."""
+              policy: str = "", probe: str = "/warm", workers: int = 2) -> Tuple[Process, int]:
+    """The edge Rack app (servers/edge_rack.ru) under puma, `workers`
+    workers (0: puma's single mode), up once `probe` answers."""
     port = free_port()
     env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix,
            "EDGE_POLICY": policy}
-    app = Process([need("puma"), "-w", "2", "-b", f"tcp://127.0.0.1:{port}", "--quiet",
+    app = Process([need("puma"), "-w", str(workers), "-b", f"tcp://127.0.0.1:{port}", "--quiet",
                    os.path.join(SERVERS, "edge_rack.ru")],
                   os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
     app.wait(f"http://127.0.0.1:{port}{probe}", seconds=40)

@@ -3,20 +3,14 @@ that grpcio generates from the same vendored protos (server/proto):
 descriptors, hits_addend, OVER_LIMIT, statuses, headers, listed addresses,
 malformed requests. The quota is the one the apps and the HTTP door share."""
 
-import importlib
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT, unique_prefix
-from edge import EdgeServer, request
+from conftest import unique_prefix
+from edge import EdgeServer, request, rls_modules
 from ratekeeper import Admin, Limiter
 
-PROTOS = ["envoy/service/ratelimit/v3/rls.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
-          "envoy/config/core/v3/base.proto"]
 POLICY = """
 [store]
 prefix = "{prefix}"
@@ -35,18 +29,7 @@ envoy = {{ domain = "edge", key = "remote_address" }}
 @pytest.fixture(scope="module")
 def rls(tmp_path_factory):
     """The generated modules: (rls_pb2, rls_pb2_grpc, ratelimit_pb2)."""
-    grpc_tools = pytest.importorskip("grpc_tools", reason="pip install grpcio-tools (scripts/setup-debian does)")
-    out = tmp_path_factory.mktemp("rls")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(ROOT, "server", "proto"),
-                    f"--python_out={out}", f"--grpc_python_out={out}", *PROTOS], check=True)
-    assert grpc_tools
-    sys.path.insert(0, str(out))
-    try:
-        return (importlib.import_module("envoy.service.ratelimit.v3.rls_pb2"),
-                importlib.import_module("envoy.service.ratelimit.v3.rls_pb2_grpc"),
-                importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2"))
-    finally:
-        sys.path.remove(str(out))
+    return rls_modules(tmp_path_factory.mktemp("rls"))
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
 """The gate's conformance table (tests/cases/gate.json, under the policy
 tests/cases/gate.toml) through every Python door and the edge server: the
-WSGI and ASGI middlewares, Django sync and async (POLICY_FILE), and forward
-auth over HTTP, each on memory, Redis and Redis Cluster; every request of
-the table must get the same answer from each. (Rack: tests/ruby/test_gate_table.rb.)"""
+WSGI and ASGI middlewares, the FastAPI policy dependency, Django sync and
+async (POLICY_FILE), forward auth over HTTP and Envoy's rate limit service
+over gRPC, and the Rack middleware under puma, each on memory, Redis and
+Redis Cluster; every request of the table must get the same answer from
+each. (Rack through Rack::MockRequest: tests/ruby/test_gate_table.rb.)"""
 
 import asyncio
 import json
@@ -14,7 +16,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 
 from conftest import ROOT, configured, unique_prefix
-from edge import EdgeServer, request
+from edge import EdgeServer, request, rls_modules
 
 TABLE = json.loads((Path(ROOT) / "tests" / "cases" / "gate.json").read_text())
 POLICY = (Path(ROOT) / "tests" / "cases" / "gate.toml").read_text()
@@ -42,11 +44,13 @@ def store_url(request, redis_url) -> str:
 
 
 def check(door: str, case: str, answers: List[Answer]) -> None:
-    """Each answer is what the table expects."""
+    """Each answer is what the table expects (through Envoy, whose filter
+    answers every OVER_LIMIT with one status, a block's 403 is its 429)."""
     assert len(answers) == len(TABLE["cases"][case]), f"{door}: {case!r}: one answer per request"
     for i, (step, (status, headers, body)) in enumerate(zip(TABLE["cases"][case], answers)):
         where = f"{door}: {case!r}, request {i}"
-        assert status == step["status"], f"{where}: {status} {body[:200]!r}"
+        wanted = 429 if door == "envoy" and step["status"] == 403 else step["status"]
+        assert status == wanted, f"{where}: {status} {body[:200]!r}"
         if "error" in step:
             assert json.loads(body)["error"] == step["error"], where
         lower = {k.lower(): v for k, v in headers.items()}
@@ -95,21 +99,18 @@ def run_wsgi(path: Path, case: str) -> List[Answer]:
     return answers
 
 
-def run_asgi(path: Path, case: str) -> List[Answer]:
-    from ratekeeper.asgi import RateLimitMiddleware
-
-    async def app(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
+def asgi_answers(make_app: Callable[[], Any], case: str) -> List[Answer]:
+    """The answers an ASGI app (made in the loop that runs it) gives the case's requests."""
     async def run() -> List[Answer]:
-        door = RateLimitMiddleware(app, policy=str(path))
+        door = make_app()
         answers = []
         for step in TABLE["cases"][case]:
             headers = [(b"host", b"example.com")] + [(k.lower().encode(), v.encode())
                                                      for k, v in step.get("headers", {}).items()]
             scope = {"type": "http", "method": step["method"], "path": step["path"], "headers": headers,
-                     "query_string": step.get("query", "").encode(), "client": (step.get("peer", PEER), 5000)}
+                     "query_string": step.get("query", "").encode(), "client": (step.get("peer", PEER), 5000),
+                     "http_version": "1.1", "scheme": "http", "server": ("example.com", 80), "root_path": "",
+                     "raw_path": step["path"].encode()}
             sent: List[dict] = []
 
             async def receive():
@@ -125,6 +126,32 @@ def run_asgi(path: Path, case: str) -> List[Answer]:
         return answers
 
     return asyncio.run(run())
+
+
+def run_asgi(path: Path, case: str) -> List[Answer]:
+    from ratekeeper.asgi import RateLimitMiddleware
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return asgi_answers(lambda: RateLimitMiddleware(app, policy=str(path)), case)
+
+
+def run_fastapi(path: Path, case: str) -> List[Answer]:
+    """A FastAPI app whose every route the policy dependency guards."""
+    from fastapi import Depends, FastAPI
+
+    import ratekeeper.fastapi
+
+    def make() -> Any:
+        app = FastAPI(dependencies=[Depends(ratekeeper.fastapi.policy(str(path)))])
+        ratekeeper.fastapi.setup(app)
+        # a value, not a Response: FastAPI adds the dependency's headers to the response it builds
+        app.add_api_route("/{rest:path}", lambda: "ok", methods=["GET", "POST"])
+        return app
+
+    return asgi_answers(make, case)
 
 
 def run_django(path: Path, case: str, is_async: bool) -> List[Answer]:
@@ -160,9 +187,61 @@ def run_forward_auth(path: Path, case: str, tmp_path) -> List[Answer]:
         assert server.stop() == 0, server.log()[-2000:]
 
 
+def run_envoy(path: Path, case: str, tmp_path) -> List[Answer]:
+    """Envoy's rate limit service over gRPC, asked as Envoy's ratelimit
+    filter asks when the route's actions describe the request (one
+    descriptor: remote_address, request_headers for :method, :path and
+    :authority and for each header the request has); its answer rendered
+    as the filter renders it (OVER_LIMIT: one status, 429, for a denial and
+    a block alike: a block is told by its body)."""
+    import grpc
+
+    rls_pb2, rls_grpc, ratelimit_pb2 = rls_modules(tmp_path)
+    server = EdgeServer(tmp_path, path.read_text(), grpc=True)
+    try:
+        answers = []
+        with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            stub = rls_grpc.RateLimitServiceStub(channel)
+            for step in TABLE["cases"][case]:
+                entries = [("remote_address", step.get("peer", PEER)), (":method", step["method"]),
+                           (":path", step["path"] + (f"?{step['query']}" if step.get("query") else "")),
+                           (":authority", "example.com")]
+                entries += [(name.lower(), value) for name, value in step.get("headers", {}).items()]
+                descriptor = ratelimit_pb2.RateLimitDescriptor(
+                    entries=[ratelimit_pb2.RateLimitDescriptor.Entry(key=k, value=v) for k, v in entries])
+                reply = stub.ShouldRateLimit(rls_pb2.RateLimitRequest(domain="edge", descriptors=[descriptor]))
+                over = reply.overall_code == rls_pb2.RateLimitResponse.Code.OVER_LIMIT
+                answers.append((429 if over else 200, {h.key: h.value for h in reply.response_headers_to_add},
+                                reply.raw_body if over else b"ok"))
+        return answers
+    finally:
+        assert server.stop() == 0, server.log()[-2000:]
+
+
+def run_rack_puma(path: Path, case: str, tmp_path) -> List[Answer]:
+    """The Rack middleware given the policy file, in an app under puma (one
+    process: the memory store is a process's own), over HTTP; the table's
+    peer comes as the trusted proxy 127.0.0.1 gives it."""
+    from edge import puma_rack, stop_all
+
+    app, port = puma_rack(tmp_path, "policy", "", "", policy=str(path), probe="/health", workers=0)
+    try:
+        answers = []
+        for step in TABLE["cases"][case]:
+            headers = {**step.get("headers", {}), "Host": "example.com", "X-Forwarded-For": forwarded_for(step)}
+            url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
+            answers.append(request(port, url, headers, step["method"]))
+        return answers
+    finally:
+        stop_all(app)
+
+
 DOORS: Dict[str, Callable[..., List[Answer]]] = {
+    "rack-puma": run_rack_puma,
     "wsgi": lambda path, case, tmp_path: run_wsgi(path, case),
     "asgi": lambda path, case, tmp_path: run_asgi(path, case),
+    "fastapi": lambda path, case, tmp_path: run_fastapi(path, case),
+    "envoy": run_envoy,
     "django": lambda path, case, tmp_path: run_django(path, case, False),
     "django-async": lambda path, case, tmp_path: run_django(path, case, True),
     "forward-auth": run_forward_auth,

@@ -7,11 +7,20 @@
 //! value is the key (a `remote_address` one named as the HTTP doors name
 //! the client: an IPv6 client's /64). A descriptor no throttle selects is
 //! unlimited. The cost is the descriptor's `hits_addend`, else the
-//! request's, else 1. The client is the first `remote_address` entry; a
-//! `method` and a `path` entry (say from `request_headers` actions on
-//! `:method` and `:path`) are what fail2ban and allow2ban entries match.
+//! request's, else 1.
+//!
+//! The entries also describe the request, as the HTTP doors read one: the
+//! first `remote_address` entry is the peer, `method` (or `:method`),
+//! `path` (or `:path`, with its query string) and `host` (or `:authority`)
+//! its head, and any other entry a header of that name (say from
+//! `request_headers` actions with `descriptor_key` the header's name). A
+//! request whose entries give its path meets the whole policy as at any
+//! door: exempt paths, safelists and blocklists, fail2ban and allow2ban,
+//! and the throttles without an `envoy` table (their key, hosts, paths,
+//! methods, headers and tier read from the entries), besides the ones its
+//! descriptors select.
 
-use super::source::Client;
+use super::source::{percent_decode, Client, Facts, Head};
 use super::{Gate, Plan, Selected, Step, Verdict};
 
 /// One descriptor: its entries, and its own cost if it gives one.
@@ -30,9 +39,59 @@ fn entry<'d>(entries: &'d [(String, String)], name: &str) -> Option<&'d str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn any_entry<'d>(all: &'d [Descriptor], names: &[&str]) -> Option<&'d str> {
-    all.iter()
-        .find_map(|d| names.iter().find_map(|n| entry(&d.entries, n)))
+/// The request the entries of every descriptor describe.
+struct Described<'d> {
+    head: Head,
+    all: &'d [Descriptor],
+    cost: u64,
+}
+
+impl<'d> Described<'d> {
+    fn new(all: &'d [Descriptor], cost: u64) -> Described<'d> {
+        let first = |names: &[&str]| {
+            all.iter()
+                .find_map(|d| names.iter().find_map(|n| entry(&d.entries, n)))
+                .unwrap_or("")
+        };
+        let (path, query) = first(&["path", ":path"])
+            .split_once('?')
+            .unwrap_or((first(&["path", ":path"]), ""));
+        let path = String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned();
+        let head = Head::new(
+            first(&["method", ":method"]),
+            path,
+            first(&["host", ":authority"]),
+            first(&["remote_address"]).to_owned(),
+            query.to_owned(),
+        );
+        Described { head, all, cost }
+    }
+
+    /// The descriptor that gives the path (the one that describes the request).
+    fn describing(&self) -> Option<usize> {
+        self.all
+            .iter()
+            .position(|d| d.entries.iter().any(|(k, _)| k == "path" || k == ":path"))
+    }
+}
+
+impl Facts for Described<'_> {
+    fn head(&self) -> &Head {
+        &self.head
+    }
+
+    fn header(&self, name: &str) -> Option<Vec<u8>> {
+        self.all.iter().find_map(|d| {
+            d.entries
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone().into_bytes())
+        })
+    }
+
+    fn cost(&self) -> u64 {
+        self.cost
+    }
 }
 
 impl Gate {
@@ -40,13 +99,34 @@ impl Gate {
     /// or the store calls to make. `hits` is the request's `hits_addend`
     /// (0: none).
     pub fn prepare_envoy(&self, domain: &str, descriptors: &[Descriptor], hits: u64) -> Step {
-        if !self.spec.enabled || crate::testing::disabled() {
-            return Step::Done(Box::new(Verdict::unmarked()));
-        }
-        let method = any_entry(descriptors, &["method", ":method"])
-            .unwrap_or("")
-            .to_ascii_uppercase();
-        let path = any_entry(descriptors, &["path", ":path"]).unwrap_or("");
+        let facts = Described::new(descriptors, hits.max(1));
+        let mut plan = match facts.describing() {
+            Some(origin) => match self.admit(&facts, Some(origin), |t| t.envoy.is_none()) {
+                Ok(plan) => plan,
+                Err(done) => return Step::Done(done),
+            },
+            None => {
+                if !self.spec.enabled || crate::testing::disabled() {
+                    return Step::Done(Box::new(Verdict::unmarked()));
+                }
+                let client = (!facts.peer().is_empty())
+                    .then(|| Client::of(&facts, &self.spec.proxies))
+                    .filter(|c| crate::net::parse_hop(&c.ip).is_some());
+                if let Some(done) = client.as_ref().and_then(|c| self.screen(&c.ip)) {
+                    return Step::Done(Box::new(done));
+                }
+                Plan {
+                    client: client.unwrap_or(Client {
+                        ip: String::new(),
+                        key: String::new(),
+                    }),
+                    method: facts.method().to_owned(),
+                    path: String::new(),
+                    strikes: Vec::new(),
+                    checks: Vec::new(),
+                }
+            }
+        };
         let prefixes = self.spec.proxies.prefixes();
         let client_of = |text: &str| {
             crate::net::parse_hop(text).map(|ip| Client {
@@ -54,22 +134,7 @@ impl Gate {
                 key: prefixes.client_of(ip),
             })
         };
-        let client = any_entry(descriptors, &["remote_address"]).and_then(client_of);
-        if let Some(done) = client.as_ref().and_then(|c| self.screen(&c.ip)) {
-            return Step::Done(Box::new(done));
-        }
-        let strikes = match &client {
-            Some(_) if !path.is_empty() => self
-                .spec
-                .bans
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.when.matcher.is_none() && b.when.matches_request(&method, path))
-                .map(|(i, _)| i)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let checks = descriptors
+        let selected: Vec<Selected> = descriptors
             .iter()
             .enumerate()
             .filter_map(|(origin, d)| {
@@ -84,26 +149,21 @@ impl Gate {
                     }
                     _ => key.to_owned(),
                 };
+                let ip = own
+                    .map(|c| c.ip)
+                    .or_else(|| (!plan.client.ip.is_empty()).then(|| plan.client.ip.clone()));
                 Some(Selected {
                     throttle,
                     origin,
                     key: key.into_bytes(),
                     cost: d.hits.filter(|n| *n > 0).unwrap_or(hits.max(1)),
                     tier: None,
-                    ip: own.or_else(|| client.clone()).map(|c| c.ip),
+                    ip,
                 })
             })
             .collect();
-        Step::Ask(Plan {
-            client: client.unwrap_or(Client {
-                ip: String::new(),
-                key: String::new(),
-            }),
-            method,
-            path: path.to_owned(),
-            strikes,
-            checks,
-        })
+        plan.checks.extend(selected);
+        Step::Ask(plan)
     }
 
     /// The throttle a descriptor's entries select in `domain`, and the key

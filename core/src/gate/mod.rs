@@ -273,33 +273,48 @@ impl Gate {
     /// Everything about `facts` that needs no store: a verdict, or the
     /// store calls to make.
     pub fn prepare(&self, facts: &dyn Facts) -> Step {
+        match self.admit(facts, None, |_| true) {
+            Ok(plan) => Step::Ask(plan),
+            Err(done) => Step::Done(done),
+        }
+    }
+
+    /// Steps 1 to 5 for `facts`, over the throttles `counted` lets in: the
+    /// verdict when one comes without the store, else the plan. Each check
+    /// comes from `origin` (`None`: the throttle's own index).
+    fn admit(
+        &self,
+        facts: &dyn Facts,
+        origin: Option<usize>,
+        counted: impl Fn(&ThrottleSpec) -> bool,
+    ) -> std::result::Result<Plan, Box<Verdict>> {
         let exempt = self.spec.exempt(facts.path())
             || self
                 .spec
                 .exempt_call
                 .is_some_and(|i| facts.call(i).is_some());
         if !self.spec.enabled || crate::testing::disabled() || exempt {
-            return Step::Done(Box::new(Verdict::unmarked()));
+            return Err(Box::new(Verdict::unmarked()));
         }
         let named = |when: &RequestMatch| {
             when.matches_request(facts.method(), facts.path())
                 && when.matcher.is_none_or(|i| facts.call(i).is_some())
         };
         if let Some(i) = self.spec.safelists.iter().position(|l| named(&l.when)) {
-            return Step::Done(Box::new(Verdict {
+            return Err(Box::new(Verdict {
                 safelist: Some(i),
                 ..Verdict::unmarked()
             }));
         }
         if let Some(i) = self.spec.blocklists.iter().position(|l| named(&l.when)) {
-            return Step::Done(Box::new(Verdict {
+            return Err(Box::new(Verdict {
                 blocklist: Some(i),
                 ..Verdict::blocked(self, None)
             }));
         }
         let client = Client::of(facts, &self.spec.proxies);
         if let Some(done) = self.screen(&client.ip) {
-            return Step::Done(Box::new(done));
+            return Err(Box::new(done));
         }
         let strikes = self
             .spec
@@ -314,12 +329,12 @@ impl Gate {
             .throttles
             .iter()
             .enumerate()
-            .filter(|(_, t)| applies(t, facts))
+            .filter(|(_, t)| counted(t) && applies(t, facts))
             .filter_map(|(i, t)| {
                 let key = source::value_of(t.key.as_ref()?, facts, &client)?;
                 Some(Selected {
                     throttle: i,
-                    origin: i,
+                    origin: origin.unwrap_or(i),
                     key,
                     cost: facts.cost(),
                     tier: tier_of(t, facts, &client),
@@ -327,7 +342,7 @@ impl Gate {
                 })
             })
             .collect();
-        Step::Ask(Plan {
+        Ok(Plan {
             method: facts.method().to_owned(),
             path: facts.path().to_owned(),
             client,

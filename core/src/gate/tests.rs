@@ -169,6 +169,49 @@ fn envoy_descriptors_map_onto_the_same_throttles() {
 }
 
 #[test]
+fn an_envoy_request_that_gives_its_path_meets_the_whole_policy() {
+    let gate = gate(&format!(
+        "exempt_paths = [\"/health\"]\n[[blocklist]]\nname = \"admin\"\npaths = [\"^/admin\"]\n{LAYERED}"
+    ));
+    let described = |method: &str, path: &str| {
+        [envoy::Descriptor {
+            entries: vec![
+                ("remote_address".into(), "203.0.113.9".into()),
+                (":method".into(), method.into()),
+                (":path".into(), path.into()),
+            ],
+            hits: None,
+        }]
+    };
+    let run = |step| match step {
+        Step::Done(v) => *v,
+        Step::Ask(plan) => gate.run(plan).unwrap(),
+    };
+    let v = run(gate.prepare_envoy("edge", &described("post", "/login?email=a%40x.io"), 0));
+    assert_eq!(v.ending, Ending::Pass);
+    assert_eq!(
+        v.checked
+            .iter()
+            .map(|c| (c.throttle, c.origin, c.key.clone()))
+            .collect::<Vec<_>>(),
+        vec![(0, 0, b"203.0.113.9".to_vec()), (1, 0, b"a@x.io".to_vec())],
+        "the throttles without an envoy table, from the entries, on the describing descriptor"
+    );
+    let v = run(gate.prepare_envoy("edge", &described("POST", "/login?email=a%40x.io"), 0));
+    assert_eq!((v.ending, v.throttle), (Ending::Deny, Some(1)));
+    let http = request("POST", "/login", "email=a%40x.io");
+    assert_eq!(
+        gate.decide(&http).unwrap().ending,
+        Ending::Deny,
+        "the quota an HTTP door counts"
+    );
+    let v = run(gate.prepare_envoy("edge", &described("GET", "/admin/x"), 0));
+    assert_eq!((v.ending, v.blocklist), (Ending::Block, Some(0)));
+    let v = run(gate.prepare_envoy("edge", &described("GET", "/health"), 0));
+    assert_eq!((v.ending, v.checked.len()), (Ending::Pass, 0), "exempt");
+}
+
+#[test]
 fn a_rebind_keeps_what_did_not_change() {
     let two = |second: &str| {
         Spec::parse(&format!(
