@@ -171,17 +171,17 @@ def gunicorn_django(directory, door: str, store: str, prefix: str, rules: str = 
 
 
 def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/minute",
-              policy: str = "", probe: str = "/warm", workers: int = 2) -> Tuple[Process, int]:
-    """The edge Rack app (servers/edge_rack.ru) under puma, `workers`
-    workers (0: puma's single mode), up once `probe` answers."""
+              policy: str = "", probe: str = "/warm", workers: int = 2,
+              app: str = os.path.join(SERVERS, "edge_rack.ru")) -> Tuple[Process, int]:
+    """The edge Rack app (servers/edge_rack.ru, or `app`) under puma,
+    `workers` workers (0: puma's single mode), up once `probe` answers."""
     port = free_port()
     env = {"EDGE_DOOR": door, "EDGE_RULES": rules, "RATEKEEPER_STORE": store, "RATEKEEPER_PREFIX": prefix,
            "EDGE_POLICY": policy}
-    app = Process([need("puma"), "-w", str(workers), "-b", f"tcp://127.0.0.1:{port}", "--quiet",
-                   os.path.join(SERVERS, "edge_rack.ru")],
-                  os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
-    app.wait(f"http://127.0.0.1:{port}{probe}", seconds=40)
-    return app, port
+    process = Process([need("puma"), "-w", str(workers), "-b", f"tcp://127.0.0.1:{port}", "--quiet", app],
+                      os.path.join(str(directory), f"rack-{door}-{port}.log"), env, cwd=SERVERS)
+    process.wait(f"http://127.0.0.1:{port}{probe}", seconds=40)
+    return process, port
 
 
 def readme_block(name: str) -> str:

@@ -5,14 +5,16 @@ reads, async views, the middleware, a store that fails, hostile keys.
 (django-ratelimit's own suite: test_django_ratelimit_suite.py.)"""
 
 import asyncio
+import json
 import time
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
 
-from conftest import free_port, unique_prefix
+from conftest import ROOT, free_port, unique_prefix
 from edge import gunicorn_django, puma_rack, request, stop_all
 from ratekeeper import Admin
 from ratekeeper.compat.django_ratelimit import UNSAFE
@@ -31,18 +33,24 @@ def on_redis(url: str, prefix: str, **more):
                              RATELIMIT_CACHE_PREFIX=prefix, **more)
 
 
-def test_a_view_decorated_the_django_ratelimit_way_shares_a_quota_with_rack(tmp_path, redis_url):
+@pytest.mark.parametrize("rack", ["ratekeeper", "rack-attack"])
+def test_a_view_decorated_the_django_ratelimit_way_shares_a_quota_with_rack(rack, tmp_path, redis_url):
     """gunicorn (2 workers) serves a view under @ratelimit(group="api",
     key="header:x-api-key", rate="5/m"); puma (2 workers) a Rack app whose
-    throttle "api" is 5/minute per X-Api-Key: one prefix on one Redis, one
-    quota. Ten requests alternating between them: exactly five pass."""
+    throttle "api" is 5/minute per X-Api-Key, in ratekeeper's DSL or in a
+    rack-attack initializer (ratekeeper/rack_attack): one prefix on one
+    Redis, one quota. Ten requests alternating between them: exactly five pass."""
     prefix = unique_prefix()
     started = []
     try:
         django, django_port = gunicorn_django(tmp_path, "django-ratelimit", redis_url, prefix, rules="5/m")
         started.append(django)
-        rack, rack_port = puma_rack(tmp_path, "direct", redis_url, prefix, rules="5/minute")
-        started.append(rack)
+        if rack == "rack-attack":
+            app = str(Path(ROOT) / "tests" / "ruby" / "servers" / "rack_attack.ru")
+            rack_app, rack_port = puma_rack(tmp_path, "rack-attack", redis_url, prefix, app=app, probe="/assets/warm")
+        else:
+            rack_app, rack_port = puma_rack(tmp_path, "direct", redis_url, prefix, rules="5/minute")
+        started.append(rack_app)
         answers = [request((django_port, rack_port)[i % 2], "/api/items", {"X-Api-Key": "k1"})
                    for i in range(10)]
         other = request(django_port, "/api/items", {"X-Api-Key": "k2"})
@@ -51,6 +59,8 @@ def test_a_view_decorated_the_django_ratelimit_way_shares_a_quota_with_rack(tmp_
     statuses = [a[0] for a in answers]
     assert statuses == [200] * 5 + [429] * 5, [(a[0], a[2][:60]) for a in answers]
     assert answers[6][2] == b"django django-ratelimit limited", "RATELIMIT_VIEW answered Django's denial"
+    if rack == "rack-attack":
+        assert json.loads(answers[5][2])["throttle"] == "api", "the throttled responder answered Rack's"
     assert other[0] == 200, "another key has a quota of its own"
 
 

@@ -1,0 +1,195 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "net/http"
+require "rack/mock"
+require "redis"
+require "active_support"
+require "active_support/notifications"
+require "active_support/cache"
+require "ratekeeper/rack_attack"
+
+# ratekeeper/rack_attack as an app that removed the rack-attack gem uses it:
+# each feature rack-attack's README documents, through Rack::MockRequest on
+# Redis (the cache store a Redis client, a RedisCacheStore or a MemoryStore),
+# and seed 001's kind of initializer under puma with 2 workers.
+class TestRackAttack < Minitest::Test
+  include TestSupport
+
+  HELLO = ->(_env) { [200, { "content-type" => "text/plain" }, ["ok"]] }
+
+  def setup
+    Rack::Attack.clear_configuration
+    Rack::Attack.enabled = true
+    Rack::Attack.throttled_response_retry_after_header = false
+    Rack::Attack.throttled_responder = Rack::Attack.default_throttled_responder
+    Rack::Attack.cache.store = Redis.new(url: redis_url)
+    Rack::Attack.cache.prefix = unique_prefix
+    @app = Rack::MockRequest.new(Rack::Attack.new(HELLO))
+  end
+
+  def get(path = "/", ip: "198.51.100.7", **env)
+    @app.get(path, "REMOTE_ADDR" => ip, **env)
+  end
+
+  def test_throttles_count_exactly_and_answer_as_rack_attack_does
+    Rack::Attack.throttle("req/ip", limit: 3, period: 60) { |req| req.ip }
+    Rack::Attack.throttle("per-path", limit: 10, period: 60) { |req| req.path }
+    assert_equal [200, 200, 200, 429], Array.new(4) { get.status }
+    denied = get
+    assert_equal ["text/plain", "Retry later\n"], [denied.headers["content-type"], denied.body]
+    assert_nil denied.headers["retry-after"]
+    Rack::Attack.throttled_response_retry_after_header = true
+    assert_operator get.headers["retry-after"].to_i, :>=, 1
+    assert_equal 200, get(ip: "198.51.100.8").status, "another discriminator has its own quota"
+    env = Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "198.51.100.7")
+    Rack::Attack.new(HELLO).call(env)
+    assert_equal "req/ip", env["rack.attack.matched"]
+    assert_equal :throttle, env["rack.attack.match_type"]
+    assert_equal "198.51.100.7", env["rack.attack.match_discriminator"]
+    data = env["rack.attack.match_data"]
+    assert_equal [3, 60.0, 4], [data[:limit], data[:period], data[:count]]
+    assert_includes env["rack.attack.throttle_data"].keys, "per-path"
+  end
+
+  def test_a_nil_discriminator_is_not_counted_and_procs_give_the_rate
+    Rack::Attack.throttle("api", limit: ->(req) { req.get_header("HTTP_X_PLAN") == "pro" ? 3 : 1 },
+                                 period: ->(_req) { 60 }) { |req| req.get_header("HTTP_X_KEY") }
+    assert_equal [200, 200], Array.new(2) { get.status }, "no key: not counted"
+    assert_equal [200, 429], Array.new(2) { get("/", "HTTP_X_KEY" => "free").status }
+    assert_equal [200, 200, 200, 429], Array.new(4) { get("/", "HTTP_X_KEY" => "k", "HTTP_X_PLAN" => "pro").status }
+  end
+
+  def test_safelists_and_blocklists
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    Rack::Attack.safelist("localhost") { |req| req.ip == "127.0.0.1" }
+    Rack::Attack.blocklist("php") { |req| req.path.end_with?(".php") }
+    Rack::Attack.blocklist_ip("203.0.113.0/24")
+    Rack::Attack.safelist_ip("2001:db8::/32")
+    assert_equal [200, 200, 200], Array.new(3) { get(ip: "127.0.0.1").status }
+    assert_equal [200, 200], Array.new(2) { get(ip: "2001:db8::5").status }
+    blocked = get("/x.php", ip: "198.51.100.9")
+    assert_equal [403, "Forbidden\n"], [blocked.status, blocked.body]
+    assert_equal 403, get(ip: "203.0.113.77").status
+    Rack::Attack.blocklisted_responder = ->(request) { [503, {}, ["no #{request.path}"]] }
+    assert_equal [503, "no /y.php"], get("/y.php").then { |r| [r.status, r.body] }
+  ensure
+    Rack::Attack.blocklisted_responder = ->(_request) { [403, { "content-type" => "text/plain" }, ["Forbidden\n"]] }
+  end
+
+  def test_fail2ban_and_allow2ban_filters
+    Rack::Attack.blocklist("fail2ban") do |req|
+      Rack::Attack::Fail2Ban.filter("f-#{req.ip}", maxretry: 2, findtime: 60, bantime: 60) { req.path == "/bad" }
+    end
+    Rack::Attack.blocklist("allow2ban") do |req|
+      Rack::Attack::Allow2Ban.filter("a-#{req.ip}", maxretry: 2, findtime: 60, bantime: 60) { req.path == "/login" }
+    end
+    assert_equal [200, 403, 200, 403, 403], [get.status, get("/bad").status, get.status, get("/bad").status, get.status],
+                 "each bad request is refused; two ban the client"
+    other = "198.51.100.20"
+    assert_equal [200, 200, 403, 403], [get("/login", ip: other).status, get("/login", ip: other).status,
+                                        get("/login", ip: other).status, get("/", ip: other).status],
+                 "allow2ban lets requests through until the ban"
+  end
+
+  def test_tracks_notifications_and_a_request_extension
+    Rack::Attack::Request.class_eval { define_method(:from_office?) { ip == "198.51.100.50" } }
+    Rack::Attack.track("office") { |req| req.from_office? }
+    Rack::Attack.track("busy", limit: 2, period: 60) { |req| req.ip }
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    events = []
+    subscriber = ActiveSupport::Notifications.subscribe(/rack_attack/) do |name, _s, _f, _id, payload|
+      events << [name, payload[:request].class]
+    end
+    get(ip: "198.51.100.50")
+    get(ip: "198.51.100.50")
+    assert_equal [["track.rack_attack", Rack::Attack::Request], ["throttle.rack_attack", Rack::Attack::Request]], events
+  ensure
+    ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
+  end
+
+  def test_enabled_reset_and_clear_configuration
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    assert_equal [200, 429], [get.status, get.status]
+    Rack::Attack.enabled = false
+    assert_equal 200, get.status
+    Rack::Attack.enabled = true
+    Rack::Attack.reset!
+    assert_equal [200, 429], [get.status, get.status], "reset! forgot the counts"
+    Rack::Attack.clear_configuration
+    assert_equal 200, get.status
+  end
+
+  def test_cache_stores
+    memory = ActiveSupport::Cache::MemoryStore.new
+    Rack::Attack.cache.store = memory
+    assert_equal "memory://", Rack::Attack.cache.url
+    Rack::Attack.cache.store = ActiveSupport::Cache::RedisCacheStore.new(url: redis_url)
+    assert_equal redis_url, Rack::Attack.cache.url
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    assert_equal [200, 429], [get.status, get.status]
+    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { Rack::Attack.cache.store = Object.new }
+    assert_match(/cannot hold exact windows/, error.message)
+  end
+
+  def test_hostile_discriminators_are_limited_each_exactly
+    Rack::Attack.throttle("key", limit: 2, period: 60) { |req| req.get_header("HTTP_X_KEY") }
+    ["caf\xC3\xA9\xFF".b, "a\x00b", "a\r\nSet-Cookie: x=1", "a\r\nSet-Cookie: x=2"].each do |value|
+      assert_equal [200, 200, 429], Array.new(3) { get("/", "HTTP_X_KEY" => value).status }, value.inspect
+    end
+  end
+
+  def test_seed_001_initializer_under_puma_with_two_workers
+    port = free_port
+    env = { "RATEKEEPER_STORE" => redis_url, "RATEKEEPER_PREFIX" => unique_prefix }
+    env["RUBYLIB"] = File.join(ROOT, "ruby/lib") if ENV["RATEKEEPER_DEV"] == "1"
+    log = File.join(Dir.tmpdir, "puma-rack-attack-#{port}.log")
+    pid = spawn(env, "puma", "-w", "2", "-b", "tcp://127.0.0.1:#{port}", File.join(ROOT, "tests/ruby/servers/rack_attack.ru"),
+                out: log, err: log)
+    wait_up(port, pid, log)
+    http = lambda do |path, form = nil|
+      uri = URI("http://127.0.0.1:#{port}#{path}")
+      response = form ? Net::HTTP.post_form(uri, form) : Net::HTTP.get_response(uri)
+      [response.code.to_i, JSON.parse(response.body)]
+    end
+    logins = Array.new(7) { http.call("/login", "email" => "Alice@Example.com ") }
+    assert_equal [200] * 5 + [429] * 2, logins.map(&:first), File.read(log)
+    assert_equal({ "error" => "throttled", "throttle" => "logins/email", "limit" => 5 }, logins.last[1].except("pid"))
+    pages = Array.new(15) { http.call("/page") }
+    assert_equal [200] * 13 + [429] * 2, pages.map(&:first), "20 per minute per IP across both workers, logins counted"
+    assert_equal 2, (logins + pages).map { |_, body| body["pid"] }.uniq.size, "both workers answered"
+  ensure
+    stop_server(pid)
+  end
+
+  def test_the_railtie_inserts_the_middleware_as_rack_attacks_does
+    script = <<~RUBY
+      require "rails"
+      require "action_controller/railtie"
+      require "ratekeeper/rack_attack"
+      class App < Rails::Application
+        config.eager_load = false
+        config.logger = Logger.new(nil)
+        config.secret_key_base = "x" * 32
+      end
+      App.initialize!
+      print App.middleware.include?(Rack::Attack)
+    RUBY
+    env = ENV["RATEKEEPER_DEV"] == "1" ? { "RUBYLIB" => File.join(ROOT, "ruby/lib") } : {}
+    out = IO.popen(env, ["timeout", "120", RbConfig.ruby, "-e", script], err: %i[child out], &:read)
+    assert_equal "true", out.lines.last.to_s.strip, out
+  end
+
+  private
+
+  def wait_up(port, pid, log)
+    200.times do
+      flunk "puma exited: #{File.read(log)}" if Process.waitpid(pid, Process::WNOHANG)
+      Net::HTTP.start("127.0.0.1", port, open_timeout: 1, read_timeout: 2) { |h| h.get("/assets/warm") }
+      return
+    rescue Errno::ECONNREFUSED, EOFError, Errno::ECONNRESET, Net::OpenTimeout, Net::ReadTimeout
+      sleep 0.1
+    end
+    flunk "puma did not start on port #{port}"
+  end
+end
