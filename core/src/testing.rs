@@ -10,23 +10,25 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// The frozen time in ms (0: the real clock).
-static FROZEN_MS: AtomicU64 = AtomicU64::new(0);
+/// The frozen time in ms ([`REAL_CLOCK`]: the real clock; the epoch itself can be frozen at).
+static FROZEN_MS: AtomicU64 = AtomicU64::new(REAL_CLOCK);
+const REAL_CLOCK: u64 = u64::MAX;
 static DISABLED: AtomicBool = AtomicBool::new(false);
 static RESETS: AtomicU64 = AtomicU64::new(0);
 
 /// Freezes the clock of checks at `ms` since the epoch (`None`: the real clock again).
 pub fn freeze(ms: Option<u64>) {
-    FROZEN_MS.store(
-        ms.unwrap_or(0).max(u64::from(ms.is_some())),
-        Ordering::Release,
-    );
+    let stored = match ms {
+        Some(ms) => ms.min(REAL_CLOCK - 1),
+        None => REAL_CLOCK,
+    };
+    FROZEN_MS.store(stored, Ordering::Release);
 }
 
 /// The frozen time, if the clock is frozen.
 pub fn frozen() -> Option<u64> {
     match FROZEN_MS.load(Ordering::Acquire) {
-        0 => None,
+        REAL_CLOCK => None,
         ms => Some(ms),
     }
 }

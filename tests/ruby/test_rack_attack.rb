@@ -8,6 +8,7 @@ require "active_support"
 require "active_support/notifications"
 require "active_support/cache"
 require "ratekeeper/rack_attack"
+require "timecop"
 
 # ratekeeper/rack_attack as an app that removed the rack-attack gem uses it:
 # each feature rack-attack's README documents, through Rack::MockRequest on
@@ -50,6 +51,23 @@ class TestRackAttack < Minitest::Test
     data = env["rack.attack.match_data"]
     assert_equal [3, 60.0, 4], [data[:limit], data[:period], data[:count]]
     assert_includes env["rack.attack.throttle_data"].keys, "per-path"
+  end
+
+  def test_timecop_moves_the_windows_as_it_moves_rack_attacks
+    Rack::Attack.throttled_response_retry_after_header = true
+    Rack::Attack.throttle("by ip", limit: 1, period: 60) { |req| req.ip }
+    Rack::Attack.blocklist("f2b") do |req|
+      Rack::Attack::Fail2Ban.filter(req.ip, maxretry: 1, findtime: 60, bantime: 60) { req.path == "/bad" }
+    end
+    Timecop.freeze(Time.at(0)) { assert_equal 200, get.status }
+    Timecop.freeze(Time.at(25)) { assert_equal "35", get.headers["retry-after"], "the epoch itself can be frozen at" }
+    Timecop.freeze(Time.at(60)) { assert_equal 200, get.status, "the unit counted at 0 left the window" }
+    Timecop.freeze(Time.at(100)) { assert_equal [403, 403], [get("/bad").status, get.status] }
+    Timecop.freeze(Time.at(161)) { assert_equal 200, get.status, "the ban ended" }
+    assert_equal 200, get(ip: "198.51.100.99").status, "the real clock once Timecop returns"
+  ensure
+    Timecop.return
+    Ratekeeper::Testing.unfreeze
   end
 
   def test_a_nil_discriminator_is_not_counted_and_procs_give_the_rate
@@ -163,21 +181,24 @@ class TestRackAttack < Minitest::Test
   end
 
   def test_the_railtie_inserts_the_middleware_as_rack_attacks_does
-    script = <<~RUBY
-      require "rails"
-      require "action_controller/railtie"
-      require "ratekeeper/rack_attack"
-      class App < Rails::Application
-        config.eager_load = false
-        config.logger = Logger.new(nil)
-        config.secret_key_base = "x" * 32
-      end
-      App.initialize!
-      print App.middleware.include?(Rack::Attack)
-    RUBY
-    env = ENV["RATEKEEPER_DEV"] == "1" ? { "RUBYLIB" => File.join(ROOT, "ruby/lib") } : {}
-    out = IO.popen(env, ["timeout", "120", RbConfig.ruby, "-e", script], err: %i[child out], &:read)
-    assert_equal "true", out.lines.last.to_s.strip, out
+    rails = %(require "rails"\nrequire "action_controller/railtie"\n)
+    compat = %(require "active_support"\nrequire "ratekeeper/rack_attack"\n)
+    # Rails loaded first (an app's initializer), or after (a spec helper's order)
+    [rails + compat, compat + rails].each do |loads|
+      script = <<~RUBY
+        #{loads}
+        class App < Rails::Application
+          config.eager_load = false
+          config.logger = Logger.new(nil)
+          config.secret_key_base = "x" * 32
+        end
+        App.initialize!
+        print App.middleware.count { |m| m.klass == Rack::Attack }
+      RUBY
+      env = ENV["RATEKEEPER_DEV"] == "1" ? { "RUBYLIB" => File.join(ROOT, "ruby/lib") } : {}
+      out = IO.popen(env, ["timeout", "120", RbConfig.ruby, "-e", script], err: %i[child out], &:read)
+      assert_equal "1", out.lines.last.to_s.strip, "#{loads}: #{out}"
+    end
   end
 
   private

@@ -3,6 +3,7 @@
 require "ipaddr"
 require "ratekeeper"
 require "ratekeeper/rack/middleware"
+require "ratekeeper/testing"
 
 module Rack
   # rack-attack's API on ratekeeper, for an app that removed the rack-attack
@@ -29,6 +30,19 @@ module Rack
     class Error < StandardError; end
     # A cache store that cannot hold ratekeeper's windows.
     class MisconfiguredStoreError < Error; end
+    # No cache store was given, and there is no Rails.cache to use.
+    class MissingStoreError < Error; end
+
+    # rack-attack's path normalizers: Rails' where it is loaded (a trailing
+    # slash, a repeated one, are one path), else the path as it came.
+    module FallbackPathNormalizer
+      # The path as it came.
+      def self.normalize_path(path)
+        path
+      end
+    end
+
+    PathNormalizer = defined?(::ActionDispatch::Journey::Router::Utils) ? ::ActionDispatch::Journey::Router::Utils : FallbackPathNormalizer
 
     # The request the blocks are given: reopen it to add helpers, as with rack-attack.
     class Request < ::Rack::Request
@@ -58,8 +72,17 @@ module Rack
         Attack.changed!
       end
 
-      # The ratekeeper store URL the cache store names.
-      attr_reader :url
+      # The ratekeeper store URL the cache store names (Rails.cache's when
+      # none was given).
+      def url
+        return @url if @store
+
+        rails = defined?(::Rails) && ::Rails.respond_to?(:cache) && ::Rails.cache
+        raise MissingStoreError, "Rack::Attack.cache.store is not set: give a Redis (RedisCacheStore, a Redis " \
+                                 "client or a ConnectionPool) or a MemoryStore" unless rails
+
+        Cache.url_of(rails)
+      end
 
       # Forgets every count and ban under the prefix (a Redis client's keys
       # are deleted; the memory store is replaced).
@@ -154,6 +177,7 @@ module Rack
     class Fail2Ban
       class << self
         def filter(discriminator, bantime:, findtime:, maxretry:)
+          Attack.follow_timecop
           limiter = Attack.strikes
           key = "#{name.split("::").last.downcase}:#{discriminator}"
           return true if limiter.peek(key).blocked?
@@ -190,9 +214,25 @@ module Rack
     @lock = Mutex.new
 
     class << self
-      attr_reader :cache, :throttles, :safelists, :blocklists, :tracks
+      attr_reader :throttles, :safelists, :blocklists, :tracks, :anonymous_safelists, :anonymous_blocklists,
+                  :throttled_response, :blocklisted_response
       attr_accessor :enabled, :throttled_responder, :blocklisted_responder, :throttled_response_retry_after_header,
-                    :notifier
+                    :notifier, :throttle_discriminator_normalizer
+
+      # Where the counts are kept (see Cache).
+      def cache
+        @cache ||= Cache.new
+      end
+
+      # rack-attack 5's responder, taking the env (deprecated there too).
+      def throttled_response=(responder)
+        @throttled_response = responder
+      end
+
+      # rack-attack 5's responder, taking the env (deprecated there too).
+      def blocklisted_response=(responder)
+        @blocklisted_response = responder
+      end
 
       # Limits requests per discriminator (see Throttle).
       def throttle(name, options, &block)
@@ -200,17 +240,19 @@ module Rack
         changed!
       end
 
-      # Requests the block is true for skip every throttle and blocklist.
+      # Requests the block is true for skip every throttle and blocklist
+      # (one without a name is kept among the anonymous ones).
       def safelist(name = nil, &block)
-        name ||= "safelist #{@safelists.size}"
-        @safelists[name.to_s] = Check.new(name.to_s, block)
+        check = Check.new(name&.to_s, block)
+        name ? @safelists[name.to_s] = check : @anonymous_safelists << check
         changed!
       end
 
-      # Requests the block is true for are refused (the blocklisted responder).
+      # Requests the block is true for are refused (the blocklisted
+      # responder; one without a name is kept among the anonymous ones).
       def blocklist(name = nil, &block)
-        name ||= "blocklist #{@blocklists.size}"
-        @blocklists[name.to_s] = Check.new(name.to_s, block)
+        check = Check.new(name&.to_s, block)
+        name ? @blocklists[name.to_s] = check : @anonymous_blocklists << check
         changed!
       end
 
@@ -240,13 +282,25 @@ module Rack
         cache.reset!
       end
 
-      # Forgets the throttles, lists and tracks.
+      # Forgets the throttles, lists, tracks and responders.
       def clear_configuration
         @throttles = {}
         @safelists = {}
         @blocklists = {}
+        @anonymous_safelists = []
+        @anonymous_blocklists = []
         @tracks = {}
+        @throttled_response_retry_after_header = false
+        @throttled_responder = default_throttled_responder
+        @blocklisted_responder = ->(_request) { [403, { "content-type" => "text/plain" }, ["Forbidden\n"]] }
+        @throttled_response = nil
+        @blocklisted_response = nil
         changed!
+      end
+
+      # rack-attack 5's name of clear_configuration.
+      def clear!
+        clear_configuration
       end
 
       # Says that the configuration changed: the next request builds the policy again.
@@ -258,18 +312,35 @@ module Rack
         end
       end
 
+      # Under Timecop (an app's tests), the clock of every check is
+      # Timecop's, as rack-attack's windows follow Time.now: each request
+      # freezes ratekeeper's test clock (Ratekeeper::Testing) at Time.now,
+      # and the real clock is back once Timecop returns.
+      def follow_timecop
+        return unless defined?(::Timecop)
+
+        if ::Timecop.top_stack_item
+          Ratekeeper::Testing.freeze_time(Time.now.to_f)
+          @timecop = true
+        elsif @timecop
+          Ratekeeper::Testing.unfreeze
+          @timecop = false
+        end
+      end
+
       # The limiter counting a track's requests at +limit+ per +ms+.
       def track_limiter(throttle, limit, ms)
         @lock.synchronize do
           @track_limiters[[throttle.name, limit, ms]] ||=
-            Ratekeeper::Limiter.new("#{limit}/#{ms}ms", **store_options, scope: Ratekeeper.scope_name(throttle.name))
+            Ratekeeper::Limiter.new("#{limit}/#{ms}ms", **store_options(counting: true),
+                                    scope: Ratekeeper.scope_name(throttle.name))
         end
       end
 
       # The limiter Fail2Ban and Allow2Ban count strikes with (its rules unused).
       def strikes
         @lock.synchronize do
-          @strikes ||= Ratekeeper::Limiter.new("1/second", **store_options, scope: "rack-attack")
+          @strikes ||= Ratekeeper::Limiter.new("1/second", **store_options(counting: true), scope: "rack-attack")
         end
       end
 
@@ -289,15 +360,26 @@ module Rack
         end
       end
 
-      # What the configuration says, as a ratekeeper policy.
+      # What the configuration says, as a ratekeeper policy (the anonymous
+      # lists after the named ones, as rack-attack checks them).
       def policy
         {
           "store" => store_options.to_h { |k, v| [k == :store ? "url" : k.to_s, v] },
-          "safelist" => @safelists.values.map { |c| { "name" => c.name, "match" => c.block } },
-          "blocklist" => @blocklists.values.map { |c| { "name" => c.name, "match" => c.block } },
+          "safelist" => list_policy(all_safelists, "safelist"),
+          "blocklist" => list_policy(all_blocklists, "blocklist"),
           "throttle" => @throttles.values.map { |t| throttle_policy(t) },
           "log_denials" => false
         }
+      end
+
+      # The safelist entries in the policy's order.
+      def all_safelists
+        @safelists.values + @anonymous_safelists
+      end
+
+      # The blocklist entries in the policy's order.
+      def all_blocklists
+        @blocklists.values + @anonymous_blocklists
       end
 
       # The names of the scopes, back to the throttles'.
@@ -321,10 +403,16 @@ module Rack
         [429, headers, ["Retry later\n"]]
       end
 
-      def store_options
-        options = { store: @cache.url }
-        options[:prefix] = @cache.prefix if @cache.prefix
+      # The store options; a policy that counts nothing (no throttle, no
+      # track with a limit) needs no store, and runs without one.
+      def store_options(counting: !@throttles.empty? || @tracks.values.any?(&:last))
+        options = { store: counting || cache.store ? cache.url : "memory://" }
+        options[:prefix] = cache.prefix if cache.prefix
         options
+      end
+
+      def list_policy(checks, kind)
+        checks.each_with_index.map { |c, i| { "name" => "#{kind} #{i}", "match" => c.block } }
       end
 
       def throttle_policy(throttle)
@@ -343,7 +431,10 @@ module Rack
 
       def discriminator(throttle, request)
         value = throttle.block.call(request)
-        value&.to_s
+        return nil if value.nil? || value == false
+
+        normalize = throttle_discriminator_normalizer
+        normalize ? normalize.call(value) : value.to_s
       end
 
       def within?(net, ip)
@@ -353,12 +444,11 @@ module Rack
       end
     end
 
-    clear_configuration
     @rates = Hash.new { |h, name| h[name] = [] }
+    clear_configuration
     @enabled = true
-    @throttled_response_retry_after_header = false
-    @throttled_responder = default_throttled_responder
-    @blocklisted_responder = ->(_request) { [403, { "content-type" => "text/plain" }, ["Forbidden\n"]] }
+    @notifier = ::ActiveSupport::Notifications if defined?(::ActiveSupport::Notifications)
+    @throttle_discriminator_normalizer = ->(discriminator) { discriminator.to_s.strip.downcase }
 
     def initialize(app)
       @app = app
@@ -368,6 +458,8 @@ module Rack
       return @app.call(env) unless Attack.enabled && !env["rack.attack.called"]
 
       env["rack.attack.called"] = true
+      Attack.follow_timecop
+      env["PATH_INFO"] = PathNormalizer.normalize_path(env["PATH_INFO"])
       request = Attack::Request.new(env)
       rates = dynamic_rates(request)
       verdict = Attack.gate(rates).decide(method: request.request_method, path: request.path_info.to_s,
@@ -376,11 +468,11 @@ module Rack
                                           query: env["QUERY_STRING"].to_s, context: request)
       throttle_data(env, verdict)
       if verdict.safelist
-        matched(request, verdict.safelist, :safelist)
+        matched(request, entry_name(Attack.all_safelists, verdict.safelist), :safelist)
         @app.call(env)
       elsif verdict.blocklist || verdict.ending == "block"
-        matched(request, verdict.blocklist || "ratekeeper", :blocklist)
-        Attack.blocklisted_responder.call(request)
+        matched(request, verdict.blocklist ? entry_name(Attack.all_blocklists, verdict.blocklist) : "ratekeeper", :blocklist)
+        Attack.blocklisted_response ? Attack.blocklisted_response.call(env) : Attack.blocklisted_responder.call(request)
       elsif verdict.ending == "deny"
         throttled(request, verdict)
       else
@@ -390,6 +482,11 @@ module Rack
     end
 
     private
+
+    # The name a safelist or blocklist entry was given (nil: anonymous), from its policy name.
+    def entry_name(checks, policy_name)
+      checks[policy_name.split.last.to_i]&.name
+    end
 
     # The rates of the throttles whose limit or period is a callable, for this request.
     def dynamic_rates(request)
@@ -422,7 +519,7 @@ module Rack
       env["rack.attack.match_discriminator"] = data[:discriminator]
       env["rack.attack.match_data"] = data
       matched(request, name, :throttle)
-      Attack.throttled_responder.call(request)
+      Attack.throttled_response ? Attack.throttled_response.call(env) : Attack.throttled_responder.call(request)
     end
 
     def tracked(request)
@@ -432,7 +529,7 @@ module Rack
         next if limit && !over?(limit, value, request)
 
         request.env["rack.attack.match_discriminator"] = value.to_s
-        matched(request, name, :track, keep: false)
+        matched(request, name, :track)
       end
     end
 
@@ -441,18 +538,15 @@ module Rack
       !Attack.track_limiter(throttle, *throttle.rate(request)).check(value.to_s).allowed?
     end
 
-    def matched(request, name, type, keep: true)
-      env = request.env
-      if keep
-        env["rack.attack.matched"] = name
-        env["rack.attack.match_type"] = type
-      end
-      notify(type, request)
-    end
+    # Tells the env and the notifier (the event, then rack-attack 5's "rack.attack") what matched.
+    def matched(request, name, type)
+      request.env["rack.attack.matched"] = name
+      request.env["rack.attack.match_type"] = type
+      notifier = Attack.notifier
+      return unless notifier
 
-    def notify(type, request)
-      notifier = Attack.notifier || (defined?(::ActiveSupport::Notifications) && ::ActiveSupport::Notifications)
-      notifier&.instrument("#{type}.rack_attack", request: request)
+      notifier.instrument("#{type}.rack_attack", request: request)
+      notifier.instrument("rack.attack", request: request)
     end
   end
 end
@@ -468,4 +562,8 @@ if defined?(Rails::Railtie)
       end
     end
   end
+elsif defined?(ActiveSupport.on_load)
+  # Rails loaded after this file: each application class gets the middleware
+  # as it is defined.
+  ActiveSupport.on_load(:before_configuration) { config.middleware.use(Rack::Attack) }
 end
