@@ -27,6 +27,16 @@ module Ratekeeper
                  now, ip&.to_s)
     end
 
+    # A number of seconds as the native layer takes it: an
+    # ActiveSupport::Duration (10.minutes), a Rational or a BigDecimal as a
+    # Float; anything else as it is (a wrong kind is refused there, named).
+    def seconds(value)
+      case value # (a Duration says is_a?(Integer); === asks its class)
+      when nil, Integer, Float, String then value
+      else value.respond_to?(:to_f) ? value.to_f : value
+      end
+    end
+
     # Called by the native layer with the first warning of an outage.
     def log_warning(message)
       logger.warn(message)

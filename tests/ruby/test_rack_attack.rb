@@ -7,6 +7,7 @@ require "redis"
 require "active_support"
 require "active_support/notifications"
 require "active_support/cache"
+require "active_support/core_ext/integer/time"
 require "ratekeeper/rack_attack"
 require "timecop"
 
@@ -96,8 +97,8 @@ class TestRackAttack < Minitest::Test
   end
 
   def test_fail2ban_and_allow2ban_filters
-    Rack::Attack.blocklist("fail2ban") do |req|
-      Rack::Attack::Fail2Ban.filter("f-#{req.ip}", maxretry: 2, findtime: 60, bantime: 60) { req.path == "/bad" }
+    Rack::Attack.blocklist("fail2ban") do |req| # times as an initializer gives them: Durations
+      Rack::Attack::Fail2Ban.filter("f-#{req.ip}", maxretry: 2, findtime: 1.minute, bantime: 1.minute) { req.path == "/bad" }
     end
     Rack::Attack.blocklist("allow2ban") do |req|
       Rack::Attack::Allow2Ban.filter("a-#{req.ip}", maxretry: 2, findtime: 60, bantime: 60) { req.path == "/login" }

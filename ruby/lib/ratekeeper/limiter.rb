@@ -37,7 +37,8 @@ module Ratekeeper
     # default). Returns true when this strike banned it. A store failure
     # follows on_error.
     def penalize(key = nil, ip: nil, ban: nil, maxretry: nil, findtime: nil, bantime: nil, name: nil, now: nil)
-      _penalize(key && Limiter.key_text(key), ip, ban, maxretry, findtime, bantime, name, now)
+      _penalize(key && Limiter.key_text(key), ip, ban, maxretry, Ratekeeper.seconds(findtime),
+                Ratekeeper.seconds(bantime), name, now)
     end
 
     # Waits until a check of +key+ is admitted and returns its Decision: each
@@ -92,7 +93,7 @@ module Ratekeeper
   # different bans apart. Each not given takes its default (from the core).
   class Fail2Ban
     def self.new(name = nil, maxretry: nil, findtime: nil, bantime: nil)
-      _new(name, maxretry, findtime, bantime)
+      _new(name, maxretry, Ratekeeper.seconds(findtime), Ratekeeper.seconds(bantime))
     end
   end
 
