@@ -26,7 +26,7 @@
 -- The log's layout and rules are described once, in the engine crate's docs
 -- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
 -- for Redis servers that load no modules; a differential test
--- (core/tests/engine_differential.rs) holds the two to equal replies and stored bytes.
+-- (core/tests/integration/engine_differential.rs) holds the two to equal replies and stored bytes.
 -- This runs on every request: the common path makes four Redis calls (TIME, GETRANGE,
 -- SETRANGE, SETRANGE), encodes only what changed and defines no function it does not use.
 

@@ -3,7 +3,7 @@
 //! The compact sliding log of ratekeeper, over a byte buffer, with no I/O.
 //! The Redis module (`module/`) runs it inside Redis; the Lua script
 //! `core/lua/check.lua` runs the same algorithm for Redis servers that load
-//! no modules, and a differential test (`core/tests/engine_differential.rs`)
+//! no modules, and a differential test (`core/tests/integration/engine_differential.rs`)
 //! holds the two to equal replies and equal bytes. The core re-exports this
 //! crate as `ratekeeper_core::engine`.
 //!

@@ -1,7 +1,7 @@
 //! Both stores against a tiny reference model of DESIGN.md's semantics, on
 //! random rule sets and request sequences: every decision must be identical.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use ratekeeper_core::{Decision, Limiter, OnError, Rule, RuleSet, Store};

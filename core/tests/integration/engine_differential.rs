@@ -7,7 +7,7 @@
 //!
 //! Runs on `RATEKEEPER_TEST_REDIS_MODULE` (scripts/test starts it).
 
-mod common;
+use crate::common;
 
 use ratekeeper_core::store::REDIS_SCRIPT;
 use redis::Value;

@@ -1,6 +1,6 @@
 //! Runs the shared scenario table (`tests/cases/scenarios.json`) against both stores.
 
-mod common;
+use crate::common;
 
 use ratekeeper_core::{Limiter, OnError, Rule, RuleSet, Store};
 use serde_json::Value;

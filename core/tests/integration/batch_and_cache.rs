@@ -1,7 +1,7 @@
 //! Batches (`check_many`, `check_batch`: one Redis round trip) and the
 //! in-process denial cache (a hammered denied key does not reach Redis).
 
-mod common;
+use crate::common;
 
 use ratekeeper_core::{check_batch, BatchItem, Limiter, OnError, RuleSet, StoreOptions};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! Every check returns in time with the configured outcome, the circuit
 //! breaker spares a dead Redis, and limiting is exact again after recovery.
 
-mod common;
+use crate::common;
 
 use common::OwnRedis;
 use ratekeeper_core::{Error, Limiter, OnError, RuleSet, StoreOptions};

@@ -4,7 +4,7 @@
 //!
 //! The module's file is `RATEKEEPER_MODULE` (scripts/test builds it).
 
-mod common;
+use crate::common;
 
 use common::OwnRedis;
 use ratekeeper_core::{Limiter, ModuleUse, OnError, RuleSet, Store};

@@ -1,6 +1,6 @@
 //! Many threads on one key never admit more than the limit, on either store.
 
-mod common;
+use crate::common;
 
 use ratekeeper_core::{Limiter, OnError, RuleSet, Store};
 use std::sync::atomic::{AtomicU64, Ordering};

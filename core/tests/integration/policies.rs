@@ -3,7 +3,7 @@
 //! On Redis and the Cluster, "another process" is a second store (its own
 //! pool and its own view of the shared policies) with the same prefix.
 
-mod common;
+use crate::common;
 
 use ratekeeper_core::policy::Field;
 use ratekeeper_core::store::{self, Store, StoreOptions};
