@@ -37,16 +37,16 @@ def on_redis(url: str, prefix: str, **more):
 def test_a_view_decorated_the_django_ratelimit_way_shares_a_quota_with_rack(rack, tmp_path, redis_url):
     """gunicorn (2 workers) serves a view under @ratelimit(group="api",
     key="header:x-api-key", rate="5/m"); puma (2 workers) a Rack app whose
-    throttle "api" is 5/minute per X-Api-Key, in ratekeeper's DSL or in a
-    rack-attack initializer (ratekeeper/rack_attack): one prefix on one
-    Redis, one quota. Ten requests alternating between them: exactly five pass."""
+    throttle "api" is 5/minute per X-Api-Key in ratekeeper's DSL, or a Rails
+    6.1 app whose rack-attack initializer says so (ratekeeper/rack_attack,
+    tests/ruby/servers/rails_attack): one prefix on one Redis, one quota. Ten requests alternating between them: exactly five pass."""
     prefix = unique_prefix()
     started = []
     try:
         django, django_port = gunicorn_django(tmp_path, "django-ratelimit", redis_url, prefix, rules="5/m")
         started.append(django)
         if rack == "rack-attack":
-            app = str(Path(ROOT) / "tests" / "ruby" / "servers" / "rack_attack.ru")
+            app = str(Path(ROOT) / "tests" / "ruby" / "servers" / "rails_attack" / "config.ru")
             rack_app, rack_port = puma_rack(tmp_path, "rack-attack", redis_url, prefix, app=app, probe="/assets/warm")
         else:
             rack_app, rack_port = puma_rack(tmp_path, "direct", redis_url, prefix, rules="5/minute")

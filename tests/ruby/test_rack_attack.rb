@@ -14,7 +14,8 @@ require "timecop"
 # ratekeeper/rack_attack as an app that removed the rack-attack gem uses it:
 # each feature rack-attack's README documents, through Rack::MockRequest on
 # Redis (the cache store a Redis client, a RedisCacheStore or a MemoryStore),
-# and seed 001's kind of initializer under puma with 2 workers.
+# and a Rails 6.1 app with seed 001's kind of initializer under puma with 2
+# workers (tests/ruby/servers/rails_attack).
 class TestRackAttack < Minitest::Test
   include TestSupport
 
@@ -28,6 +29,12 @@ class TestRackAttack < Minitest::Test
     Rack::Attack.cache.store = Redis.new(url: redis_url)
     Rack::Attack.cache.prefix = unique_prefix
     @app = Rack::MockRequest.new(Rack::Attack.new(HELLO))
+  end
+
+  # Rack::Attack is process-wide, and its Railtie adds it to every Rails app
+  # this process initializes (test_rails.rb's): no test leaves a throttle behind
+  def teardown
+    Rack::Attack.clear_configuration
   end
 
   def get(path = "/", ip: "198.51.100.7", **env)
@@ -163,8 +170,8 @@ class TestRackAttack < Minitest::Test
     env = { "RATEKEEPER_STORE" => redis_url, "RATEKEEPER_PREFIX" => unique_prefix }
     env["RUBYLIB"] = File.join(ROOT, "ruby/lib") if ENV["RATEKEEPER_DEV"] == "1"
     log = File.join(Dir.tmpdir, "puma-rack-attack-#{port}.log")
-    pid = spawn(env, "puma", "-w", "2", "-b", "tcp://127.0.0.1:#{port}", File.join(ROOT, "tests/ruby/servers/rack_attack.ru"),
-                out: log, err: log)
+    pid = spawn(env, "puma", "-w", "2", "-b", "tcp://127.0.0.1:#{port}",
+                File.join(ROOT, "tests/ruby/servers/rails_attack/config.ru"), out: log, err: log)
     wait_up(port, pid, log)
     http = lambda do |path, form = nil|
       uri = URI("http://127.0.0.1:#{port}#{path}")

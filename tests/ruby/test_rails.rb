@@ -54,7 +54,7 @@ class TestRails < Minitest::Test
     subscriber = ActiveSupport::Notifications.subscribe("throttle.ratekeeper") { |*, payload| events << payload[:name] }
     2.times do |i|
       get "/", {}, "REMOTE_ADDR" => "203.0.113.77"
-      assert_equal 200, last_response.status, "request #{i}"
+      assert_equal 200, last_response.status, "request #{i}: #{last_response.headers} #{last_response.body}"
       assert_equal "home", last_response.body
       assert_equal (1 - i).to_s, last_response.headers["X-RateLimit-Remaining"]
     end

@@ -99,8 +99,11 @@ fn bytes(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
 }
 
 /// The key's TTL in ms (-1: none, -2: no key).
-fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).unwrap()
+/// When `key` expires (unix ms; -1 without a TTL, -2 absent): an absolute
+/// time, so reading three keys one after another on a busy machine does not
+/// count as a difference between them.
+fn expires_at(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
 }
 
 /// Whether two keys' TTLs agree: both absent, both without one, or both
@@ -124,13 +127,15 @@ struct Keys {
 
 fn copy(con: &mut redis::Connection, from: &str, to: &str) {
     let dumped: Option<Vec<u8>> = redis::cmd("DUMP").arg(from).query(con).unwrap();
-    let ttl: i64 = redis::cmd("PTTL").arg(from).query(con).unwrap();
+    let ends = expires_at(con, from);
     let _: () = redis::cmd("DEL").arg(to).query(con).unwrap();
     if let Some(dumped) = dumped {
+        // the same end, not the same time left (which a slow copy shortens)
         let _: () = redis::cmd("RESTORE")
             .arg(to)
-            .arg(ttl.max(0))
+            .arg(ends.max(0))
             .arg(dumped)
+            .arg("ABSTTL")
             .query(con)
             .unwrap();
     }
@@ -332,9 +337,9 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
             );
         }
         let (ta, tb, tx) = (
-            pttl(con, &keys.script),
-            pttl(con, &keys.module),
-            pttl(con, &keys.mixed),
+            expires_at(con, &keys.script),
+            expires_at(con, &keys.module),
+            expires_at(con, &keys.mixed),
         );
         assert!(same_ttl(ta, tb), "TTLs differ at {at}: {ta} {tb}");
         assert!(
