@@ -1,7 +1,7 @@
 """A one-view Django site for the HTTP benchmark, served by gunicorn:
 BENCH_MODE=none (no limiter), ratekeeper (the middleware, four rules) or
 django_ratelimit (four stacked decorators), all keyed by X-Forwarded-For,
-all on the Redis in BENCH_REDIS.
+all on the Redis in BENCH_REDIS (ratekeeper also on memory://, its memory store).
 
     BENCH_MODE=ratekeeper BENCH_REDIS=redis://127.0.0.1:6379/0 gunicorn benchsite:application
 """
@@ -31,7 +31,8 @@ settings.configure(
     ROOT_URLCONF=__name__,
     INSTALLED_APPS=apps,
     MIDDLEWARE=middleware,
-    CACHES={"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}},
+    CACHES={"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
+    if REDIS.startswith("redis") else {},
     RATEKEEPER={
         "STORE": REDIS,
         "PREFIX": f"httpbench-{os.getpid()}",
