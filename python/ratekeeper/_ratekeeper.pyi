@@ -1,6 +1,6 @@
 """Type stubs of the native module (checked against it by tests/python/test_stubs.py)."""
 
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar, Union, final
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union, final
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -196,6 +196,7 @@ class Gate:
         user: Optional[Callable[[], Any]] = None,
         cost: Optional[int] = None,
     ) -> Awaitable[Verdict]: ...
+    def penalize(self, name: str, peer: str, headers: Mapping[str, Any]) -> bool: ...
     @property
     def scopes(self) -> List[str]: ...
     @property

@@ -402,6 +402,41 @@ impl Gate {
         })
     }
 
+    /// `gate.penalize(name, peer, headers)`: counts a strike of the
+    /// fail2ban or allow2ban entry `name` against the client of a request
+    /// from `peer` with `headers` (a mapping, WSGI/Django `HTTP_` names or
+    /// plain ones; `X-Forwarded-For` believed from the policy's trusted
+    /// proxies), as an app does after a failed login; True when the strike
+    /// banned the client (its network: an IPv6 client's /64).
+    #[pyo3(signature = (name, peer, headers))]
+    fn penalize(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        peer: &str,
+        headers: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let none = py.None().into_bound(py);
+        let request = Request {
+            py,
+            head: Head::new("", String::new(), "", peer.to_owned(), String::new()),
+            headers,
+            context: &none,
+            body: None,
+            user: None,
+            cost: crate::convert::cost(py, None)?,
+            callables: &self.callables,
+            failed: std::cell::RefCell::new(None),
+        };
+        let client = self.inner.client(&request);
+        if let Some(e) = request.failed.into_inner() {
+            return Err(e);
+        }
+        let (gate, name) = (self.inner.clone(), name.to_owned());
+        let waits = gate.base().waits_on_io();
+        run_core(py, waits, move || gate.penalize(&name, &client))
+    }
+
     /// The scopes of the policy's throttles, in order.
     #[getter]
     fn scopes(&self) -> Vec<String> {

@@ -122,6 +122,40 @@ def test_the_app_reports_strikes_with_penalize(site, rf=None):
         penalize(request, "nope")
 
 
+def test_penalize_counts_against_a_policy_files_entry_and_the_proxys_client(redis_url, tmp_path):
+    """With POLICY_FILE, penalize(request, name) strikes the file's
+    [[allow2ban]] entry, against the client the trusted proxy names."""
+    from django.test import RequestFactory
+
+    from ratekeeper.django import penalize
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f"""
+trusted_proxies = ["10.0.0.1"]
+[store]
+url = "{redis_url}"
+prefix = "{unique_prefix()}"
+[[allow2ban]]
+name = "logins"
+paths = ["^/never$"]
+maxretry = 2
+findtime = 60
+bantime = 60
+[[throttle]]
+scope = "req/ip"
+rules = "100/minute"
+key = "ip"
+""")
+    with override_settings(RATEKEEPER={"POLICY_FILE": str(policy)}):
+        behind = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "198.51.100.23"}
+        request = RequestFactory().post("/login", **behind)
+        assert [penalize(request, "logins") for _ in range(2)] == [False, True]
+        assert Client(**behind).get("/").status_code == 403, "the client the proxy named is banned"
+        assert Client(REMOTE_ADDR="10.0.0.1").get("/").status_code == 200, "not the proxy"
+        with pytest.raises(ratekeeper.ConfigurationError, match="no fail2ban or allow2ban entry is named 'nope'"):
+            penalize(request, "nope")
+
+
 def test_shadow_mode_reports_but_never_denies(site):
     admin(site).set_switches(shadow=True)
     settle()

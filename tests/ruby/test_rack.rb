@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "rack/test"
 require "rack/builder"
+require "tmpdir"
 
 # The Rack middleware with Rack::Test against the test Redis.
 class TestRack < Minitest::Test
@@ -233,6 +234,43 @@ class TestRackIdentity < Minitest::Test
   # An IPv6 client is its /64: 100 requests from 100 addresses of one /64
   # share one quota; another /64 has its own; an IPv4-mapped address is its
   # IPv4 address; ipv6_prefix changes how much counts.
+  def test_the_app_penalizes_the_client_of_a_policy_files_entry
+    Dir.mktmpdir do |dir|
+      policy = File.join(dir, "policy.toml")
+      File.write(policy, <<~TOML)
+        trusted_proxies = ["10.0.0.1"]
+        [store]
+        url = "#{redis_url}"
+        prefix = "#{unique_prefix}"
+        [[allow2ban]]
+        name = "logins"
+        paths = ["^/never$"]
+        maxretry = 2
+        findtime = 60
+        bantime = 60
+        [[throttle]]
+        scope = "req/ip"
+        rules = "100/minute"
+        key = "ip"
+      TOML
+      login = lambda do |env|
+        # a failed login, as a controller reports it
+        Ratekeeper::Rack.penalize(env, "logins") if env["PATH_INFO"] == "/login"
+        [env["PATH_INFO"] == "/login" ? 401 : 200, {}, ["ok"]]
+      end
+      mock = Rack::MockRequest.new(Ratekeeper::Rack::Middleware.new(login, policy: policy))
+      behind = { "REMOTE_ADDR" => "10.0.0.1", "HTTP_X_FORWARDED_FOR" => "198.51.100.23" }
+      assert_equal [401, 401, 403], Array.new(3) { mock.post("/login", behind).status }
+      assert_equal 403, mock.get("/", behind).status, "the client the proxy named is banned"
+      assert_equal 200, mock.get("/", "REMOTE_ADDR" => "10.0.0.1").status, "not the proxy"
+      gate = Ratekeeper::Gate.new(policy)
+      error = assert_raises(Ratekeeper::ConfigurationError) { gate.penalize("nope", peer: "10.0.0.1", headers: {}) }
+      assert_match(/no fail2ban or allow2ban entry is named 'nope'/, error.message)
+      error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Rack.penalize({}, "logins") }
+      assert_match(/no Ratekeeper::Rack::Middleware/, error.message)
+    end
+  end
+
   def test_an_ipv6_client_is_its_64
     prefix = @prefix
     url = redis_url

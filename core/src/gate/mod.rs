@@ -361,6 +361,35 @@ impl Gate {
         })
     }
 
+    /// The client `facts` come from, by the policy's trusted proxies.
+    pub fn client(&self, facts: &dyn Facts) -> Client {
+        Client::of(facts, &self.spec.proxies)
+    }
+
+    /// Counts a strike of the fail2ban or allow2ban entry `name` (as
+    /// [`crate::scope_name`] gives it) against `client` (its network, as the
+    /// gate's own strikes: an IPv6 client's /64), as an app does after a
+    /// failed login; whether that strike banned the client. A name no entry
+    /// has is a configuration error naming the entries there are.
+    pub fn penalize(&self, name: &str, client: &Client) -> Result<bool> {
+        let wanted = crate::keys::scope_name(name);
+        let Some(ban) = self.spec.bans.iter().find(|b| b.rule.name == wanted) else {
+            let known: Vec<&str> = self
+                .spec
+                .bans
+                .iter()
+                .map(|b| b.rule.name.as_str())
+                .collect();
+            return Err(crate::error::Error::config(format!(
+                "no fail2ban or allow2ban entry is named '{wanted}': the policy has {known:?}"
+            )));
+        };
+        let strike = self
+            .base
+            .penalize(Offender::Address(&client.key), &ban.rule, None)?;
+        Ok(strike.banned)
+    }
+
     /// Decides `facts`, making the store calls it needs (blocking).
     pub fn decide(&self, facts: &dyn Facts) -> Result<Verdict> {
         match self.prepare(facts) {

@@ -108,6 +108,40 @@ fn a_fail2ban_request_is_refused_and_bans_the_client() {
 }
 
 #[test]
+fn an_app_penalizes_the_client_by_the_entrys_name_through_trusted_proxies() {
+    let gate = gate(
+        "trusted_proxies = [\"203.0.113.9\"]\n[[fail2ban]]\nname = \"logins\"\npaths = [\"^/never$\"]\nmaxretry = 2\nfindtime = 60\nbantime = 600\n",
+    );
+    let behind = Request {
+        headers: vec![("X-Forwarded-For", "198.51.100.4")],
+        ..request("POST", "/login", "")
+    };
+    let client = gate.client(&behind);
+    assert_eq!(
+        client.ip, "198.51.100.4",
+        "the proxy's client, not the proxy"
+    );
+    assert!(!gate.penalize("logins", &client).unwrap());
+    assert_eq!(
+        gate.decide(&behind).unwrap().ending,
+        Ending::Pass,
+        "one strike bans no one"
+    );
+    assert!(gate.penalize("logins", &client).unwrap(), "the second bans");
+    assert_eq!(gate.decide(&behind).unwrap().ending, Ending::Block);
+    assert_eq!(
+        gate.decide(&get("/")).unwrap().ending,
+        Ending::Pass,
+        "the proxy itself is not banned"
+    );
+    let unknown = gate.penalize("login", &client).unwrap_err().to_string();
+    assert!(
+        unknown.contains("named 'login'") && unknown.contains("[\"logins\"]"),
+        "{unknown}"
+    );
+}
+
+#[test]
 fn a_tier_the_request_names_applies_and_an_unknown_one_is_ignored() {
     let gate = gate(
         "[[throttle]]\nscope = \"api\"\nrules = \"1/minute\"\nkey = \"header:X-Key\"\ntiers = { pro = \"3/minute\" }\ntier = \"header:X-Plan\"\n",

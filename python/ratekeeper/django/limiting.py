@@ -9,10 +9,10 @@ from typing import Any, Optional
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from ratekeeper._ratekeeper import Answer, ConfigurationError, Decision, Gate, Verdict
+from ratekeeper._ratekeeper import Answer, Decision, Gate, Verdict
 from ratekeeper.django.conf import Config, get_config
 from ratekeeper.django.exceptions import Ratelimited
-from ratekeeper.django.keys import body_field, client_key
+from ratekeeper.django.keys import body_field
 from ratekeeper.django.signals import rate_limited
 from ratekeeper.http import log_verdict
 
@@ -51,14 +51,12 @@ async def adecide(gate: Gate, request: HttpRequest, config: Config) -> Verdict:
 
 
 def penalize(request: HttpRequest, name: str) -> bool:
-    """Counts a strike for the FAIL2BAN or ALLOW2BAN entry `name` against the
-    request's client IP (say after a failed login); True when it banned the IP."""
+    """Counts a strike for the fail2ban or allow2ban entry `name` (FAIL2BAN
+    and ALLOW2BAN settings, or the POLICY_FILE's) against the request's
+    client IP (say after a failed login); True when it banned the IP."""
     config = get_config()
-    assert config.base is not None
-    for ban in config.bans:
-        if ban.name == name:
-            return config.base.penalize(ip=client_key(request, config.proxies), ban=ban.rule)
-    raise ConfigurationError(f"no FAIL2BAN or ALLOW2BAN entry is named {name!r}: known {[b.name for b in config.bans]}")
+    assert config.gate is not None
+    return config.gate.penalize(name, request.META.get("REMOTE_ADDR", ""), request.META)
 
 
 def rendered(answer: Answer) -> HttpResponse:

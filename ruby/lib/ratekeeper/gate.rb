@@ -45,5 +45,14 @@ module Ratekeeper
     def decide(method:, path:, host:, peer:, headers:, query: "", context: nil, body: nil, user: nil, cost: nil)
       _decide(method, path, host, peer, headers, query, context, @callables || [], body, user, cost)
     end
+
+    # Counts a strike of the fail2ban or allow2ban entry +name+ against the
+    # client of a request from +peer+ (REMOTE_ADDR) with +headers+ (the Rack
+    # env; its X-Forwarded-For believed from the policy's trusted proxies),
+    # as an app does after a failed login; true when the strike banned the
+    # client. A name no entry has raises ConfigurationError.
+    def penalize(name, peer:, headers:)
+      _penalize(name.to_s, peer.to_s, headers)
+    end
   end
 end

@@ -273,6 +273,33 @@ impl Gate {
         })
     }
 
+    /// `_penalize(name, peer, env)`: a strike of the fail2ban or allow2ban
+    /// entry `name` against the client of a request from `peer` with the
+    /// Rack env `env` (its `X-Forwarded-For` believed from the policy's
+    /// trusted proxies); whether it banned the client.
+    fn penalize(
+        ruby: &Ruby,
+        rb_self: &Self,
+        name: String,
+        peer: String,
+        env: RHash,
+    ) -> Result<bool, Error> {
+        let request = Request {
+            ruby,
+            head: Head::new("", String::new(), "", peer, String::new()),
+            env,
+            context: ruby.qnil().as_value(),
+            callables: ruby.ary_new(),
+            body: ruby.qnil().as_value(),
+            user: ruby.qnil().as_value(),
+            cost: 1,
+            failed: RefCell::new(None),
+        };
+        let client = rb_self.inner.client(&request);
+        let waits = rb_self.inner.base().waits_on_io();
+        run_core(ruby, waits, || rb_self.inner.penalize(&name, &client))
+    }
+
     /// `stats`: each throttle's limiter stats, by scope.
     fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let out = ruby.hash_new();
@@ -385,6 +412,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let class = module.define_class("Gate", ruby.class_object())?;
     class.define_singleton_method("_new", function!(Gate::new, 2))?;
     class.define_method("_decide", method!(Gate::decide, -1))?;
+    class.define_method("_penalize", method!(Gate::penalize, 3))?;
     class.define_method("stats", method!(Gate::stats, 0))?;
     class.define_method("store_stats", method!(Gate::store_stats, 0))?;
     class.define_method("scopes", method!(Gate::scopes, 0))?;

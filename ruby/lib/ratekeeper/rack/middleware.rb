@@ -6,6 +6,17 @@ require "ratekeeper/rack/config"
 
 module Ratekeeper
   module Rack
+    # Counts a strike of the fail2ban or allow2ban entry +name+ of the policy
+    # that the Middleware in front of this request applies, against the
+    # request's client, as an app does after a failed login (in a
+    # controller: +Ratekeeper::Rack.penalize(request.env, "logins")+); true
+    # when the strike banned the client.
+    def self.penalize(env, name)
+      gate = env["ratekeeper.gate"] or
+        raise ConfigurationError, "no Ratekeeper::Rack::Middleware is in front of this request"
+      gate.penalize(name, peer: env["REMOTE_ADDR"].to_s, headers: env)
+    end
+
     # A Rack request that knows its client by the configured trusted proxies
     # and client prefixes.
     class Request < ::Rack::Request
@@ -99,6 +110,7 @@ module Ratekeeper
       end
 
       def call(env)
+        env["ratekeeper.gate"] = @gate # Ratekeeper::Rack.penalize's
         request = Request.new(env, @proxies)
         verdict = @gate.decide(method: request.request_method, path: request.path_info.to_s,
                                host: env["HTTP_HOST"] || env["SERVER_NAME"].to_s, peer: env["REMOTE_ADDR"].to_s,
