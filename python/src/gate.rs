@@ -238,30 +238,61 @@ impl Gate {
         user: Option<&Bound<'_, PyAny>>,
         cost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Step> {
+        let head = Head::new(
+            method,
+            path.to_owned(),
+            host,
+            peer.to_owned(),
+            query.to_owned(),
+        );
+        let parts = Parts {
+            context,
+            body,
+            user,
+            cost,
+        };
+        self.with_request(py, head, headers, parts, |request| {
+            self.inner.prepare(request)
+        })
+    }
+
+    /// `read(request)` over the request of `head`, `headers` and `parts`;
+    /// an exception a callable raised while it was read comes out instead.
+    fn with_request<T>(
+        &self,
+        py: Python<'_>,
+        head: Head,
+        headers: &Bound<'_, PyAny>,
+        parts: Parts<'_, '_>,
+        read: impl FnOnce(&Request<'_, '_>) -> T,
+    ) -> PyResult<T> {
         let none = py.None().into_bound(py);
         let request = Request {
             py,
-            head: Head::new(
-                method,
-                path.to_owned(),
-                host,
-                peer.to_owned(),
-                query.to_owned(),
-            ),
+            head,
             headers,
-            context: context.unwrap_or(&none),
-            body,
-            user,
-            cost: crate::convert::cost(py, cost)?,
+            context: parts.context.unwrap_or(&none),
+            body: parts.body,
+            user: parts.user,
+            cost: crate::convert::cost(py, parts.cost)?,
             callables: &self.callables,
             failed: std::cell::RefCell::new(None),
         };
-        let step = self.inner.prepare(&request);
+        let got = read(&request);
         match request.failed.into_inner() {
             Some(e) => Err(e),
-            None => Ok(step),
+            None => Ok(got),
         }
     }
+}
+
+/// What a door may give of a request besides its head and headers.
+#[derive(Default)]
+struct Parts<'a, 'py> {
+    context: Option<&'a Bound<'py, PyAny>>,
+    body: Option<&'a Bound<'py, PyAny>>,
+    user: Option<&'a Bound<'py, PyAny>>,
+    cost: Option<&'a Bound<'py, PyAny>>,
 }
 
 #[pymethods]
@@ -416,22 +447,10 @@ impl Gate {
         peer: &str,
         headers: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let none = py.None().into_bound(py);
-        let request = Request {
-            py,
-            head: Head::new("", String::new(), "", peer.to_owned(), String::new()),
-            headers,
-            context: &none,
-            body: None,
-            user: None,
-            cost: crate::convert::cost(py, None)?,
-            callables: &self.callables,
-            failed: std::cell::RefCell::new(None),
-        };
-        let client = self.inner.client(&request);
-        if let Some(e) = request.failed.into_inner() {
-            return Err(e);
-        }
+        let head = Head::new("", String::new(), "", peer.to_owned(), String::new());
+        let client = self.with_request(py, head, headers, Parts::default(), |request| {
+            self.inner.client(request)
+        })?;
         let (gate, name) = (self.inner.clone(), name.to_owned());
         let waits = gate.base().waits_on_io();
         run_core(py, waits, move || gate.penalize(&name, &client))

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -123,29 +124,16 @@ def test_the_app_reports_strikes_with_penalize(site, rf=None):
 
 
 def test_penalize_counts_against_a_policy_files_entry_and_the_proxys_client(redis_url, tmp_path):
-    """With POLICY_FILE, penalize(request, name) strikes the file's
-    [[allow2ban]] entry, against the client the trusted proxy names."""
+    """With POLICY_FILE (tests/cases/penalize.toml), penalize(request, name)
+    strikes the file's [[allow2ban]] entry, against the client the trusted
+    proxy names."""
     from django.test import RequestFactory
 
     from ratekeeper.django import penalize
 
     policy = tmp_path / "policy.toml"
-    policy.write_text(f"""
-trusted_proxies = ["10.0.0.1"]
-[store]
-url = "{redis_url}"
-prefix = "{unique_prefix()}"
-[[allow2ban]]
-name = "logins"
-paths = ["^/never$"]
-maxretry = 2
-findtime = 60
-bantime = 60
-[[throttle]]
-scope = "req/ip"
-rules = "100/minute"
-key = "ip"
-""")
+    shared = (Path(__file__).parents[1] / "cases" / "penalize.toml").read_text()
+    policy.write_text(f'{shared}\n[store]\nurl = "{redis_url}"\nprefix = "{unique_prefix()}"\n')
     with override_settings(RATEKEEPER={"POLICY_FILE": str(policy)}):
         behind = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "198.51.100.23"}
         request = RequestFactory().post("/login", **behind)

@@ -234,25 +234,12 @@ class TestRackIdentity < Minitest::Test
   # An IPv6 client is its /64: 100 requests from 100 addresses of one /64
   # share one quota; another /64 has its own; an IPv4-mapped address is its
   # IPv4 address; ipv6_prefix changes how much counts.
+  # tests/cases/penalize.toml: an allow2ban entry only the app's penalize strikes
   def test_the_app_penalizes_the_client_of_a_policy_files_entry
     Dir.mktmpdir do |dir|
       policy = File.join(dir, "policy.toml")
-      File.write(policy, <<~TOML)
-        trusted_proxies = ["10.0.0.1"]
-        [store]
-        url = "#{redis_url}"
-        prefix = "#{unique_prefix}"
-        [[allow2ban]]
-        name = "logins"
-        paths = ["^/never$"]
-        maxretry = 2
-        findtime = 60
-        bantime = 60
-        [[throttle]]
-        scope = "req/ip"
-        rules = "100/minute"
-        key = "ip"
-      TOML
+      File.write(policy, File.read(File.join(ROOT, "tests/cases/penalize.toml")) +
+                         %(\n[store]\nurl = "#{redis_url}"\nprefix = "#{unique_prefix}"\n))
       login = lambda do |env|
         # a failed login, as a controller reports it
         Ratekeeper::Rack.penalize(env, "logins") if env["PATH_INFO"] == "/login"
