@@ -16,8 +16,8 @@ Gem::Specification.new do |spec|
   # carries the workspace manifest, its lock file and every member's sources.
   spec.files = Dir[
     "Cargo.toml", "Cargo.lock", "LICENSE", "README.md",
-    "engine/Cargo.toml", "engine/src/**/*.rs", "module/Cargo.toml", "module/src/**/*.rs",
-    "core/Cargo.toml", "core/src/**/*.rs", "core/lua/*.lua", "core/benches/*.rs",
+    "engine/Cargo.toml", "engine/src/**/*.rs", "engine/lua/*.lua", "module/Cargo.toml", "module/src/**/*.rs",
+    "core/Cargo.toml", "core/src/**/*.rs", "core/benches/*.rs",
     "python/Cargo.toml", "python/src/**/*.rs",
     "server/Cargo.toml", "server/build.rs", "server/src/**/*.rs", "server/proto/**/*",
     "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",

@@ -2,7 +2,7 @@
 //! admission, `retry_after`, `remaining`, `reset_after`, the binding rule and the
 //! HTTP headers are worked out, for every store and every binding.
 
-use crate::policy::{Applied, List, Listing, Verdict};
+use crate::policy::{Applied, DecidedBy, List, Listing};
 use crate::rule::{Rule, RuleSet};
 use crate::time::ceil_seconds;
 
@@ -29,7 +29,7 @@ pub struct Observation {
     /// One entry per rule that decided, shortest window first (none for a listed key).
     pub rules: Vec<RuleObservation>,
     /// Which rules decided, or the list the key is on.
-    pub verdict: Verdict,
+    pub decided_by: DecidedBy,
 }
 
 /// Whether a check of `cost` fits every rule, given the units each window holds.
@@ -420,7 +420,7 @@ mod tests {
     fn admitted_decision_arithmetic() {
         let rules = set("1/s; 20/m");
         let obs = Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 10_000,
             allowed: true,
             rules: vec![
@@ -446,7 +446,7 @@ mod tests {
     fn denied_decision_takes_the_longest_wait() {
         let rules = set("2/s; 3/m");
         let obs = Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 10_000,
             allowed: false,
             rules: vec![
@@ -473,7 +473,7 @@ mod tests {
     fn cost_above_a_limit_never_passes() {
         let rules = set("2/s; 30/m");
         let obs = Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 1,
             allowed: false,
             rules: vec![RuleObservation::default(); 2],
@@ -488,7 +488,7 @@ mod tests {
     fn headers_follow_the_binding_rule() {
         let rules = set("1/s; 20/m");
         let obs = Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 1_700_000_000_000,
             allowed: false,
             rules: vec![

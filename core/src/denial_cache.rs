@@ -129,7 +129,7 @@ mod tests {
     fn denial(retry_ms: u64) -> Decision {
         let rules = RuleSet::parse("1/minute").unwrap();
         let obs = Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 100_000,
             allowed: false,
             rules: vec![RuleObservation {

@@ -234,7 +234,7 @@ mod tests {
         let rules = RuleSet::parse("2/s; 10/m").unwrap();
         let metrics = Metrics::new(vec![1000, 60_000]);
         let seen = |count: u64, allowed: bool| Observation {
-            verdict: Default::default(),
+            decided_by: Default::default(),
             now_ms: 1,
             allowed,
             rules: vec![

@@ -1,5 +1,5 @@
 //! The check command's arguments and the key's policy record, as
-//! `core/lua/check.lua` takes them: parsed, checked, and turned into the
+//! `engine/lua/check.lua` takes them: parsed, checked, and turned into the
 //! rules a check applies (or a listing that answers it without one).
 
 use crate::layout::MAX5;

@@ -2,7 +2,7 @@
 //!
 //! The compact sliding log of ratekeeper, over a byte buffer, with no I/O.
 //! The Redis module (`module/`) runs it inside Redis; the Lua script
-//! `core/lua/check.lua` runs the same algorithm for Redis servers that load
+//! `engine/lua/check.lua` runs the same algorithm for Redis servers that load
 //! no modules, and a differential test (`core/tests/integration/engine_differential.rs`)
 //! holds the two to equal replies and equal bytes. The core re-exports this
 //! crate as `ratekeeper_core::engine`.
@@ -52,6 +52,16 @@ pub mod command;
 pub mod layout;
 pub mod log;
 pub mod policy;
+
+/// The engine's Lua twins, for Redis servers that load no modules (most
+/// managed Redis): the same algorithm and byte layout, held to the engine by
+/// the differential test.
+pub mod lua {
+    /// Checks and logs one key against a rule set (`engine/lua/check.lua`).
+    pub const CHECK_SCRIPT: &str = include_str!("../lua/check.lua");
+    /// Changes a key's policy record and counts fail2ban strikes (`engine/lua/policy.lua`).
+    pub const POLICY_SCRIPT: &str = include_str!("../lua/policy.lua");
+}
 
 pub use command::{parse_check, select, ArgError, CheckArgs, Record, Selected};
 pub use log::{check, Check, Damaged, Rules, Seen, Write};

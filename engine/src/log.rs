@@ -281,7 +281,7 @@ impl Log<'_> {
 
 /// Runs one check: what it observes, and what it writes.
 ///
-/// This is the algorithm of `core/lua/check.lua`, step for step, so that
+/// This is the algorithm of `engine/lua/check.lua`, step for step, so that
 /// both leave the same bytes (a differential test holds them to it).
 pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;

@@ -1,4 +1,4 @@
-//! The policy command's arguments and decisions, as `core/lua/policy.lua`
+//! The policy command's arguments and decisions, as `engine/lua/policy.lua`
 //! takes and makes them: a change to a key's record, and a fail2ban strike.
 
 use crate::command::{listing, number, ArgError, MAX_NOW};

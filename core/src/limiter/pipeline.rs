@@ -8,7 +8,7 @@ use super::{CheckOptions, Limiter, OnError};
 use crate::decision::{Decision, Observation};
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
-use crate::policy::{self, Applied, Shared, Verdict};
+use crate::policy::{self, Applied, DecidedBy, Shared};
 use crate::rule::RuleSet;
 use crate::store::{Mode, Request};
 use crate::time::{now_to_ms, system_now_ms};
@@ -232,11 +232,11 @@ impl Limiter {
             Ok(obs) => {
                 self.state().in_outage.store(false, Ordering::Relaxed);
                 let check = request.mode == Mode::Check;
-                let decision = match &obs.verdict {
-                    Verdict::Listed(list, listing) => {
+                let decision = match &obs.decided_by {
+                    DecidedBy::Listed(list, listing) => {
                         Decision::listed(request.rules, obs.now_ms, *list, listing)
                     }
-                    Verdict::Limited(applied) => {
+                    DecidedBy::Limited(applied) => {
                         let rules = match applied {
                             Applied::Given => request.rules,
                             Applied::Tier(name) => request

@@ -1,6 +1,6 @@
 //! How the policies are stored: the Redis key names of the shared hashes,
 //! one-letter field codes, and the text of listings, overrides and switches.
-//! The Lua scripts (`core/lua/*.lua`) and the memory store read and write
+//! The Lua scripts (`engine/lua/*.lua`) and the memory store read and write
 //! exactly these forms.
 
 use super::{valid_multiplier, Field, Listing, Record, Switches};

@@ -238,18 +238,19 @@ pub enum Applied {
     Override(RuleSet),
 }
 
-/// What decided a check: rules, or a list.
+/// What decided a check: rules, or a list (a door's verdict on a request is
+/// [`crate::gate::Verdict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum DecidedBy {
     /// The rules counted the check.
     Limited(Applied),
     /// The key was on a list: no rule counted it.
     Listed(List, Listing),
 }
 
-impl Default for Verdict {
+impl Default for DecidedBy {
     fn default() -> Self {
-        Verdict::Limited(Applied::Given)
+        DecidedBy::Limited(Applied::Given)
     }
 }
 

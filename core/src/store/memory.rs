@@ -4,7 +4,7 @@ use super::{system_now_ms, LogStore, Mode, PolicyStore, Request};
 use crate::decision::{admits, units_to_expire, Observation, RuleObservation};
 use crate::error::Result;
 use crate::policy::{
-    select, Applied, Fail2Ban, Field, List, RawRecord, Record, SharedHash, Strike, Verdict,
+    select, Applied, DecidedBy, Fail2Ban, Field, List, RawRecord, Record, SharedHash, Strike,
 };
 use crate::rule::RuleSet;
 use std::collections::hash_map::RandomState;
@@ -206,7 +206,7 @@ impl LogStore for MemoryStore {
                     now_ms: now_given,
                     allowed: list == List::Safe,
                     rules: Vec::new(),
-                    verdict: Verdict::Listed(list, listing),
+                    decided_by: DecidedBy::Listed(list, listing),
                 });
             }
             if let Some(record) = &record {
@@ -218,7 +218,7 @@ impl LogStore for MemoryStore {
         }
         let observation = self.apply_rules(request, rules, now_given)?;
         Ok(Observation {
-            verdict: Verdict::Limited(applied),
+            decided_by: DecidedBy::Limited(applied),
             ..observation
         })
     }
@@ -429,7 +429,7 @@ impl MemoryStore {
             now_ms: now,
             allowed,
             rules: observed,
-            verdict: Verdict::default(),
+            decided_by: DecidedBy::default(),
         })
     }
 }

@@ -29,8 +29,8 @@ use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::keys::{log_key, record_key, strikes_key};
 use crate::policy::{
-    decode_rules, version_key, Applied, Fail2Ban, Field, Listing, RawRecord, SharedHash, Strike,
-    Verdict,
+    decode_rules, version_key, Applied, DecidedBy, Fail2Ban, Field, Listing, RawRecord, SharedHash,
+    Strike,
 };
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
@@ -39,10 +39,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The Lua script that checks and logs one key against a rule set.
-pub const SCRIPT: &str = include_str!("../../../lua/check.lua");
-/// The Lua script that changes a key's policy record and counts fail2ban strikes.
-pub const POLICY_SCRIPT: &str = include_str!("../../../lua/policy.lua");
+/// The Lua script that checks and logs one key against a rule set (the
+/// engine's twin, `engine/lua/check.lua`).
+pub const SCRIPT: &str = ratekeeper_engine::lua::CHECK_SCRIPT;
+/// The Lua script that changes a key's policy record and counts fail2ban
+/// strikes (`engine/lua/policy.lua`).
+pub const POLICY_SCRIPT: &str = ratekeeper_engine::lua::POLICY_SCRIPT;
 
 /// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT, and
 /// the module's command that does what it does.
@@ -1053,11 +1055,11 @@ fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
     let now_ms = int(&reply[0])? as u64;
     let allowed = int(&reply[1])? == 1;
     let detail = text(&reply[3])?;
-    let verdict = match int(&reply[2])? {
-        0 if detail.is_empty() => Verdict::Limited(Applied::Given),
-        0 if detail.starts_with('t') => Verdict::Limited(Applied::Tier(detail[1..].to_owned())),
+    let decided_by = match int(&reply[2])? {
+        0 if detail.is_empty() => DecidedBy::Limited(Applied::Given),
+        0 if detail.starts_with('t') => DecidedBy::Limited(Applied::Tier(detail[1..].to_owned())),
         0 if detail.starts_with('o') => {
-            Verdict::Limited(Applied::Override(decode_rules(&detail[1..])?))
+            DecidedBy::Limited(Applied::Override(decode_rules(&detail[1..])?))
         }
         kind @ (1 | 2) => {
             let listing = Listing {
@@ -1073,14 +1075,14 @@ fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
                 now_ms,
                 allowed,
                 rules: Vec::new(),
-                verdict: Verdict::Listed(list, listing),
+                decided_by: DecidedBy::Listed(list, listing),
             });
         }
         _ => return Err(bad()),
     };
-    let expected = match &verdict {
-        Verdict::Limited(Applied::Override(rules)) => rules.rules().len(),
-        Verdict::Limited(Applied::Tier(name)) => request
+    let expected = match &decided_by {
+        DecidedBy::Limited(Applied::Override(rules)) => rules.rules().len(),
+        DecidedBy::Limited(Applied::Tier(name)) => request
             .tiers
             .iter()
             .find(|(n, _)| n == name)
@@ -1103,6 +1105,6 @@ fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
                 free_at_ms: at(c[2]),
             })
             .collect(),
-        verdict,
+        decided_by,
     })
 }
