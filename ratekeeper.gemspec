@@ -15,7 +15,7 @@ Gem::Specification.new do |spec|
   # The native extension is built by cargo from the workspace, so the gem
   # carries the workspace manifest, its lock file and every member's sources.
   spec.files = Dir[
-    "Cargo.toml", "Cargo.lock", "LICENSE", "README.md",
+    "Cargo.toml", "Cargo.lock", "LICENSE", "README.md", "CHANGELOG.md",
     "engine/Cargo.toml", "engine/src/**/*.rs", "engine/lua/*.lua", "module/Cargo.toml", "module/src/**/*.rs",
     "core/Cargo.toml", "core/src/**/*.rs", "core/benches/*.rs",
     "python/Cargo.toml", "python/src/**/*.rs",

@@ -12,12 +12,14 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 const USAGE: &str = "usage: ratekeeper-server --config FILE [--store URL] [--listen ADDR] [--grpc ADDR] [--check-config]
+       ratekeeper-server --version
 
   --config FILE    the policy file (TOML; README's \"At the edge\")
   --store URL      the store (else $RATEKEEPER_STORE, else the file's [store] url, else memory://)
   --listen ADDR    the HTTP door: forward auth, /healthz, /metrics (default 127.0.0.1:8070)
   --grpc ADDR      the gRPC door: Envoy's rate limit service (default: off)
   --check-config   check the file (and the store URL) and exit: 0 when good, 2 when not
+  --version        print the version and exit
 SIGHUP reloads the file (a bad file keeps the policy in force); SIGTERM or SIGINT stops gracefully.";
 
 struct Args {
@@ -49,6 +51,10 @@ fn args() -> Result<Args, String> {
             "--grpc" => overrides.grpc = Some(value("--grpc")?),
             "--check-config" => check_only = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
+            "-V" | "--version" => {
+                println!("ratekeeper-server {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
             other => {
                 return Err(format!(
                     "unknown argument '{}'\n{USAGE}",

@@ -170,8 +170,31 @@ def test_on_error_outcomes_when_redis_is_unreachable():
 
 
 def test_module_exports():
-    assert ratekeeper.__version__ == "0.1.0"
     assert set(ratekeeper.__all__) <= set(dir(ratekeeper))
+
+
+def test_one_version_from_the_cargo_workspace():
+    """Cargo.toml's [workspace.package] version is the package's, the
+    module's, the command line's and the edge server's (the gem's:
+    test_api.rb)."""
+    import importlib.metadata
+    import os
+    import subprocess
+    import sys
+    import tomllib
+
+    from conftest import ROOT
+
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        version = tomllib.load(f)["workspace"]["package"]["version"]
+    assert ratekeeper.__version__ == version
+    assert importlib.metadata.version("ratekeeper") == version
+    cli = subprocess.run([sys.executable, "-m", "ratekeeper", "--version"], capture_output=True, text=True, timeout=60)
+    assert cli.stdout.strip() == f"ratekeeper {version}", cli
+    server = os.environ.get("RATEKEEPER_SERVER")
+    if server:
+        out = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=60)
+        assert (out.returncode, out.stdout.strip()) == (0, f"ratekeeper-server {version}"), out
 
 
 def test_check_many_and_check_all_in_one_round_trip(redis_url, prefix):

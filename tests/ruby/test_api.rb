@@ -6,6 +6,14 @@ require_relative "test_helper"
 class TestApi < Minitest::Test
   include TestSupport
 
+  def test_the_version_is_the_cargo_workspaces
+    cargo = File.read(File.join(ROOT, "Cargo.toml"))
+    version = cargo[/^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"/, 1]
+    refute_nil version
+    assert_equal version, Ratekeeper::VERSION
+    assert_equal version, Gem::Specification.find_by_name("ratekeeper").version.to_s, "the installed gem's"
+  end
+
   def test_exception_hierarchy
     assert_operator Ratekeeper::StorageError, :<, Ratekeeper::Error
     assert_operator Ratekeeper::Error, :<, StandardError
