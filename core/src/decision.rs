@@ -3,7 +3,7 @@
 //! HTTP headers are worked out, for every store and every binding.
 
 use crate::policy::{Applied, DecidedBy, List, Listing};
-use crate::rule::{Rule, RuleSet};
+use crate::rule::RuleSet;
 use crate::time::ceil_seconds;
 
 /// What a store saw for one rule of one check, before the check was applied.
@@ -30,22 +30,6 @@ pub struct Observation {
     pub rules: Vec<RuleObservation>,
     /// Which rules decided, or the list the key is on.
     pub decided_by: DecidedBy,
-}
-
-/// Whether a check of `cost` fits every rule, given the units each window holds.
-pub fn admits(rules: &RuleSet, counts: impl IntoIterator<Item = u64>, cost: u64) -> bool {
-    rules
-        .rules()
-        .iter()
-        .zip(counts)
-        .all(|(rule, count)| count.saturating_add(cost) <= rule.limit)
-}
-
-/// How many of the oldest units in a rule's window must leave before a check
-/// of `cost` fits; `None` when it already fits.
-pub fn units_to_expire(rule: &Rule, count: u64, cost: u64) -> Option<u64> {
-    let needed = count.saturating_add(cost);
-    (needed > rule.limit && cost <= rule.limit).then(|| needed - rule.limit)
 }
 
 /// The state of one rule after a check.
@@ -392,28 +376,6 @@ mod tests {
 
     fn set(text: &str) -> RuleSet {
         RuleSet::parse(text).unwrap()
-    }
-
-    #[test]
-    fn admission_needs_every_rule() {
-        let rules = set("2/s; 3/m");
-        assert!(admits(&rules, [1, 2], 1));
-        assert!(!admits(&rules, [1, 3], 1));
-        assert!(!admits(&rules, [0, 0], 3));
-        assert!(!admits(&rules, [u64::MAX, 0], 1));
-    }
-
-    #[test]
-    fn units_to_expire_counts_the_overflow() {
-        let rule = Rule::new(5, 1000).unwrap();
-        assert_eq!(units_to_expire(&rule, 4, 1), None);
-        assert_eq!(units_to_expire(&rule, 5, 1), Some(1));
-        assert_eq!(units_to_expire(&rule, 5, 3), Some(3));
-        assert_eq!(
-            units_to_expire(&rule, 0, 6),
-            None,
-            "a cost above the limit never fits"
-        );
     }
 
     #[test]

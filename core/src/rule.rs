@@ -129,9 +129,25 @@ pub enum RuleSpec {
 }
 
 /// Several rules checked as one unit, kept sorted by window (shortest first).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    /// The same rules as the engine's log takes them (made once, here).
+    log: ratekeeper_engine::Rules,
+}
+
+impl PartialEq for RuleSet {
+    fn eq(&self, other: &RuleSet) -> bool {
+        self.rules == other.rules
+    }
+}
+
+impl Eq for RuleSet {}
+
+impl std::hash::Hash for RuleSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.rules.hash(state);
+    }
 }
 
 impl RuleSet {
@@ -157,7 +173,30 @@ impl RuleSet {
                 )));
             }
         }
-        Ok(RuleSet { rules })
+        let pairs: Vec<(i64, i64)> = rules
+            .iter()
+            .map(|r| (r.limit as i64, r.window_ms as i64))
+            .collect();
+        let log = ratekeeper_engine::Rules::new(&pairs);
+        Ok(RuleSet { rules, log })
+    }
+
+    /// The rules of an engine's log (a stored override the engine read) as
+    /// a rule set, held to the same bounds as every rule set.
+    pub fn from_log_rules(log: &ratekeeper_engine::Rules) -> Result<RuleSet> {
+        let rules = log
+            .limits
+            .iter()
+            .zip(&log.windows)
+            .map(|(&limit, &window)| Rule::new(limit as u64, window as u64))
+            .collect::<Result<Vec<Rule>>>()?;
+        RuleSet::new(rules)
+    }
+
+    /// The rules as the engine's log takes them: limits, windows (ms) and
+    /// the windows as a log's header stores them.
+    pub fn log_rules(&self) -> &ratekeeper_engine::Rules {
+        &self.log
     }
 
     /// Parses a rule set such as `"1/second; 20/minute, 800/day"`.

@@ -208,15 +208,20 @@ pub enum Selected<'r> {
     },
 }
 
-/// The rules (or listing) that apply to a check at `now`, given the key's record.
+/// The rules (or listing) that apply to a check at `now`, given the key's
+/// record: a standing safelisting, blocklisting or ban in the check's scope
+/// (in that order), else the record's override, else its tier when it is one
+/// of `tiers`, else the `given` rules. The check command, the check script
+/// and the memory store all choose this way.
 pub fn select<'r>(
-    args: &'r CheckArgs<'_>,
+    given: &'r Rules,
+    tiers: impl IntoIterator<Item = (&'r [u8], &'r Rules)>,
     record: Option<&Record<'r>>,
     now: i64,
 ) -> Result<Selected<'r>, ArgError> {
     use std::borrow::Cow;
     let given = || Selected::Rules {
-        rules: Cow::Borrowed(&args.rules),
+        rules: Cow::Borrowed(given),
         detail: Vec::new(),
     };
     let Some(record) = record else {
@@ -242,7 +247,7 @@ pub fn select<'r>(
         });
     }
     if let Some(name) = record.tier {
-        if let Some((_, rules)) = args.tiers.iter().find(|(n, _)| *n == name) {
+        if let Some((_, rules)) = tiers.into_iter().find(|(n, _)| *n == name) {
             let mut detail = b"t".to_vec();
             detail.extend_from_slice(name);
             return Ok(Selected::Rules {
@@ -252,6 +257,13 @@ pub fn select<'r>(
         }
     }
     Ok(given())
+}
+
+impl CheckArgs<'_> {
+    /// The tiers by name, as [`select`] takes them.
+    pub fn tier_rules(&self) -> impl Iterator<Item = (&[u8], &Rules)> {
+        self.tiers.iter().map(|(name, rules)| (*name, rules))
+    }
 }
 
 /// The check command's reply, element by element (see `check.lua`).

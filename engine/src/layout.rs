@@ -15,6 +15,14 @@ pub const MAX5: u64 = (1 << 40) - 1;
 /// whose header asks for more was not written by a check.
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
 
+/// Where the header holds the newest unit's time (6 bytes).
+pub const NEWEST_AT: usize = 17;
+
+/// The time (ms) of a log's newest unit, as its header holds it.
+pub fn newest(log: &[u8]) -> Option<i64> {
+    dec6(log, NEWEST_AT)
+}
+
 /// Bytes of the header of a log of `n` rules.
 pub const fn header_len(n: usize) -> usize {
     FIXED + 15 * n

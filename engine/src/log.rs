@@ -2,7 +2,7 @@
 //! bytes it writes (see the crate docs for the layout and the rules it keeps).
 
 use crate::layout::{
-    dec5, dec6, enc5, enc6, header_len, pointers_at, range, sds_extra, size_class, FIXED,
+    dec5, dec6, enc5, enc6, header_len, newest, pointers_at, range, sds_extra, size_class, FIXED,
     MAX_STRING, SPAN, UNIT, VERSION,
 };
 
@@ -115,8 +115,9 @@ pub enum Write {
 }
 
 impl Write {
-    /// Applies this write to a log held in a buffer (the TTL aside).
-    pub fn apply(&self, log: &mut Vec<u8>) {
+    /// Applies this write to a log held in a buffer (the TTL aside), as the
+    /// memory store holds its logs.
+    pub fn apply(self, log: &mut Vec<u8>) {
         match self {
             Write::Nothing => {}
             Write::Patch { edits, .. } => {
@@ -124,10 +125,10 @@ impl Write {
                     if log.len() < at + bytes.len() {
                         log.resize(at + bytes.len(), 0);
                     }
-                    log[*at..at + bytes.len()].copy_from_slice(bytes);
+                    log[at..at + bytes.len()].copy_from_slice(&bytes);
                 }
             }
-            Write::Rewrite { bytes, .. } => *log = bytes.clone(),
+            Write::Rewrite { bytes, .. } => *log = bytes,
         }
     }
 }
@@ -321,7 +322,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         log.cap = cap;
         log.room = num(12)?;
         room_in = log.room;
-        log.newest = dec6(hdr, 17).ok_or(Damaged)?;
+        log.newest = newest(hdr).ok_or(Damaged)?;
         log.expire_at = dec6(hdr, 23).ok_or(Damaged)?;
         expire_in = log.expire_at;
         log.lo = (log.n_units - cap).max(0);
@@ -347,7 +348,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             if old_cap == 0 && old_n > 0 {
                 return Err(Damaged); // units, and no ring to hold them
             }
-            log.newest = dec6(all, 17).ok_or(Damaged)?;
+            log.newest = newest(all).ok_or(Damaged)?;
             let horizon = log.newest - longest;
             let mut kept = Vec::new();
             for s in (old_n - old_cap).max(0)..old_n {

@@ -93,11 +93,49 @@ pub fn lifetime(fields: [Option<&[u8]>; 4], now: i64) -> Lifetime {
 
 /// Strikes (as stored, newest first) that fall within `findtime` of `now`.
 pub fn strikes_within(stored: &[&[u8]], now: i64, findtime: i64) -> i64 {
-    stored
+    let times = stored
         .iter()
-        .filter_map(|s| std::str::from_utf8(s).ok()?.parse::<i64>().ok())
-        .filter(|&at| at > now - findtime)
-        .count() as i64
+        .filter_map(|s| std::str::from_utf8(s).ok()?.parse::<i64>().ok());
+    count_within(times, now, findtime)
+}
+
+/// Strike times (ms) that fall within `findtime` of `now`.
+pub fn count_within(times: impl IntoIterator<Item = i64>, now: i64, findtime: i64) -> i64 {
+    times.into_iter().filter(|&at| at > now - findtime).count() as i64
+}
+
+/// Whether `count` strikes within the window ban: they reach `maxretry`.
+pub fn bans(count: i64, maxretry: i64) -> bool {
+    count >= maxretry
+}
+
+/// What one strike came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Struck {
+    /// Strikes within the window, this one included.
+    pub count: i64,
+    /// Whether they ban (the strikes are then cleared).
+    pub banned: bool,
+}
+
+/// One strike at `now` on a key's strike times held in a process (newest
+/// first, as the script's list holds them): the newest `maxretry` are kept,
+/// and when those within `findtime` reach `maxretry` it is a ban and they are
+/// cleared, as `policy.lua` does to its list.
+pub fn strike(
+    times: &mut std::collections::VecDeque<i64>,
+    now: i64,
+    maxretry: i64,
+    findtime: i64,
+) -> Struck {
+    times.push_front(now);
+    times.truncate(usize::try_from(maxretry).unwrap_or(usize::MAX));
+    let count = count_within(times.iter().copied(), now, findtime);
+    let banned = bans(count, maxretry);
+    if banned {
+        times.clear();
+    }
+    Struck { count, banned }
 }
 
 #[cfg(test)]
@@ -151,5 +189,25 @@ mod tests {
             Lifetime::Delete
         );
         assert_eq!(strikes_within(&[b"100", b"90", b"junk", b"10"], 100, 50), 2);
+    }
+
+    #[test]
+    fn strikes_held_in_a_process_ban_as_the_script_does() {
+        let mut times = std::collections::VecDeque::new();
+        let mut struck = |now| {
+            let s = strike(&mut times, now, 3, 100);
+            (s.count, s.banned)
+        };
+        assert_eq!(struck(10), (1, false));
+        // the first strike has left the window when the third comes
+        assert_eq!(struck(100), (2, false));
+        assert_eq!(struck(120), (2, false));
+        assert_eq!(struck(130), (3, true));
+        assert!(times.is_empty(), "a ban clears the strikes");
+        assert_eq!(strike(&mut times, 140, 3, 100).count, 1);
+        strike(&mut times, 150, 3, 5);
+        strike(&mut times, 160, 3, 5);
+        strike(&mut times, 170, 3, 5);
+        assert_eq!(times.len(), 3, "the newest maxretry are kept");
     }
 }

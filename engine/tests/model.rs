@@ -129,8 +129,9 @@ proptest! {
             if step.peek {
                 prop_assert_eq!(&write, &Write::Nothing);
             }
+            let wrote = write != Write::Nothing;
             write.apply(&mut log);
-            if write != Write::Nothing {
+            if wrote {
                 if fits {
                     units.extend(std::iter::repeat_n(t, step.cost as usize));
                 }

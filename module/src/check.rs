@@ -67,7 +67,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         }),
         false => None,
     };
-    let (rules, detail) = match select(&parsed, record.as_ref(), now)? {
+    let (rules, detail) = match select(&parsed.rules, parsed.tier_rules(), record.as_ref(), now)? {
         Selected::Listed {
             kind,
             reason,

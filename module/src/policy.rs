@@ -7,7 +7,9 @@ use crate::api::{self, Arg, Ctx};
 use crate::check::send;
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{number, Item};
-use ratekeeper_engine::policy::{lifetime, parse_policy, strikes_within, Lifetime, PolicyArgs};
+use ratekeeper_engine::policy::{
+    bans, lifetime, parse_policy, strikes_within, Lifetime, PolicyArgs,
+};
 use ratekeeper_engine::ArgError;
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context};
 use std::os::raw::c_int;
@@ -85,7 +87,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             let stored = strings(&call(&context, "LRANGE", &[key, b"0", b"-1"])?);
             let stored: Vec<&[u8]> = stored.iter().flatten().map(Vec::as_slice).collect();
             let count = strikes_within(&stored, now, findtime);
-            let banned = count >= maxretry;
+            let banned = bans(count, maxretry);
             if banned {
                 call(&context, "DEL", &[key])?;
             } else {

@@ -5,7 +5,7 @@
 
 use super::{valid_multiplier, Field, Listing, Record, Switches};
 use crate::error::{Error, Result};
-use crate::rule::{Rule, RuleSet};
+use crate::rule::RuleSet;
 
 impl Field {
     /// The one-letter name stored in Redis.
@@ -32,12 +32,14 @@ impl Listing {
         format!("{} {}", self.until_ms, self.reason)
     }
 
-    /// From its stored form; `None` when it is not one.
+    /// From its stored form, read as the engine reads it; `None` when it
+    /// does not start with a time.
     pub fn decode(text: &str) -> Option<Listing> {
-        let (until, reason) = text.split_once(' ').unwrap_or((text, ""));
+        let (until, reason) = ratekeeper_engine::command::listing(text.as_bytes())?;
         Some(Listing {
-            until_ms: until.parse().ok()?,
-            reason: reason.to_owned(),
+            until_ms: until as u64,
+            // (the reason is the text's tail, after ASCII digits and a space)
+            reason: text[text.len() - reason.len()..].to_owned(),
         })
     }
 }
@@ -126,20 +128,11 @@ pub fn encode_rules(rules: &RuleSet) -> String {
     parts.join(";")
 }
 
-/// A stored override back as a rule set.
+/// A stored override back as a rule set, read as the engine reads it.
 pub fn decode_rules(text: &str) -> Result<RuleSet> {
     let bad = || Error::storage(format!("unreadable stored override '{text}'"));
-    let rules = text
-        .split(';')
-        .map(|pair| {
-            let (limit, window) = pair.split_once(':').ok_or_else(bad)?;
-            Rule::new(
-                limit.parse().map_err(|_| bad())?,
-                window.parse().map_err(|_| bad())?,
-            )
-        })
-        .collect::<Result<Vec<Rule>>>()?;
-    RuleSet::new(rules)
+    let rules = ratekeeper_engine::command::parse_override(text.as_bytes()).map_err(|_| bad())?;
+    RuleSet::from_log_rules(&rules).map_err(|_| bad())
 }
 
 /// A shared-hash field: the field's one-letter code, then the target.

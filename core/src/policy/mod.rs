@@ -254,20 +254,23 @@ impl Default for DecidedBy {
     }
 }
 
-/// The rules a key's record selects: its override, else its stored tier when
-/// that is one of `tiers`; `None` keeps the caller's.
-pub fn select<'a>(
-    record: &'a Record,
-    tiers: &'a [(String, RuleSet)],
-) -> Option<(Applied, &'a RuleSet)> {
-    if let Some(rules) = &record.rules {
-        return Some((Applied::Override(rules.clone()), rules));
+impl Applied {
+    /// Which rules decided a check, from the detail the engine's selection
+    /// gives (the check script's and the module's reply carry it): `""` the
+    /// caller's, `t<tier>` a stored tier, `o<limit>:<window ms>;...` an override.
+    pub fn from_detail(detail: &str) -> Result<Applied> {
+        if detail.is_empty() {
+            Ok(Applied::Given)
+        } else if let Some(tier) = detail.strip_prefix('t') {
+            Ok(Applied::Tier(tier.to_owned()))
+        } else if let Some(rules) = detail.strip_prefix('o') {
+            Ok(Applied::Override(decode_rules(rules)?))
+        } else {
+            Err(Error::storage(format!(
+                "unexpected detail '{detail}' of a check: give '', t<tier> or o<rules>"
+            )))
+        }
     }
-    let tier = record.tier.as_deref()?;
-    tiers
-        .iter()
-        .find(|(name, _)| name == tier)
-        .map(|(name, rules)| (Applied::Tier(name.clone()), rules))
 }
 
 /// A tier name: 1 to 64 characters, letters, digits, `_`, `-`, `.` and `:`.

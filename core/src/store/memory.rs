@@ -1,12 +1,17 @@
-//! The embedded store: sharded, thread-safe, in-process logs, bounded in keys.
+//! The embedded store: sharded, thread-safe, in-process logs, bounded in
+//! keys. Each log is the engine's bytes, checked by the engine as the Redis
+//! module checks its own (`ratekeeper_engine`): the selection by a key's
+//! record, the admission and the fail2ban strikes are the engine's.
 
 use super::{system_now_ms, LogStore, Mode, PolicyStore, Request};
-use crate::decision::{admits, units_to_expire, Observation, RuleObservation};
-use crate::error::Result;
+use crate::decision::{Observation, RuleObservation};
+use crate::error::{Error, Result};
 use crate::policy::{
-    select, Applied, DecidedBy, Fail2Ban, Field, List, RawRecord, Record, SharedHash, Strike,
+    Applied, DecidedBy, Fail2Ban, Field, List, Listing, RawRecord, SharedHash, Strike,
 };
-use crate::rule::RuleSet;
+use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
+use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
+use ratekeeper_engine::{check, layout, Check, Rules, Seen, Write};
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -16,10 +21,10 @@ use std::sync::{Mutex, MutexGuard};
 const SHARDS: usize = 32;
 const FIRST_SWEEP: usize = 1024;
 
-/// One key's log: the timestamps (ms) of its newest units, oldest first.
+/// One key's log: the engine's bytes, as Redis would hold them.
 #[derive(Debug, Default)]
 struct Log {
-    units: VecDeque<u64>,
+    bytes: Vec<u8>,
     /// When every unit has left every window (newest unit + longest window).
     expires_at: u64,
 }
@@ -40,8 +45,8 @@ struct Policies {
     /// The bans keys earned in a scope, by scope and key tag.
     scoped: HashMap<(String, Vec<u8>), RawRecord>,
     shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
-    /// Per key and fail2ban name: strike times, newest last, and when they all lapse.
-    strikes: HashMap<Vec<u8>, (VecDeque<u64>, u64)>,
+    /// Per key and fail2ban name: strike times, newest first, and when they all lapse.
+    strikes: HashMap<Vec<u8>, (VecDeque<i64>, u64)>,
 }
 
 /// In-process store: a key expires after its longest window (by the newest
@@ -178,49 +183,62 @@ impl LogStore for MemoryStore {
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
         self.after_reset();
         let now_given = request.now_ms.unwrap_or_else(system_now_ms);
-        let record;
-        let mut applied = Applied::Given;
-        let mut rules = request.rules;
-        if request.policy && self.has_records.load(Ordering::Acquire) {
-            let (raw, banned) = {
-                let policies = self.policies();
-                let banned = (!request.scope.is_empty())
-                    .then(|| {
-                        let id = (request.scope.to_owned(), request.tag.to_vec());
-                        policies.scoped.get(&id).cloned()
-                    })
-                    .flatten();
-                (policies.records.get(request.tag).cloned(), banned)
-            };
-            record = raw.map(|raw| Record::decode(&raw, now_given));
-            // the key's own listing, then a ban it earned in this scope
-            let listed = record
-                .as_ref()
-                .and_then(|r| r.listed().map(|(list, l)| (list, l.clone())))
-                .or_else(|| {
-                    let banned = Record::decode(&banned?, now_given).block?;
-                    Some((List::Block, banned))
-                });
-            if let Some((list, listing)) = listed {
-                return Ok(Observation {
+        // the key's record, and the record of the bans it earned in this scope
+        let (own, scoped) = if request.policy && self.has_records.load(Ordering::Acquire) {
+            let policies = self.policies();
+            let scoped = (!request.scope.is_empty())
+                .then(|| {
+                    let id = (request.scope.to_owned(), request.tag.to_vec());
+                    policies.scoped.get(&id).cloned()
+                })
+                .flatten();
+            (policies.records.get(request.tag).cloned(), scoped)
+        } else {
+            (None, None)
+        };
+        fn field(raw: &Option<RawRecord>, i: usize) -> Option<&[u8]> {
+            raw.as_ref()
+                .and_then(|r| r[i].as_deref())
+                .map(str::as_bytes)
+        }
+        let record = (own.is_some() || scoped.is_some()).then(|| LogRecord {
+            safe: field(&own, 0),
+            block: field(&own, 1),
+            tier: field(&own, 2),
+            overrides: field(&own, 3),
+            scope_block: field(&scoped, 1),
+        });
+        let tiers = request
+            .tiers
+            .iter()
+            .map(|(name, rules)| (name.as_bytes(), rules.log_rules()));
+        let now = now_given as i64;
+        let selected = select(request.rules.log_rules(), tiers, record.as_ref(), now)
+            .map_err(|e| Error::storage(e.0))?;
+        match selected {
+            Selected::Listed {
+                kind,
+                reason,
+                until,
+            } => {
+                let list = if kind == 1 { List::Safe } else { List::Block };
+                let listing = Listing {
+                    until_ms: until as u64,
+                    reason: String::from_utf8_lossy(reason).into_owned(),
+                };
+                Ok(Observation {
                     now_ms: now_given,
                     allowed: list == List::Safe,
                     rules: Vec::new(),
                     decided_by: DecidedBy::Listed(list, listing),
-                });
+                })
             }
-            if let Some(record) = &record {
-                if let Some((chosen, chosen_rules)) = select(record, request.tiers) {
-                    applied = chosen;
-                    rules = chosen_rules;
-                }
+            Selected::Rules { rules, detail } => {
+                let applied = Applied::from_detail(&String::from_utf8_lossy(&detail))?;
+                let seen = self.check_log(request, &rules, now)?;
+                Ok(observation(&seen, DecidedBy::Limited(applied)))
             }
         }
-        let observation = self.apply_rules(request, rules, now_given)?;
-        Ok(Observation {
-            decided_by: DecidedBy::Limited(applied),
-            ..observation
-        })
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
@@ -279,7 +297,9 @@ impl PolicyStore for MemoryStore {
         let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
         // keep records that hold a tier, an override or a standing listing
         let lasts = |r: &RawRecord| {
-            r[2].is_some() || r[3].is_some() || Record::decode(r, now_ms).listed().is_some()
+            let field = |i: usize| r[i].as_deref().map(str::as_bytes);
+            let fields = [field(0), field(1), field(2), field(3)];
+            lifetime(fields, now_ms as i64) != Lifetime::Delete
         };
         if scope.is_empty() {
             set_field(&mut policies.records, tag.to_vec(), slot, value, lasts);
@@ -330,113 +350,85 @@ impl PolicyStore for MemoryStore {
             policies.strikes.retain(|_, (_, lapses)| *lapses > now);
         }
         let (times, lapses) = policies.strikes.entry(id.clone()).or_default();
-        times.push_back(now);
-        while times.len() as u64 > rule.maxretry {
-            times.pop_front();
-        }
+        let struck = strike(
+            times,
+            now as i64,
+            rule.maxretry as i64,
+            rule.findtime_ms as i64,
+        );
         *lapses = now + rule.findtime_ms;
-        let strikes = times
-            .iter()
-            .filter(|&&t| t + rule.findtime_ms > now)
-            .count() as u64;
-        let banned = strikes >= rule.maxretry;
-        if banned {
+        if struck.banned {
             policies.strikes.remove(&id);
         }
         Ok(Strike {
-            strikes,
-            banned,
-            until_ms: banned.then_some(now + rule.bantime_ms),
+            strikes: struck.count as u64,
+            banned: struck.banned,
+            until_ms: struck.banned.then_some(now + rule.bantime_ms),
         })
     }
 }
 
 impl MemoryStore {
-    /// Observes (and for a check, logs) the request's log against `rules`.
-    fn apply_rules(
-        &self,
-        request: &Request<'_>,
-        rules: &RuleSet,
-        now_given: u64,
-    ) -> Result<Observation> {
-        let (cost, mode) = (request.cost, request.mode);
+    /// Observes (and for a check, logs) the request's log against `rules`,
+    /// by the engine.
+    fn check_log(&self, request: &Request<'_>, rules: &Rules, now: i64) -> Result<Seen> {
         let id = log_id(request.tag, request.scope);
-        let tag = id.as_slice();
-        let mut shard = self.shard(tag);
-        shard.newest_ms = shard.newest_ms.max(now_given);
+        let mut shard = self.shard(&id);
+        shard.newest_ms = shard.newest_ms.max(now as u64);
         let shard_newest = shard.newest_ms;
-        let empty = Log::default();
-        let log = match shard.logs.get(tag) {
-            Some(log) if log.expires_at > shard_newest => log,
-            _ => &empty,
-        };
-        // A clock never runs backwards for one key.
-        let now = log
-            .units
-            .back()
-            .map_or(now_given, |&newest| now_given.max(newest));
-        let firsts: Vec<usize> = rules
-            .rules()
-            .iter()
-            .map(|rule| {
-                log.units
-                    .partition_point(|&unit| unit + rule.window_ms <= now)
-            })
-            .collect();
-        let counts = firsts.iter().map(|&first| (log.units.len() - first) as u64);
-        let allowed = admits(rules, counts, cost);
-        let observed: Vec<RuleObservation> = rules
-            .rules()
-            .iter()
-            .zip(&firsts)
-            .map(|(rule, &first)| {
-                let count = (log.units.len() - first) as u64;
-                let free_at_ms = if allowed {
-                    None
-                } else {
-                    units_to_expire(rule, count, cost)
-                        .map(|k| log.units[first + k as usize - 1] + rule.window_ms)
-                };
-                RuleObservation {
-                    count,
-                    oldest_ms: log.units.get(first).copied(),
-                    free_at_ms,
-                }
-            })
-            .collect();
-        if allowed && mode == Mode::Check {
-            let keep = rules.max_limit() as usize;
-            let expires_at = now + rules.longest_window_ms();
-            if !matches!(shard.logs.get(tag), Some(log) if log.expires_at > shard_newest) {
-                shard.logs.remove(tag);
+        let live = shard
+            .logs
+            .get(&id)
+            .filter(|log| log.expires_at > shard_newest);
+        let had_log = live.is_some();
+        let (seen, write) = check(Check {
+            stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
+            rules,
+            cost: request.cost as i64,
+            now,
+            clock: None,
+            writing: request.mode == Mode::Check,
+        })
+        .map_err(|damaged| Error::storage(damaged.to_string()))?;
+        if write != Write::Nothing {
+            if !had_log {
+                shard.logs.remove(&id);
                 let shard_max = self.shard_max;
                 shard.make_room(shard_max);
             }
-            let log = shard.logs.entry(tag.to_vec()).or_default();
-            // keep only units some window can still see: at most the largest
-            // limit, and none older than the longest window
-            let longest = rules.longest_window_ms();
-            while log.units.front().is_some_and(|&unit| unit + longest <= now) {
-                log.units.pop_front();
-            }
-            log.units.extend(std::iter::repeat_n(now, cost as usize));
-            while log.units.len() > keep {
-                log.units.pop_front();
-            }
-            log.expires_at = expires_at;
+            let longest = rules.windows.iter().copied().max().unwrap_or(0);
+            let log = shard.logs.entry(id).or_default();
+            write.apply(&mut log.bytes);
+            let newest = layout::newest(&log.bytes).unwrap_or(now);
+            log.expires_at = (newest + longest).max(0) as u64;
         }
-        Ok(Observation {
-            now_ms: now,
-            allowed,
-            rules: observed,
-            decided_by: DecidedBy::default(),
-        })
+        Ok(seen)
+    }
+}
+
+/// What the engine saw of a log, as a store reports it.
+fn observation(seen: &Seen, decided_by: DecidedBy) -> Observation {
+    let at = |ms: i64| (ms >= 0).then_some(ms as u64);
+    Observation {
+        now_ms: seen.now as u64,
+        allowed: seen.allowed,
+        rules: seen
+            .rules
+            .iter()
+            .map(|rule| RuleObservation {
+                count: rule.count as u64,
+                oldest_ms: at(rule.oldest),
+                free_at_ms: at(rule.free_at),
+            })
+            .collect(),
+        decided_by,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rule::RuleSet;
 
     #[test]
     fn bounded_in_keys() {
@@ -498,9 +490,9 @@ mod tests {
     }
 
     #[test]
-    fn units_out_of_every_window_are_dropped() {
+    fn a_log_holds_no_more_than_its_largest_limit() {
         let store = MemoryStore::new(10);
-        let rules = RuleSet::parse("1000000/s").unwrap();
+        let rules = RuleSet::parse("1000/s").unwrap();
         for i in 0..10_000u64 {
             store
                 .apply(&Request::plain(b"busy", &rules, 1, Some(i), Mode::Check))
@@ -508,9 +500,9 @@ mod tests {
         }
         let shard = store.shard(b"busy");
         assert_eq!(
-            shard.logs[&b"busy"[..]].units.len(),
-            1000,
-            "one second of units at one a millisecond"
+            shard.logs[&b"busy"[..]].bytes.len(),
+            layout::header_len(1) + 1000 * layout::UNIT,
+            "the engine's ring of the newest 1,000 units"
         );
     }
 

@@ -29,8 +29,7 @@ use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::keys::{log_key, record_key, strikes_key};
 use crate::policy::{
-    decode_rules, version_key, Applied, DecidedBy, Fail2Ban, Field, Listing, RawRecord, SharedHash,
-    Strike,
+    version_key, Applied, DecidedBy, Fail2Ban, Field, Listing, RawRecord, SharedHash, Strike,
 };
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
@@ -839,12 +838,8 @@ fn script_args(cmd: &mut redis::Cmd, r: &Request<'_>) {
 /// log's header stores them (5 bytes each, big-endian, so the script tells
 /// whether a log fits these rules with one comparison), the limits, the windows.
 fn rule_args(cmd: &mut redis::Cmd, rules: &RuleSet) {
-    let windows: Vec<u8> = rules
-        .rules()
-        .iter()
-        .flat_map(|r| r.window_ms.to_be_bytes()[3..].to_vec())
-        .collect();
-    cmd.arg(rules.rules().len()).arg(windows);
+    cmd.arg(rules.rules().len())
+        .arg(rules.log_rules().encoded.as_slice());
     for rule in rules.rules() {
         cmd.arg(rule.limit);
     }
@@ -1056,11 +1051,7 @@ fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
     let allowed = int(&reply[1])? == 1;
     let detail = text(&reply[3])?;
     let decided_by = match int(&reply[2])? {
-        0 if detail.is_empty() => DecidedBy::Limited(Applied::Given),
-        0 if detail.starts_with('t') => DecidedBy::Limited(Applied::Tier(detail[1..].to_owned())),
-        0 if detail.starts_with('o') => {
-            DecidedBy::Limited(Applied::Override(decode_rules(&detail[1..])?))
-        }
+        0 => DecidedBy::Limited(Applied::from_detail(&detail)?),
         kind @ (1 | 2) => {
             let listing = Listing {
                 until_ms: int(&reply[4])? as u64,
