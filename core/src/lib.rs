@@ -62,6 +62,7 @@
 pub use ratekeeper_engine as engine;
 
 pub mod admin;
+pub mod clock;
 pub mod decision;
 pub mod denial_cache;
 pub mod error;
@@ -81,6 +82,7 @@ pub mod testing;
 pub mod time;
 
 pub use admin::{Admin, Entry};
+pub use clock::Clock;
 pub use decision::{Decision, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use http::{Answer, HeaderStyle, Responses};

@@ -72,27 +72,31 @@ fn scope_name(name: &str) -> String {
     ratekeeper_core::scope_name(name)
 }
 
-/// The test helpers' hooks (see `ratekeeper.testing`): freezes the clock of
-/// checks at `now` seconds (None: the real clock again).
+/// The test helpers' hooks (see `ratekeeper.testing`): freezes the
+/// process's clock (what every limiter reads unless given another) at `now`
+/// seconds (None: the store's clock again).
 #[pyfunction]
 fn _testing_freeze(py: Python<'_>, now: Option<f64>) -> PyResult<()> {
     let ms = now
         .map(|now| errors::guard(py, || ratekeeper_core::time::now_to_ms(now)))
         .transpose()?;
-    ratekeeper_core::testing::freeze(ms);
+    ratekeeper_core::Clock::process().freeze(ms);
     Ok(())
 }
 
-/// The frozen time of checks, in seconds, or None.
+/// The process's clock's frozen time, in seconds, or None.
 #[pyfunction]
 fn _testing_frozen() -> Option<f64> {
-    ratekeeper_core::testing::frozen().map(ratekeeper_core::time::seconds)
+    ratekeeper_core::Clock::process()
+        .frozen()
+        .map(ratekeeper_core::time::seconds)
 }
 
-/// Admits every check in this process without asking a store (True), or limits again.
+/// Admits every check of the limiters on the process's clock without asking
+/// a store (True), or limits again.
 #[pyfunction]
 fn _testing_disable(disabled: bool) {
-    ratekeeper_core::testing::set_disabled(disabled);
+    ratekeeper_core::Clock::process().set_limiting(!disabled);
 }
 
 /// Empties every memory store of this process at its next use.

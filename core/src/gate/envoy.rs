@@ -106,7 +106,7 @@ impl Gate {
                 Err(done) => return Step::Done(done),
             },
             None => {
-                if !self.spec.enabled || crate::testing::disabled() {
+                if !self.spec.enabled || !self.base.clock().limiting() {
                     return Step::Done(Box::new(Verdict::unmarked()));
                 }
                 let client = (!facts.peer().is_empty())

@@ -1,7 +1,7 @@
 //! Checks of several keys at once: one round trip where the store allows
 //! it (a Redis pipeline), each check atomic on its own.
 
-use super::pipeline::{check_arguments, finish, Prepared};
+use super::pipeline::{finish, Prepared};
 use super::{CheckOptions, Limiter};
 use crate::decision::{Decision, Observation};
 use crate::error::Result;
@@ -68,7 +68,7 @@ impl<'i> Batch<'i> {
     fn prepare(items: &'i [BatchItem<'i>], now: Option<f64>) -> Result<Batch<'i>> {
         let mut now_ms = None;
         for item in items {
-            now_ms = check_arguments(item.cost, now)?;
+            now_ms = item.limiter.check_time(item.cost, now)?;
         }
         let mut prepared = Vec::with_capacity(items.len());
         for item in items {

@@ -18,6 +18,7 @@ pub use wait::Acquired;
 
 use self::pipeline::{denial_key, finish};
 use self::view::{current_policies, policies, Policies};
+use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::denial_cache::{DenialCache, DEFAULT_CAP};
 use crate::error::{Error, Result};
@@ -27,7 +28,7 @@ use crate::policy::{self, Fail2Ban, List, Strike, Target};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use crate::store::{self, Mode, Store, StoreOptions};
-use crate::time::{now_to_ms, system_now_ms};
+use crate::time::now_to_ms;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +60,7 @@ pub struct Limiter {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) shared: Policies,
     pub(crate) on_error: OnError,
+    pub(crate) clock: Clock,
     denial_cap: Duration,
     local: ProcessLocal<ProcessState>,
 }
@@ -112,6 +114,7 @@ impl Limiter {
             store,
             shared,
             on_error,
+            clock: Clock::process(),
             denial_cap: cap,
             local: process_state(cap, windows),
         }
@@ -170,7 +173,7 @@ impl Limiter {
     }
 
     /// A limiter for other rules on the same store, with the same `on_error`,
-    /// denial cache and policy refresh (and no scope or tiers until given).
+    /// denial cache, policy refresh and clock (and no scope or tiers until given).
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
         Limiter::build(
             rules,
@@ -180,6 +183,19 @@ impl Limiter {
             self.denial_cap,
         )
         .with_records(self.read_records)
+        .with_clock(self.clock.clone())
+    }
+
+    /// This limiter on `clock` instead of the process's (see [`Clock`]):
+    /// its time for checks that give none, and its switch.
+    pub fn with_clock(mut self, clock: Clock) -> Limiter {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The rule set, shortest window first.
@@ -328,7 +344,7 @@ impl Limiter {
         let now_ms = now
             .map(now_to_ms)
             .transpose()?
-            .or_else(crate::testing::frozen);
+            .or_else(|| self.clock.frozen());
         let (tag, target) = match offender {
             Offender::Key(key) => {
                 if key.is_empty() {
@@ -373,14 +389,14 @@ impl Limiter {
     /// listed. Asks no store (the lists are held in-process): middlewares
     /// call it for every request, limited or not.
     pub fn screen(&self, ip: &str) -> Option<Decision> {
-        if crate::testing::disabled() {
+        if !self.clock.limiting() {
             return None;
         }
         let shared = current_policies(&self.shared, &self.store);
         if !shared.switches.enabled || !shared.has_nets() {
             return None;
         }
-        let now_ms = crate::testing::frozen().unwrap_or_else(system_now_ms);
+        let now_ms = self.clock.now_ms();
         let (list, listing) = shared.judge_ip(crate::net::parse_hop(ip)?, now_ms)?;
         Some(finish(
             Decision::listed(&self.rules, now_ms, list, listing),

@@ -35,7 +35,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        let now_ms = check_arguments(options.cost, options.now)?;
+        let now_ms = self.check_time(options.cost, options.now)?;
         match self.prepare(key, options, now_ms, mode)? {
             Prepared::Decided(decision) => Ok(decision),
             Prepared::Ask {
@@ -61,7 +61,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        let now_ms = check_arguments(options.cost, options.now)?;
+        let now_ms = self.check_time(options.cost, options.now)?;
         match self.prepare(key, options, now_ms, mode)? {
             Prepared::Decided(decision) => Ok(decision),
             Prepared::Ask {
@@ -103,7 +103,7 @@ impl Limiter {
             self.state().denials.clear();
         }
         let rules = self.rules_for(options.tier, &shared)?;
-        if !shared.switches.enabled || crate::testing::disabled() {
+        if !shared.switches.enabled || !self.clock.limiting() {
             let at = now_ms.unwrap_or_else(system_now_ms);
             return decided(Decision::unlimited(&rules, at), &shared);
         }
@@ -306,13 +306,16 @@ pub(crate) fn finish(decision: Decision, shared: &Shared) -> Decision {
     }
 }
 
-/// The time of a check in ms, after checking its cost and time.
-pub(crate) fn check_arguments(cost: u64, now: Option<f64>) -> Result<Option<u64>> {
-    if cost == 0 {
-        return Err(Error::config("invalid cost 0: a check costs at least 1"));
-    }
-    match now {
-        Some(now) => now_to_ms(now).map(Some),
-        None => Ok(crate::testing::frozen()),
+impl Limiter {
+    /// The time of a check in ms (`now`, else this limiter's frozen clock;
+    /// `None`: the store's), after checking its cost and time.
+    pub(crate) fn check_time(&self, cost: u64, now: Option<f64>) -> Result<Option<u64>> {
+        if cost == 0 {
+            return Err(Error::config("invalid cost 0: a check costs at least 1"));
+        }
+        match now {
+            Some(now) => now_to_ms(now).map(Some),
+            None => Ok(self.clock.frozen()),
+        }
     }
 }

@@ -39,8 +39,9 @@ fn scope_name(name: String) -> String {
     ratekeeper_core::scope_name(&name)
 }
 
-/// `Ratekeeper._testing_freeze(now)`: the clock of checks frozen at `now`
-/// seconds (nil: the real clock again); see lib/ratekeeper/testing.rb.
+/// `Ratekeeper._testing_freeze(now)`: the process's clock (what every
+/// limiter reads unless given another) frozen at `now` seconds (nil: the
+/// store's clock again); see lib/ratekeeper/testing.rb.
 fn testing_freeze(ruby: &Ruby, now: Option<f64>) -> Result<(), Error> {
     let ms = match now {
         Some(now) => Some(errors::guard(ruby, || {
@@ -48,13 +49,14 @@ fn testing_freeze(ruby: &Ruby, now: Option<f64>) -> Result<(), Error> {
         })?),
         None => None,
     };
-    ratekeeper_core::testing::freeze(ms);
+    ratekeeper_core::Clock::process().freeze(ms);
     Ok(())
 }
 
-/// `Ratekeeper._testing_disable(flag)`: every check admitted without a store, or limited again.
+/// `Ratekeeper._testing_disable(flag)`: every check of the limiters on the
+/// process's clock admitted without a store, or limited again.
 fn testing_disable(disabled: bool) {
-    ratekeeper_core::testing::set_disabled(disabled);
+    ratekeeper_core::Clock::process().set_limiting(!disabled);
 }
 
 /// `Ratekeeper._testing_reset`: every memory store emptied at its next use.
