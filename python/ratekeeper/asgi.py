@@ -21,9 +21,11 @@ be a coroutine function.
 """
 
 import inspect
+from functools import partial
 from typing import Any, Awaitable, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper.body import MAX_BODY, field, readable_length
 from ratekeeper.http import door_gate, log_verdict
 
 Scope = dict
@@ -45,6 +47,34 @@ def header(scope: Scope, name: bytes) -> Optional[str]:
 def encoded(headers: Iterable[Tuple[str, str]]) -> List[Tuple[bytes, bytes]]:
     """Headers as ASGI sends them: lower-case Latin-1 bytes."""
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+
+async def read_body(scope: Scope, receive: Receive) -> Tuple[Optional[bytes], Receive]:
+    """An HTTP request's body, read ahead of the app for a policy's
+    ``identity:FIELD`` key when its ``Content-Length`` is at most
+    ``MAX_BODY`` (else None, and nothing is read), and the ``receive`` the
+    app is then given: every message read, then the rest."""
+    if readable_length(header(scope, b"content-length")) is None:
+        return None, receive
+    read: List[dict] = []
+    raw = b""
+    while True:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":  # the client went away
+            return None, _replaying(read, receive)
+        raw += message.get("body", b"")
+        if len(raw) > MAX_BODY:
+            return None, _replaying(read, receive)
+        if not message.get("more_body", False):
+            return raw, _replaying(read, receive)
+
+
+def _replaying(read: List[dict], receive: Receive) -> Receive:
+    async def replay() -> dict:
+        return read.pop(0) if read else await receive()
+
+    return replay
 
 
 async def send_answer(answer: Answer, send: Send) -> None:
@@ -137,10 +167,15 @@ class RateLimitMiddleware:
         if self.key is not None:
             found = self.key(scope)
             scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found
+        body = None
+        if self.gate.reads_body and scope["type"] == "http":
+            raw, receive = await read_body(scope, receive)
+            if raw is not None:
+                body = partial(field, header(scope, b"content-type"), raw)
         headers = scope.get("headers") or []
         verdict = await self.gate.adecide(
             scope.get("method", "GET"), scope.get("path") or "/", header(scope, b"host") or "", peer, headers,
-            (scope.get("query_string") or b"").decode("latin-1"), context=scope,
+            (scope.get("query_string") or b"").decode("latin-1"), context=scope, body=body,
             cost=self.cost(scope) if self.cost else None)
         if verdict.decision is not None:
             scope["ratekeeper.decision"] = verdict.decision

@@ -25,6 +25,7 @@ installs. The decision is ``request.state.ratekeeper``.
 """
 
 import inspect
+from functools import partial
 from typing import Any, Awaitable, Callable, Dict, Optional, Union
 
 from starlette.exceptions import HTTPException
@@ -32,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ratekeeper._ratekeeper import Answer, Decision, Gate, Limiter, Responses, TrustedProxies, parse_rules, scope_name
+from ratekeeper.body import field, readable_length
 from ratekeeper.http import log_verdict
 
 KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
@@ -164,11 +166,15 @@ def policy(
 async def _decide(gate: Gate, request: Request, response: Response, cost: int,
                   log_level: Optional[Union[int, str]] = None) -> Optional[Decision]:
     """The gate's verdict on a request: the headers of a pass added to the
-    response, a denial or block raised as RateLimited."""
+    response, a denial or block raised as RateLimited. A policy keying by
+    a body field reads the body (Starlette keeps it for the route)."""
+    body = None
+    if gate.reads_body and readable_length(request.headers.get("content-length")) is not None:
+        body = partial(field, request.headers.get("content-type"), await request.body())
     verdict = await gate.adecide(request.method, request.url.path, request.headers.get("host", ""),
                                  request.client.host if request.client else "", request.scope["headers"],
                                  request.scope.get("query_string", b"").decode("latin-1"),
-                                 context=request.scope, cost=cost)
+                                 context=request.scope, body=body, cost=cost)
     decision = verdict.decision
     if not verdict.checked and verdict.ending == "pass" and decision is None:
         return None

@@ -14,21 +14,17 @@ Every limited response carries the rate-limit headers; a denied request gets
 """
 
 import io
-import json
 from http import HTTPStatus
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper.body import field, readable_length
 from ratekeeper.http import door_gate, log_verdict
 
 Environ = dict
 StartResponse = Callable[..., Any]
 KeyFunc = Callable[[Environ], Optional[Union[str, bytes]]]
 Responder = Callable[[Environ, StartResponse, Decision], Iterable[bytes]]
-
-# The most of a request body read for an ``identity:FIELD`` key.
-MAX_BODY = 64 * 1024
-
 
 def _status_line(status: int) -> str:
     try:
@@ -39,32 +35,16 @@ def _status_line(status: int) -> str:
 
 def body_field(environ: Environ, name: str) -> Optional[str]:
     """Field `name` of a posted form or JSON object body (read once, at most
-    MAX_BODY bytes, and put back for the app); None when absent."""
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return None
-    if length <= 0 or length > MAX_BODY:
+    ratekeeper.body.MAX_BODY bytes, and put back for the app); None when absent."""
+    length = readable_length(environ.get("CONTENT_LENGTH"))
+    if length is None:
         return None
     raw = environ.get("ratekeeper.body")
     if raw is None:
         raw = environ["wsgi.input"].read(length)
         environ["ratekeeper.body"] = raw
         environ["wsgi.input"] = io.BytesIO(raw)
-    kind = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    if kind == "application/x-www-form-urlencoded":
-        from urllib.parse import parse_qs
-
-        values = parse_qs(raw.decode("latin-1"), keep_blank_values=True).get(name)
-        return values[0] if values else None
-    if kind == "application/json":
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            return None
-        value = body.get(name) if isinstance(body, dict) else None
-        return value if isinstance(value, str) else None
-    return None
+    return field(environ.get("CONTENT_TYPE"), raw, name)
 
 
 class RateLimitMiddleware:

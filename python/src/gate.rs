@@ -517,6 +517,13 @@ impl Gate {
         self.inner.spec().enabled
     }
 
+    /// Whether a throttle keys requests by a body field (`identity:FIELD`),
+    /// so a door that reads the body ahead of the app must read it.
+    #[getter]
+    fn reads_body(&self) -> bool {
+        self.inner.spec().reads_body()
+    }
+
     fn __repr__(&self) -> String {
         let spec = self.inner.spec();
         format!(

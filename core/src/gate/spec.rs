@@ -372,6 +372,15 @@ impl Spec {
         })
     }
 
+    /// Whether a throttle keys requests by a field of their body
+    /// (`identity:FIELD`): a door that must read a body ahead of the app
+    /// (ASGI) reads it only then.
+    pub fn reads_body(&self) -> bool {
+        self.throttles
+            .iter()
+            .any(|t| matches!(t.key, Some(Source::Identity(_))))
+    }
+
     /// Whether `path` is exempt from limiting.
     pub fn exempt(&self, path: &str) -> bool {
         self.exempt_paths
