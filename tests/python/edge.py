@@ -200,19 +200,29 @@ def with_ports(text: str, server: int, app: int, proxy: int) -> str:
             .replace(f":{README_PROXY}", f":{proxy}").replace(f"listen {README_PROXY}", f"listen 127.0.0.1:{proxy}"))
 
 
-def nginx(directory, server: int, app: int) -> Tuple[Process, int]:
+def nginx(directory, server: int, app: Optional[int], behind_proxy: bool = False) -> Tuple[Process, int]:
     """nginx in front of `app`, asking ratekeeper-server on `server`, with
-    README's server block as it is."""
+    README's server block as it is; `app` None: nginx answers "ok" as the
+    app itself. `behind_proxy`: the client's X-Forwarded-For is passed on
+    with the peer appended ($proxy_add_x_forwarded_for), as an nginx behind
+    a load balancer passes it."""
     binary = need("nginx")
     proxy = free_port()
     root = os.path.join(str(directory), f"nginx-{proxy}")
     os.makedirs(os.path.join(root, "logs"), exist_ok=True)
     user = "user root;\n" if os.geteuid() == 0 else ""
+    app_port = app or free_port()
+    block = with_ports(readme_block("nginx"), server, app_port, proxy)
+    if app is None:
+        block += f'server {{\n listen 127.0.0.1:{app_port};\n location / {{ return 200 "ok"; }}\n}}\n'
+    if behind_proxy:
+        assert "X-Forwarded-For $remote_addr;" in block
+        block = block.replace("X-Forwarded-For $remote_addr;", "X-Forwarded-For $proxy_add_x_forwarded_for;")
     conf = (f"{user}worker_processes 1;\nerror_log {root}/logs/error.log warn;\npid {root}/nginx.pid;\n"
             "events { worker_connections 256; }\n"
             f"http {{\n access_log off;\n client_body_temp_path {root}/body;\n proxy_temp_path {root}/proxy;\n"
             f" fastcgi_temp_path {root}/fastcgi;\n uwsgi_temp_path {root}/uwsgi;\n scgi_temp_path {root}/scgi;\n"
-            + with_ports(readme_block("nginx"), server, app, proxy) + "}\n")
+            + block + "}\n")
     path = os.path.join(root, "nginx.conf")
     with open(path, "w") as f:
         f.write(conf)

@@ -1,17 +1,21 @@
 """The gate's conformance table (tests/cases/gate.json, under the policy
 tests/cases/gate.toml) through every Python door and the edge server: the
 WSGI and ASGI middlewares, the FastAPI policy dependency, Django sync and
-async (POLICY_FILE), forward auth over HTTP and Envoy's rate limit service
-over gRPC, and the Rack middleware under puma, each on memory, Redis and
-Redis Cluster; every request of the table must get the same answer from
-each. (Rack through Rack::MockRequest: tests/ruby/test_gate_table.rb.)"""
+async (POLICY_FILE), forward auth over HTTP (asked directly, and behind
+nginx with README's recipe), Envoy's rate limit service over gRPC, and the
+Rack middleware under puma, each on memory, Redis and Redis Cluster; every
+request of the table must get the same answer from each, and the doors
+whose counters the test reads must have answered the steps marked
+'cached' from the denial cache. (Rack through Rack::MockRequest:
+tests/ruby/test_gate_table.rb.)"""
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -25,6 +29,9 @@ PEER = "198.51.100.7"
 sys.path.insert(0, str(Path(ROOT) / "tests" / "python" / "servers"))
 
 Answer = Tuple[int, Dict[str, str], bytes]
+# a door's answers to a case, and how many came from the denial cache (None:
+# the test cannot read that door's counters)
+Run = Tuple[List[Answer], Optional[int]]
 
 
 def policy_file(tmp_path, store_url: str) -> Path:
@@ -64,6 +71,11 @@ def check(door: str, case: str, answers: List[Answer]) -> None:
                 assert got == want, f"{where}: {name} is {got!r}, not {want!r}"
 
 
+def cached_denials(gate: Any) -> int:
+    """Denials a Python gate answered from its denial cache, over its throttles."""
+    return sum(stats["cached_denials"] for stats in gate.stats.values())
+
+
 def forwarded_for(step: Dict[str, Any]) -> str:
     """X-Forwarded-For as a proxy on 127.0.0.1 (trusted by the policy) sends
     it for a step: what the step's peer sent, then the peer."""
@@ -83,7 +95,7 @@ def environ(step: Dict[str, Any]) -> Dict[str, Any]:
     return env
 
 
-def run_wsgi(path: Path, case: str) -> List[Answer]:
+def run_wsgi(path: Path, case: str) -> Run:
     from ratekeeper.wsgi import RateLimitMiddleware
 
     def app(env, start_response):
@@ -96,12 +108,13 @@ def run_wsgi(path: Path, case: str) -> List[Answer]:
         seen: Dict[str, Any] = {}
         body = b"".join(door(environ(step), lambda status, headers, exc=None: seen.update(s=status, h=headers)))
         answers.append((int(seen["s"].split()[0]), dict(seen["h"]), body))
-    return answers
+    return answers, cached_denials(door.gate)
 
 
-def asgi_answers(make_app: Callable[[], Any], case: str) -> List[Answer]:
-    """The answers an ASGI app (made in the loop that runs it) gives the case's requests."""
-    async def run() -> List[Answer]:
+def asgi_answers(make_app: Callable[[], Any], case: str) -> Tuple[List[Answer], Any]:
+    """The answers an ASGI app (made in the loop that runs it) gives the
+    case's requests, and the app."""
+    async def run() -> Tuple[List[Answer], Any]:
         door = make_app()
         answers = []
         for step in TABLE["cases"][case]:
@@ -123,22 +136,23 @@ def asgi_answers(make_app: Callable[[], Any], case: str) -> List[Answer]:
             start = sent[0]
             answers.append((start["status"], {k.decode(): v.decode() for k, v in start["headers"]},
                             b"".join(m.get("body", b"") for m in sent[1:])))
-        return answers
+        return answers, door
 
     return asyncio.run(run())
 
 
-def run_asgi(path: Path, case: str) -> List[Answer]:
+def run_asgi(path: Path, case: str) -> Run:
     from ratekeeper.asgi import RateLimitMiddleware
 
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    return asgi_answers(lambda: RateLimitMiddleware(app, policy=str(path)), case)
+    answers, door = asgi_answers(lambda: RateLimitMiddleware(app, policy=str(path)), case)
+    return answers, cached_denials(door.gate)
 
 
-def run_fastapi(path: Path, case: str) -> List[Answer]:
+def run_fastapi(path: Path, case: str) -> Run:
     """A FastAPI app whose every route the policy dependency guards."""
     from fastapi import Depends, FastAPI
 
@@ -151,10 +165,10 @@ def run_fastapi(path: Path, case: str) -> List[Answer]:
         app.add_api_route("/{rest:path}", lambda: "ok", methods=["GET", "POST"])
         return app
 
-    return asgi_answers(make, case)
+    return asgi_answers(make, case)[0], None
 
 
-def run_django(path: Path, case: str, is_async: bool) -> List[Answer]:
+def run_django(path: Path, case: str, is_async: bool) -> Run:
     from django.test import AsyncClient, Client, override_settings
 
     with override_settings(RATEKEEPER={"POLICY_FILE": str(path)}, ROOT_URLCONF="gate_urls"):
@@ -168,10 +182,15 @@ def run_django(path: Path, case: str, is_async: bool) -> List[Answer]:
             else:
                 response = Client(REMOTE_ADDR=step.get("peer", PEER)).generic(step["method"], url, headers=headers)
             answers.append((response.status_code, dict(response.items()), response.content))
-        return answers
+        return answers, None
 
 
-def run_forward_auth(path: Path, case: str, tmp_path) -> List[Answer]:
+def edge_cached_denials(server: EdgeServer) -> int:
+    """Denials the edge server answered from its denial cache (/metrics)."""
+    return int(sum(v for k, v in server.metrics().items() if k.startswith("ratekeeper_cached_denials_total")))
+
+
+def run_forward_auth(path: Path, case: str, tmp_path) -> Run:
     server = EdgeServer(tmp_path, path.read_text())
     try:
         answers = []
@@ -182,12 +201,35 @@ def run_forward_auth(path: Path, case: str, tmp_path) -> List[Answer]:
                        "X-Forwarded-Uri": step["path"] + (f"?{step['query']}" if step.get("query") else ""),
                        "X-Forwarded-For": forwarded_for(step)}
             answers.append(request(server.port, "/auth", headers))
-        return answers
+        return answers, edge_cached_denials(server)
     finally:
         assert server.stop() == 0, server.log()[-2000:]
 
 
-def run_envoy(path: Path, case: str, tmp_path) -> List[Answer]:
+def run_forward_auth_nginx(path: Path, case: str, tmp_path) -> Run:
+    """Forward auth behind nginx with README's recipe (nginx answering as
+    the app), over HTTP: nginx passes the client's X-Forwarded-For with
+    its peer (127.0.0.1, trusted) appended, as an nginx behind a load
+    balancer does; a denial reaches the client as README's 429."""
+    from edge import nginx
+
+    server = EdgeServer(tmp_path, path.read_text())
+    front = None
+    try:
+        front, port = nginx(tmp_path, server.port, None, behind_proxy=True)
+        answers = []
+        for step in TABLE["cases"][case]:
+            headers = {**step.get("headers", {}), "Host": "example.com", "X-Forwarded-For": forwarded_for(step)}
+            url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
+            answers.append(request(port, url, headers, step["method"]))
+        return answers, edge_cached_denials(server)
+    finally:
+        if front is not None:
+            front.stop()
+        assert server.stop() == 0, server.log()[-2000:]
+
+
+def run_envoy(path: Path, case: str, tmp_path) -> Run:
     """Envoy's rate limit service over gRPC, asked as Envoy's ratelimit
     filter asks when the route's actions describe the request (one
     descriptor: remote_address, request_headers for :method, :path and
@@ -213,12 +255,12 @@ def run_envoy(path: Path, case: str, tmp_path) -> List[Answer]:
                 over = reply.overall_code == rls_pb2.RateLimitResponse.Code.OVER_LIMIT
                 answers.append((429 if over else 200, {h.key: h.value for h in reply.response_headers_to_add},
                                 reply.raw_body if over else b"ok"))
-        return answers
+        return answers, None
     finally:
         assert server.stop() == 0, server.log()[-2000:]
 
 
-def run_rack_puma(path: Path, case: str, tmp_path) -> List[Answer]:
+def run_rack_puma(path: Path, case: str, tmp_path) -> Run:
     """The Rack middleware given the policy file, in an app under puma (one
     process: the memory store is a process's own), over HTTP; the table's
     peer comes as the trusted proxy 127.0.0.1 gives it."""
@@ -231,12 +273,12 @@ def run_rack_puma(path: Path, case: str, tmp_path) -> List[Answer]:
             headers = {**step.get("headers", {}), "Host": "example.com", "X-Forwarded-For": forwarded_for(step)}
             url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
             answers.append(request(port, url, headers, step["method"]))
-        return answers
+        return answers, None
     finally:
         stop_all(app)
 
 
-DOORS: Dict[str, Callable[..., List[Answer]]] = {
+DOORS: Dict[str, Callable[..., Run]] = {
     "rack-puma": run_rack_puma,
     "wsgi": lambda path, case, tmp_path: run_wsgi(path, case),
     "asgi": lambda path, case, tmp_path: run_asgi(path, case),
@@ -245,13 +287,19 @@ DOORS: Dict[str, Callable[..., List[Answer]]] = {
     "django": lambda path, case, tmp_path: run_django(path, case, False),
     "django-async": lambda path, case, tmp_path: run_django(path, case, True),
     "forward-auth": run_forward_auth,
+    "forward-auth-nginx": run_forward_auth_nginx,
 }
 
 
 @pytest.mark.parametrize("door", sorted(DOORS))
 def test_every_case_through_the_door(door, store_url, tmp_path):
     for case in CASES:
-        check(door, case, DOORS[door](policy_file(tmp_path, store_url), case, tmp_path))
+        answers, cached = DOORS[door](policy_file(tmp_path, store_url), case, tmp_path)
+        check(door, case, answers)
+        if cached is not None:  # the memory store keeps no denial cache
+            remote = not store_url.startswith("memory://")
+            want = sum(1 for step in TABLE["cases"][case] if step.get("cached")) if remote else 0
+            assert cached == want, f"{door}: {case!r}: {cached} denials answered from the cache, not {want}"
 
 
 # One client (the test's, 127.0.0.1, as every door sees it) through every
@@ -273,9 +321,11 @@ def shown(answer: Answer) -> Tuple[int, Any, Dict[str, str]]:
 
 
 def test_one_policy_file_in_django_rails_and_the_edge(redis_url, tmp_path):
-    """One policy file, unchanged, in Django under gunicorn, in a Rack app
-    under puma and in the edge server behind nginx: a request sequence split
-    across the three gets the answers one door (the WSGI middleware) gives."""
+    """One policy file, unchanged, in Django under gunicorn, in a Rails 6.1
+    app under puma (2 workers; tests/ruby/servers/rails_policy, whose
+    config.ratekeeper.policy names the file) and in the edge server behind
+    nginx: a request sequence split across the three gets the answers one
+    door (the WSGI middleware) gives."""
     from edge import gunicorn_django, nginx, puma_rack, stop_all
 
     def one_door() -> List[Answer]:
@@ -298,7 +348,9 @@ def test_one_policy_file_in_django_rails_and_the_edge(redis_url, tmp_path):
     try:
         django, django_port = gunicorn_django(tmp_path, "policy", redis_url, "", policy=str(path), probe="/health")
         started.append(django)
-        rack, rack_port = puma_rack(tmp_path, "policy", redis_url, "", policy=str(path), probe="/health")
+        rails_app = os.path.join(ROOT, "tests", "ruby", "servers", "rails_policy", "config.ru")
+        rack, rack_port = puma_rack(tmp_path, "policy", redis_url, "", policy=str(path), probe="/health",
+                                    app=rails_app)
         started.append(rack)
         behind, behind_port = gunicorn_django(tmp_path, "proxied", redis_url, "unused")
         started.append(behind)
