@@ -158,6 +158,25 @@ class TestRackAttack < Minitest::Test
     assert_match(/cannot hold exact windows/, error.message)
   end
 
+  # A client's ACL user, password, TLS and CA reach the ratekeeper store's
+  # URL (the clients connect lazily: nothing is dialled here)
+  def test_a_redis_clients_credentials_and_tls_reach_the_store_url
+    client = Redis.new(host: "127.0.0.1", port: 6390, db: 2, username: "app", password: "p@ss/w:rd", ssl: true,
+                       ssl_params: { ca_file: "/nonexistent/ca.pem", verify_mode: OpenSSL::SSL::VERIFY_PEER })
+    url = Rack::Attack::Cache.url_of(client)
+    assert_equal "rediss://app:p%40ss%2Fw%3Ard@127.0.0.1:6390/2?ssl_ca_certs=%2Fnonexistent%2Fca.pem", url
+    # the core reads the CA file the client named (and never shows the password)
+    error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/second", store: url) }
+    assert_match(%r{/nonexistent/ca.pem}, error.message)
+    refute_match(/p%40ss|p@ss/, error.message)
+    given = ActiveSupport::Cache::RedisCacheStore.new(url: "rediss://127.0.0.1:6390/0",
+                                                      ssl_params: { verify_mode: OpenSSL::SSL::VERIFY_NONE })
+    assert_equal "rediss://127.0.0.1:6390/0?ssl_cert_reqs=none", Rack::Attack::Cache.url_of(given)
+    with_cert = Redis.new(ssl: true, ssl_params: { cert: Object.new })
+    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { Rack::Attack.cache.store = with_cert }
+    assert_match(/ssl_certfile/, error.message)
+  end
+
   def test_hostile_discriminators_are_limited_each_exactly
     Rack::Attack.throttle("key", limit: 2, period: 60) { |req| req.get_header("HTTP_X_KEY") }
     ["caf\xC3\xA9\xFF".b, "a\x00b", "a\r\nSet-Cookie: x=1", "a\r\nSet-Cookie: x=2"].each do |value|
@@ -184,6 +203,11 @@ class TestRackAttack < Minitest::Test
     pages = Array.new(15) { http.call("/page") }
     assert_equal [200] * 13 + [429] * 2, pages.map(&:first), "20 per minute per IP across both workers, logins counted"
     assert_equal 2, (logins + pages).map { |_, body| body["pid"] }.uniq.size, "both workers answered"
+    # the fail2ban blocklist: two probes ban the client for 10 minutes, on
+    # both workers, before any throttle is asked (rack-attack's order)
+    status = ->(path) { Net::HTTP.get_response(URI("http://127.0.0.1:#{port}#{path}")).code.to_i }
+    assert_equal [403, 403], [status.call("/wp-admin/setup.php"), status.call("/files/etc/passwd")]
+    assert_equal [403] * 6, Array.new(6) { status.call("/page") }, "banned, not throttled, on either worker"
   ensure
     stop_server(pid)
   end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "ipaddr"
+require "uri"
 require "ratekeeper"
 require "ratekeeper/rack/middleware"
 require "ratekeeper/testing"
@@ -122,13 +123,31 @@ module Rack
         redis.respond_to?(:with) && !redis.is_a?(::Redis) ? redis.with(&block) : block.call(redis)
       end
 
+      # The store URL of a Redis client: its URL, or its host, port, db,
+      # ACL user and password (escaped), TLS, and the CA file and
+      # verification of its ssl_params as the URL's TLS parameters.
       def self.url_of_client(client)
         options = client._client.options
-        return options[:url] if options[:url]
+        url = options[:url] || begin
+          scheme = options[:ssl] ? "rediss" : "redis"
+          user, password = options.values_at(:username, :password).map { |v| v && URI.encode_www_form_component(v) }
+          auth = password ? "#{user}:#{password}@" : ""
+          "#{scheme}://#{auth}#{options[:host]}:#{options[:port]}/#{options[:db] || 0}"
+        end
+        tls = tls_query(options[:ssl_params] || {})
+        tls.empty? ? url : "#{url}#{url.include?("?") ? "&" : "?"}#{URI.encode_www_form(tls)}"
+      end
 
-        scheme = options[:ssl] ? "rediss" : "redis"
-        auth = options[:password] ? ":#{options[:password]}@" : ""
-        "#{scheme}://#{auth}#{options[:host]}:#{options[:port]}/#{options[:db] || 0}"
+      # A client's ssl_params as the store URL's TLS parameters.
+      def self.tls_query(ssl)
+        if ssl[:cert] || ssl[:key]
+          raise MisconfiguredStoreError, "Rack::Attack.cache.store: a client certificate given as ssl_params cert/key " \
+                                         "cannot reach ratekeeper: give the store's URL with ssl_certfile and ssl_keyfile"
+        end
+        query = {}
+        query["ssl_ca_certs"] = ssl[:ca_file] if ssl[:ca_file]
+        query["ssl_cert_reqs"] = "none" if defined?(OpenSSL::SSL::VERIFY_NONE) && ssl[:verify_mode] == OpenSSL::SSL::VERIFY_NONE
+        query
       end
     end
 
