@@ -380,16 +380,19 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
     let mut mcon = connect(&master.url());
     let mut rcon = connect(&replica.url());
-    for _ in 0..100 {
+    // the first sync (up to 30 s on a busy machine)
+    let synced = (0..600).any(|_| {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut rcon)
             .unwrap();
-        if info.contains("master_link_status:up") {
-            break;
+        let up = info.contains("master_link_status:up");
+        if !up {
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        up
+    });
+    assert!(synced, "the replica never synced with its master");
 
     let store = common::open_with(&master.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
@@ -412,11 +415,12 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     assert_eq!(store.stats().path, "module");
     assert_eq!(store.stats().script_calls, 0);
 
-    let _: Value = redis::cmd("WAIT")
+    let acked: i64 = redis::cmd("WAIT")
         .arg(1)
-        .arg(2000)
+        .arg(10_000)
         .query(&mut mcon)
         .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
     let on_master = logs(&mut mcon);
     assert_eq!(on_master.len(), 42);
     assert_eq!(logs(&mut rcon), on_master, "the replica's logs differ");
