@@ -64,4 +64,4 @@ pub mod lua {
 }
 
 pub use command::{parse_check, select, ArgError, CheckArgs, Record, Selected};
-pub use log::{check, Check, Damaged, Rules, Seen, Write};
+pub use log::{check, Check, Damaged, Edits, Rules, Seen, Write};

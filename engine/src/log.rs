@@ -100,8 +100,8 @@ pub enum Write {
     Nothing,
     /// Overwrite these ranges (as `SETRANGE`), and renew the TTL when given (ms).
     Patch {
-        /// (offset, bytes), in the order the script writes them.
-        edits: Vec<(usize, Vec<u8>)>,
+        /// The ranges, in the order the script writes them.
+        edits: Edits,
         /// The TTL to set, when it is renewed.
         ttl_ms: Option<i64>,
     },
@@ -114,6 +114,44 @@ pub enum Write {
     },
 }
 
+/// The ranges a patch overwrites, in order, their bytes held in one buffer
+/// (a check writes at most three: the new units, those that wrap around the
+/// ring, and the header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edits {
+    bytes: Vec<u8>,
+    /// (offset in the log, length) of each range.
+    ranges: [(usize, usize); 3],
+    count: usize,
+}
+
+impl Edits {
+    fn with_capacity(bytes: usize) -> Edits {
+        Edits {
+            bytes: Vec::with_capacity(bytes),
+            ranges: [(0, 0); 3],
+            count: 0,
+        }
+    }
+
+    /// Adds the range at offset `at` whose bytes `fill` appends.
+    fn push(&mut self, at: usize, fill: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.bytes.len();
+        fill(&mut self.bytes);
+        self.ranges[self.count] = (at, self.bytes.len() - start);
+        self.count += 1;
+    }
+
+    /// Each range: its offset in the log, and its bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        let mut start = 0;
+        self.ranges[..self.count].iter().map(move |&(at, len)| {
+            start += len;
+            (at, &self.bytes[start - len..start])
+        })
+    }
+}
+
 impl Write {
     /// Applies this write to a log held in a buffer (the TTL aside), as the
     /// memory store holds its logs.
@@ -121,11 +159,11 @@ impl Write {
         match self {
             Write::Nothing => {}
             Write::Patch { edits, .. } => {
-                for (at, bytes) in edits {
+                for (at, bytes) in edits.iter() {
                     if log.len() < at + bytes.len() {
                         log.resize(at + bytes.len(), 0);
                     }
-                    log[at..at + bytes.len()].copy_from_slice(&bytes);
+                    log[at..at + bytes.len()].copy_from_slice(bytes);
                 }
             }
             Write::Rewrite { bytes, .. } => *log = bytes,
@@ -383,36 +421,33 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
     }
     let now = log.now;
 
-    let mut counts = Vec::with_capacity(n);
+    let mut seen = Seen {
+        now,
+        allowed: true,
+        rules: Vec::with_capacity(n),
+    };
     for i in 0..n {
         if log.at[i].p < log.lo
             || (log.at[i].p < log.n_units && log.at[i].tsp + rules.windows[i] <= now)
         {
             log.advance(i)?;
         }
-        counts.push(log.n_units - log.at[i].p);
-    }
-    let allowed = counts
-        .iter()
-        .zip(&rules.limits)
-        .all(|(count, limit)| count + c.cost <= *limit);
-    let mut seen = Seen {
-        now,
-        allowed,
-        rules: Vec::with_capacity(n),
-    };
-    for (i, &count) in counts.iter().enumerate() {
-        let over = count + c.cost - rules.limits[i];
-        let free_at = if !allowed && over > 0 && c.cost <= rules.limits[i] {
-            log.entry(log.at[i].p + over - 1)? + rules.windows[i]
-        } else {
-            -1
-        };
+        let count = log.n_units - log.at[i].p;
+        seen.allowed &= count + c.cost <= rules.limits[i];
         seen.rules.push(RuleSeen {
             count,
             oldest: if count > 0 { log.at[i].tsp } else { -1 },
-            free_at,
+            free_at: -1,
         });
+    }
+    let allowed = seen.allowed;
+    if !allowed {
+        for (i, rule) in seen.rules.iter_mut().enumerate() {
+            let over = rule.count + c.cost - rules.limits[i];
+            if over > 0 && c.cost <= rules.limits[i] {
+                rule.free_at = log.entry(log.at[i].p + over - 1)? + rules.windows[i];
+            }
+        }
     }
 
     // A denied check writes nothing but a rebuilt log: pointers it moved are
@@ -463,8 +498,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         log.expire_at = c.clock.map_or(0, |clock| clock + ttl);
     }
 
-    let header = |log: &Log<'_>| {
-        let mut out = Vec::with_capacity(h);
+    let header = |log: &Log<'_>, out: &mut Vec<u8>| {
         out.push(VERSION);
         out.push(n as u8);
         out.extend_from_slice(&enc5(log.n_units));
@@ -496,7 +530,6 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             }
             out.extend_from_slice(&log.at[i].raw);
         }
-        out
     };
 
     if rewrite {
@@ -544,7 +577,8 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         }
         log.room = room.max(used).min(cap);
         slots.resize(slots.len() + (log.room - used) as usize * UNIT, 0);
-        let mut out = header(&log);
+        let mut out = Vec::with_capacity(h + slots.len());
+        header(&log, &mut out);
         out.extend_from_slice(&slots);
         return Ok((
             seen,
@@ -555,7 +589,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         ));
     }
 
-    let mut edits = Vec::with_capacity(3);
+    let mut edits = Edits::with_capacity(h + c.cost.max(0) as usize * UNIT);
     if allowed {
         let slot = before % cap;
         let first = c.cost.min(cap - slot);
@@ -563,12 +597,15 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
             // a header no check could have written (Redis would refuse the string too)
             return Err(Damaged);
         }
-        edits.push((h + slot as usize * UNIT, unit.repeat(first as usize)));
+        let units = |count: i64| {
+            move |out: &mut Vec<u8>| (0..count).for_each(|_| out.extend_from_slice(&unit))
+        };
+        edits.push(h + slot as usize * UNIT, units(first));
         if c.cost > first {
-            edits.push((h, unit.repeat((c.cost - first) as usize)));
+            edits.push(h, units(c.cost - first));
         }
     }
-    edits.push((0, header(&log)));
+    edits.push(0, |out| header(&log, out));
     Ok((
         seen,
         Write::Patch {

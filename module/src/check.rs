@@ -121,9 +121,9 @@ fn apply(
             }
             let name = log.name();
             let buffer = log.bytes_mut()?;
-            for (at, bytes) in edits {
-                buffer[*at..at + bytes.len()].copy_from_slice(bytes);
-                api::replicate_setrange(ctx, name, *at, bytes)?;
+            for (at, bytes) in edits.iter() {
+                buffer[at..at + bytes.len()].copy_from_slice(bytes);
+                api::replicate_setrange(ctx, name, at, bytes)?;
             }
             if let Some(ttl) = ttl_ms {
                 log.expire_at(clock + ttl)?;

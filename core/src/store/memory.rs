@@ -372,13 +372,20 @@ impl MemoryStore {
     /// Observes (and for a check, logs) the request's log against `rules`,
     /// by the engine.
     fn check_log(&self, request: &Request<'_>, rules: &Rules, now: i64) -> Result<Seen> {
-        let id = log_id(request.tag, request.scope);
-        let mut shard = self.shard(&id);
+        // (a key of no scope is held under its tag: no id is made for it)
+        let scoped;
+        let id = if request.scope.is_empty() {
+            request.tag
+        } else {
+            scoped = log_id(request.tag, request.scope);
+            &scoped
+        };
+        let mut shard = self.shard(id);
         shard.newest_ms = shard.newest_ms.max(now as u64);
         let shard_newest = shard.newest_ms;
         let live = shard
             .logs
-            .get(&id)
+            .get(id)
             .filter(|log| log.expires_at > shard_newest);
         let had_log = live.is_some();
         let (seen, write) = check(Check {
@@ -392,12 +399,15 @@ impl MemoryStore {
         .map_err(|damaged| Error::storage(damaged.to_string()))?;
         if write != Write::Nothing {
             if !had_log {
-                shard.logs.remove(&id);
+                shard.logs.remove(id);
                 let shard_max = self.shard_max;
                 shard.make_room(shard_max);
             }
             let longest = rules.windows.iter().copied().max().unwrap_or(0);
-            let log = shard.logs.entry(id).or_default();
+            if !shard.logs.contains_key(id) {
+                shard.logs.insert(id.to_vec(), Log::default());
+            }
+            let log = shard.logs.get_mut(id).expect("inserted above");
             write.apply(&mut log.bytes);
             let newest = layout::newest(&log.bytes).unwrap_or(now);
             log.expires_at = (newest + longest).max(0) as u64;
