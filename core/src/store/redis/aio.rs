@@ -7,10 +7,11 @@
 //! `timeout` for a reply, and speaks TLS as the URL says. A forked child
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
-use super::{
-    describe, is_noscript, parse_reply, pipeline_replies, probe, routing, storage_error,
-    unreachable, unreadable, Path, Paths, RedisStore, Step, Target, Via,
-};
+use super::connect::{routing, Target};
+use super::failure::{describe, storage_error, unreachable, unreadable, Step};
+use super::module::{probe, Path, Paths};
+use super::wire::{is_noscript, parse_reply, pipeline_replies, Via};
+use super::RedisStore;
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::keys::log_key;

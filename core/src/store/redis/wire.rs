@@ -1,0 +1,197 @@
+//! What a check and a policy change are on the wire: the scripts and the
+//! module's commands (sent by SHA-1, by source after `NOSCRIPT`, or as the
+//! module's command), a check's arguments, and its reply read back.
+
+use super::failure::storage_error;
+use super::module::Path;
+use crate::decision::{Observation, RuleObservation};
+use crate::error::{Error, Result};
+use crate::policy::{Applied, DecidedBy, Listing};
+use crate::rule::RuleSet;
+use crate::store::{Mode, Request};
+use redis::{RedisError, Value};
+
+/// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT, and
+/// the module's command that does what it does.
+pub(super) struct Lua {
+    pub(super) source: &'static str,
+    pub(super) sha: String,
+    pub(super) module: &'static str,
+}
+
+impl Lua {
+    pub(super) fn new(source: &'static str, module: &'static str) -> Lua {
+        Lua {
+            source,
+            sha: sha1_smol::Sha1::from(source).digest().to_string(),
+            module,
+        }
+    }
+
+    /// The call with these keys, as `via` says; the arguments follow, the
+    /// same for all three.
+    pub(super) fn command(&self, via: Via, keys: &[&[u8]]) -> redis::Cmd {
+        let mut cmd = match via {
+            Via::Sha => redis::cmd("EVALSHA"),
+            Via::Source => redis::cmd("EVAL"),
+            Via::Module => redis::cmd(self.module),
+        };
+        match via {
+            Via::Sha => cmd.arg(&self.sha),
+            Via::Source => cmd.arg(self.source),
+            Via::Module => &mut cmd,
+        };
+        cmd.arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        cmd
+    }
+}
+
+/// How a script's call is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Via {
+    /// EVALSHA: the script by its SHA-1.
+    Sha,
+    /// EVAL: the script's source (after NOSCRIPT).
+    Source,
+    /// The module's command (same keys, arguments and reply).
+    Module,
+}
+
+impl Via {
+    /// The way a call sent so is counted.
+    pub(super) fn path(self) -> Path {
+        match self {
+            Via::Module => Path::Module,
+            Via::Sha | Via::Source => Path::Script,
+        }
+    }
+}
+
+pub(super) fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// Appends a check's arguments (see [`super::SCRIPT`]) to `cmd`.
+pub(super) fn script_args(cmd: &mut redis::Cmd, r: &Request<'_>) {
+    cmd.arg(if r.mode == Mode::Check { "c" } else { "p" })
+        .arg(r.cost);
+    match r.now_ms {
+        Some(now) => cmd.arg(now),
+        None => cmd.arg(""),
+    };
+    rule_args(cmd, r.rules);
+    if r.policy {
+        for (name, rules) in r.tiers {
+            cmd.arg(name.as_str());
+            rule_args(cmd, rules);
+        }
+    }
+}
+
+/// A rule set as the check script takes it: the count, the windows as the
+/// log's header stores them (5 bytes each, big-endian, so the script tells
+/// whether a log fits these rules with one comparison), the limits, the windows.
+pub(super) fn rule_args(cmd: &mut redis::Cmd, rules: &RuleSet) {
+    cmd.arg(rules.rules().len())
+        .arg(rules.log_rules().encoded.as_slice());
+    for rule in rules.rules() {
+        cmd.arg(rule.limit);
+    }
+    for rule in rules.rules() {
+        cmd.arg(rule.window_ms);
+    }
+}
+
+/// The replies of a pipeline of `count` checks, or, when the pipeline as a
+/// whole failed (Redis unreachable, an error, replies missing), the outcome
+/// each of its checks gets.
+pub(super) fn pipeline_replies<T>(
+    count: usize,
+    answered: Result<std::result::Result<Vec<T>, RedisError>>,
+) -> std::result::Result<Vec<T>, Vec<Result<Observation>>> {
+    let failed = match answered {
+        Ok(Ok(replies)) if replies.len() == count => return Ok(replies),
+        Ok(Ok(replies)) => Error::storage(format!(
+            "a pipeline of {count} checks got {} replies",
+            replies.len()
+        )),
+        Ok(Err(e)) => storage_error(e),
+        Err(e) => e,
+    };
+    Err((0..count).map(|_| Err(failed.clone())).collect())
+}
+
+/// The observation in the check script's reply (see [`super::SCRIPT`]).
+pub(super) fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
+    let bad = || {
+        Error::storage(format!(
+            "unexpected reply from the ratekeeper script: {reply:?}"
+        ))
+    };
+    let int = |v: &Value| match v {
+        Value::Int(i) if *i >= -1 => Ok(*i),
+        _ => Err(bad()),
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Ok(s.clone()),
+        _ => Err(bad()),
+    };
+    if reply.len() < 5 {
+        return Err(bad());
+    }
+    let now_ms = int(&reply[0])? as u64;
+    let allowed = int(&reply[1])? == 1;
+    let detail = text(&reply[3])?;
+    let decided_by = match int(&reply[2])? {
+        0 => DecidedBy::Limited(Applied::from_detail(&detail)?),
+        kind @ (1 | 2) => {
+            let listing = Listing {
+                until_ms: int(&reply[4])? as u64,
+                reason: detail,
+            };
+            let list = if kind == 1 {
+                crate::policy::List::Safe
+            } else {
+                crate::policy::List::Block
+            };
+            return Ok(Observation {
+                now_ms,
+                allowed,
+                rules: Vec::new(),
+                decided_by: DecidedBy::Listed(list, listing),
+            });
+        }
+        _ => return Err(bad()),
+    };
+    let expected = match &decided_by {
+        DecidedBy::Limited(Applied::Override(rules)) => rules.rules().len(),
+        DecidedBy::Limited(Applied::Tier(name)) => request
+            .tiers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, r)| r.rules().len()),
+        _ => request.rules.rules().len(),
+    };
+    let numbers = reply[5..].iter().map(int).collect::<Result<Vec<i64>>>()?;
+    if numbers.len() != 3 * expected {
+        return Err(bad());
+    }
+    let at = |v: i64| (v >= 0).then_some(v as u64);
+    Ok(Observation {
+        now_ms,
+        allowed,
+        rules: numbers
+            .chunks_exact(3)
+            .map(|c| RuleObservation {
+                count: c[0] as u64,
+                oldest_ms: at(c[1]),
+                free_at_ms: at(c[2]),
+            })
+            .collect(),
+        decided_by,
+    })
+}
