@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Iterable, List, Optional, Sequence,
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
 from ratekeeper.body import MAX_BODY, field, readable_length
-from ratekeeper.http import door_gate, log_verdict
+from ratekeeper.doors import door_gate, log_verdict
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]

@@ -34,7 +34,7 @@ from starlette.responses import Response
 
 from ratekeeper._ratekeeper import Answer, Decision, Gate, Limiter, Responses, TrustedProxies, parse_rules, scope_name
 from ratekeeper.body import field, readable_length
-from ratekeeper.http import log_verdict
+from ratekeeper.doors import log_verdict
 
 KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
 

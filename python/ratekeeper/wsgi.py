@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
 from ratekeeper.body import field, readable_length
-from ratekeeper.http import door_gate, log_verdict
+from ratekeeper.doors import door_gate, log_verdict
 
 Environ = dict
 StartResponse = Callable[..., Any]

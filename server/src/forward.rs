@@ -13,8 +13,8 @@
 //! A forwarded request the server cannot read is answered 400 with a JSON
 //! body naming the problem.
 
+use crate::forwarded::Forwarded;
 use crate::metrics;
-use crate::original::Original;
 use crate::state::State;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
@@ -67,8 +67,8 @@ async fn forward_auth(
 ) -> Response {
     let policy = state.policy();
     let (parts, _) = request.into_parts();
-    let original = match Original::from_forward_auth(&parts, peer) {
-        Ok(original) => original,
+    let forwarded = match Forwarded::from_forward_auth(&parts, peer) {
+        Ok(forwarded) => forwarded,
         Err(e) => {
             state.counters.request(door, "bad_request");
             log::warn!("bad forwarded request from {peer}: {e}");
@@ -81,7 +81,7 @@ async fn forward_auth(
             );
         }
     };
-    let decided = match policy.prepare(&original) {
+    let decided = match policy.prepare(&forwarded) {
         Step::Done(verdict) => Ok(*verdict),
         Step::Ask(plan) => policy.run_async(plan).await,
     };

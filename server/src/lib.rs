@@ -24,9 +24,9 @@ pub mod config;
 pub mod envoy;
 pub mod error;
 pub mod forward;
+pub mod forwarded;
 pub mod logging;
 pub mod metrics;
-pub mod original;
 pub mod state;
 
 /// The messages and service of Envoy's rate limit protocol, generated from

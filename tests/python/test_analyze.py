@@ -11,7 +11,7 @@ from typing import List, Tuple
 
 import pytest
 
-from ratekeeper import analyze
+from ratekeeper.cli import analyze
 from ratekeeper.cli import main
 
 DAY = 86400

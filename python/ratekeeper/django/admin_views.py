@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from ratekeeper._ratekeeper import Admin, ConfigurationError, StorageError
-from ratekeeper.admin_cli import time_left
+from ratekeeper.cli.admin import time_left
 from ratekeeper.django.conf import get_config
 
 TEMPLATE = "ratekeeper/policies.html"

@@ -14,7 +14,7 @@ from ratekeeper.django.conf import Config, get_config
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import body_field
 from ratekeeper.django.signals import rate_limited
-from ratekeeper.http import log_verdict
+from ratekeeper.doors import log_verdict
 
 
 def _user(request: HttpRequest) -> Optional[str]:

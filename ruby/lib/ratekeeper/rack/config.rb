@@ -143,7 +143,7 @@ module Ratekeeper
       # seconds block the IP for +bantime+ seconds, in every process. The
       # numbers are checked here.
       def fail2ban(name, maxretry:, findtime:, bantime:, &block)
-        @bans << Fail2Ban.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
+        @bans << Fail2BanFilter.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
         self
       end
 
@@ -151,7 +151,7 @@ module Ratekeeper
       # let through until the client IP makes +maxretry+ of them within
       # +findtime+ seconds; then the IP is blocked for +bantime+ seconds.
       def allow2ban(name, maxretry:, findtime:, bantime:, &block)
-        @bans << Allow2Ban.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
+        @bans << Allow2BanFilter.new(name, maxretry: maxretry, findtime: findtime, bantime: bantime, &block)
         self
       end
 

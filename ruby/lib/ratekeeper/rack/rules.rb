@@ -28,11 +28,12 @@ module Ratekeeper
     class Blocklist < Matcher
     end
 
-    # Fail2ban: a request it matches is refused (403) and counts a strike
+    # Fail2ban (named apart from Ratekeeper::Fail2Ban, the ban parameters it
+    # holds): a request it matches is refused (403) and counts a strike
     # against the client IP; +ban+ (a Ratekeeper::Fail2Ban, checked when the
     # rule is declared) says how many strikes within how long ban it, and for
     # how long.
-    class Fail2Ban < Matcher
+    class Fail2BanFilter < Matcher
       attr_reader :ban
 
       def initialize(name, maxretry:, findtime:, bantime:, &block)
@@ -53,9 +54,9 @@ module Ratekeeper
       end
     end
 
-    # Allow2ban: like Fail2Ban, but the requests it matches go on until the
+    # Allow2ban: like Fail2BanFilter, but the requests it matches go on until the
     # client IP has made +maxretry+ of them within +findtime+ seconds.
-    class Allow2Ban < Fail2Ban
+    class Allow2BanFilter < Fail2BanFilter
       def allow?
         true
       end

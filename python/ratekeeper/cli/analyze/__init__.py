@@ -23,7 +23,7 @@ command). ``rules`` holds the helpers that build core objects only to check
 rule text or spell a window.
 """
 
-from ratekeeper.analyze.command import NAME, add_parser, run
-from ratekeeper.analyze.report import QUANTILES, percentile
+from ratekeeper.cli.analyze.command import NAME, add_parser, run
+from ratekeeper.cli.analyze.report import QUANTILES, percentile
 
 __all__ = ["NAME", "QUANTILES", "add_parser", "percentile", "run"]

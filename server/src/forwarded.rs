@@ -14,7 +14,7 @@ pub const MAX_URI: usize = 16 * 1024;
 
 /// The original request, as the proxy forwarded it.
 #[derive(Debug, Clone)]
-pub struct Original {
+pub struct Forwarded {
     /// The method, the path (percent-decoded, as Django's `path_info`), the
     /// host, the address that connected (the proxy) and the query string.
     pub head: Head,
@@ -29,13 +29,13 @@ fn header<'h>(headers: &'h HeaderMap, names: &[&str]) -> Option<&'h [u8]> {
         .map(|v| v.as_bytes())
 }
 
-impl Original {
+impl Forwarded {
     /// Reads a forward-auth request: `X-Forwarded-Method` (or nginx's
-    /// `X-Original-Method`), `X-Forwarded-Uri` (or `X-Original-URI`),
+    /// `X-Forwarded-Method`), `X-Forwarded-Uri` (or `X-Forwarded-URI`),
     /// `X-Forwarded-Host` (or `Host`), each falling back to the auth
     /// request's own; the client is found by the gate from the peer and
     /// `X-Forwarded-For`.
-    pub fn from_forward_auth(parts: &Parts, peer: SocketAddr) -> Result<Original, ServerError> {
+    pub fn from_forward_auth(parts: &Parts, peer: SocketAddr) -> Result<Forwarded, ServerError> {
         let headers = &parts.headers;
         let method = match header(headers, &["x-forwarded-method", "x-original-method"]) {
             Some(m) => std::str::from_utf8(m)
@@ -66,7 +66,7 @@ impl Original {
         let uri = strip_origin(&uri);
         if !uri.starts_with('/') && uri != "*" {
             return Err(ServerError::BadRequest(
-                "the forwarded URI is not a path: give X-Forwarded-Uri (or X-Original-URI) as /path?query"
+                "the forwarded URI is not a path: give X-Forwarded-Uri (or X-Forwarded-URI) as /path?query"
                     .into(),
             ));
         }
@@ -74,7 +74,7 @@ impl Original {
         let host = header(headers, &["x-forwarded-host", "host"])
             .and_then(|h| std::str::from_utf8(h).ok())
             .unwrap_or_default();
-        Ok(Original {
+        Ok(Forwarded {
             head: Head::new(
                 &method,
                 String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned(),
@@ -87,7 +87,7 @@ impl Original {
     }
 }
 
-impl Facts for Original {
+impl Facts for Forwarded {
     fn head(&self) -> &Head {
         &self.head
     }
@@ -120,12 +120,12 @@ mod tests {
     use ratekeeper_core::gate::Source;
     use ratekeeper_core::TrustedProxies;
 
-    fn original(
+    fn forwarded(
         uri: &str,
         headers: &[(&str, &str)],
         peer: &str,
         trusted: &[&str],
-    ) -> Result<(Original, Client), ServerError> {
+    ) -> Result<(Forwarded, Client), ServerError> {
         let mut builder = axum::http::Request::builder().uri("/auth");
         for (name, value) in headers {
             builder = builder.header(*name, *value);
@@ -136,14 +136,14 @@ mod tests {
                 .headers
                 .insert("x-forwarded-uri", uri.parse().unwrap());
         }
-        let o = Original::from_forward_auth(&parts, peer.parse().unwrap())?;
+        let o = Forwarded::from_forward_auth(&parts, peer.parse().unwrap())?;
         let client = Client::of(&o, &TrustedProxies::parse(trusted).unwrap());
         Ok((o, client))
     }
 
     #[test]
     fn forwarded_requests_are_read() {
-        let (o, client) = original(
+        let (o, client) = forwarded(
             "/api/x%2Fy?key=a%20b&plan=pro+plus&email=%20Alice@Example.com",
             &[
                 ("x-forwarded-method", "post"),
@@ -173,21 +173,21 @@ mod tests {
         let keys: std::collections::HashSet<String> = (1..=100)
             .map(|i| {
                 let peer = format!("[2001:db8:7:7::{i:x}]:4000");
-                original("/", &[], &peer, &[]).unwrap().1.key
+                forwarded("/", &[], &peer, &[]).unwrap().1.key
             })
             .collect();
         assert_eq!(keys.len(), 1, "100 addresses of one /64 are one client");
         assert!(keys.contains("2001:db8:7:7::/64"));
-        let (_, c) = original("/", &[], "[2001:db8:7:8::1]:4000", &[]).unwrap();
+        let (_, c) = forwarded("/", &[], "[2001:db8:7:8::1]:4000", &[]).unwrap();
         assert_eq!(c.key, "2001:db8:7:8::/64");
         assert_eq!(c.ip, "2001:db8:7:8::1", "the address itself is screened");
-        let (_, c) = original("/", &[], "[::ffff:203.0.113.7]:4000", &[]).unwrap();
+        let (_, c) = forwarded("/", &[], "[::ffff:203.0.113.7]:4000", &[]).unwrap();
         assert_eq!(c.key, "203.0.113.7");
     }
 
     #[test]
     fn untrusted_peers_are_the_client() {
-        let (_, c) = original(
+        let (_, c) = forwarded(
             "/",
             &[("x-forwarded-for", "1.2.3.4")],
             "198.51.100.1:1",
@@ -195,7 +195,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.ip, "198.51.100.1");
-        let (_, c) = original(
+        let (_, c) = forwarded(
             "/",
             &[("x-forwarded-for", "garbage, ::1]")],
             "127.0.0.1:1",
@@ -216,7 +216,7 @@ mod tests {
             ("no-slash", &[][..], "not a path"),
             (&"/a".repeat(MAX_URI) as &str, &[][..], "longer"),
         ] {
-            let e = original(uri, headers, "127.0.0.1:1", &[])
+            let e = forwarded(uri, headers, "127.0.0.1:1", &[])
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(word), "{e}");

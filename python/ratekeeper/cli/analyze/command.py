@@ -9,11 +9,11 @@ import sys
 import zlib
 from typing import Any
 
-from ratekeeper.analyze.parse import detect_format, make_parser, open_log, split_head
-from ratekeeper.analyze.plot import plot_peaks
-from ratekeeper.analyze.replay import BadLines, Candidate, Progress, Replay, replay_lines
-from ratekeeper.analyze.report import build_report, render_text
-from ratekeeper.analyze.rules import rule_set
+from ratekeeper.cli.analyze.parse import detect_format, make_parser, open_log, split_head
+from ratekeeper.cli.analyze.plot import plot_peaks
+from ratekeeper.cli.analyze.replay import BadLines, Candidate, Progress, Replay, replay_lines
+from ratekeeper.cli.analyze.report import build_report, render_text
+from ratekeeper.cli.analyze.rules import rule_set
 
 NAME = "analyze"
 PERIOD_SECONDS = {"day": 86400, "hour": 3600}

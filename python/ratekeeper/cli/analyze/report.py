@@ -6,8 +6,8 @@ import datetime
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ratekeeper.analyze.replay import PEAK_LIMIT, REORDER_SECONDS, BadLines, Candidate, Replay
-from ratekeeper.analyze.rules import rule_name, window_name
+from ratekeeper.cli.analyze.replay import PEAK_LIMIT, REORDER_SECONDS, BadLines, Candidate, Replay
+from ratekeeper.cli.analyze.rules import rule_name, window_name
 
 SUGGEST_FACTOR = 3
 QUANTILES = (("p50", 1, 2), ("p99", 99, 100), ("p99_9", 999, 1000))

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
 
 from ratekeeper._ratekeeper import ConfigurationError, Limiter, Rule
-from ratekeeper.analyze.parse import BadLine, Parser
+from ratekeeper.cli.analyze.parse import BadLine, Parser
 
 PEAK_LIMIT = 10_000_000
 """The core's largest limit: the measuring limiter never denies below it."""

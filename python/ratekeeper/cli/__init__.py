@@ -8,9 +8,10 @@ adding a command means adding its module to ``COMMANDS``.
 import argparse
 from typing import Dict, List, Optional, Tuple
 
-from ratekeeper import __version__, admin_cli, analyze, shell_cli
+from ratekeeper import __version__
+from ratekeeper.cli import admin, analyze, shell
 
-COMMANDS = (analyze, *admin_cli.COMMANDS, *shell_cli.COMMANDS)
+COMMANDS = (analyze, *admin.COMMANDS, *shell.COMMANDS)
 
 
 def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.ArgumentParser]]:
@@ -24,7 +25,7 @@ def build_parser() -> Tuple[argparse.ArgumentParser, Dict[str, argparse.Argument
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs one command and returns its exit code: 0 ok, 1 failed, 2 bad
-    arguments, 3 not found (see ratekeeper.admin_cli)."""
+    arguments, 3 not found (see ratekeeper.cli.admin)."""
     parser, commands = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Optional
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
-from ratekeeper.admin_cli import printable, store_arguments
+from ratekeeper.cli.admin import printable, store_arguments
 
 ADMITTED, DENIED, USAGE, STORE_FAILED = 0, 1, 2, 4
 

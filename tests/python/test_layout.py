@@ -1,0 +1,44 @@
+"""README's layout section says each module of the core depends only on
+those above it in its list: held to the core's sources (their `crate::`
+paths outside comments and `#[cfg(test)]` code)."""
+
+import re
+from pathlib import Path
+
+from conftest import ROOT
+
+CORE = Path(ROOT) / "core" / "src"
+
+
+def listed_order() -> list:
+    text = (Path(ROOT) / "README.md").read_text()
+    start = text.index("The core, one module per idea, each depending only on those above it")
+    paragraph = text[start:text.index("The log format itself is the `engine` crate's", start)]
+    modules = {p.stem for p in CORE.glob("*.rs")} | {p.name for p in CORE.iterdir() if p.is_dir()}
+    order = []
+    for name in re.findall(r"`([a-z_]+)/?`", paragraph):
+        if name in modules and name not in order and name != "lib":
+            order.append(name)
+    return order
+
+
+def uses(module: str) -> set:
+    root = CORE / module
+    files = sorted(root.rglob("*.rs")) if root.is_dir() else [CORE / f"{module}.rs"]
+    found = set()
+    for path in files:
+        if path.name == "tests.rs":
+            continue
+        code = path.read_text().split("#[cfg(test)]")[0]
+        lines = [line for line in code.splitlines() if not line.lstrip().startswith("//")]
+        found |= set(re.findall(r"crate::([a-z_]+)", "\n".join(lines)))
+    return found - {module}
+
+
+def test_every_module_is_listed_and_depends_only_on_those_above_it():
+    order = listed_order()
+    modules = {p.stem for p in CORE.glob("*.rs")} - {"lib"} | {p.name for p in CORE.iterdir() if p.is_dir()}
+    assert set(order) == modules, f"README's list and core/src differ: {sorted(set(order) ^ modules)}"
+    for i, module in enumerate(order):
+        below = (uses(module) & modules) - set(order[:i])
+        assert not below, f"{module} uses {sorted(below)}, listed below it in README's layout section"
