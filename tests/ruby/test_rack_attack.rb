@@ -154,8 +154,17 @@ class TestRackAttack < Minitest::Test
     assert_equal redis_url, Rack::Attack.cache.url
     Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
     assert_equal [200, 429], [get.status, get.status]
-    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { Rack::Attack.cache.store = Object.new }
-    assert_match(/cannot hold exact windows/, error.message)
+    # a store it cannot use: warned of as rack-attack warns, refused by the first request
+    assert_output("", "[rack-attack] Configured store Object doesn't respond to #read, #write, #delete, #increment\n") do
+      Rack::Attack.cache.store = Object.new
+    end
+    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { get }
+    assert_match(/Object cannot hold exact windows/, error.message)
+    counter = Class.new { %i[read write delete increment].each { |m| define_method(m) { |*| nil } } }
+    assert_output("", /\A\[ratekeeper\] .*#<Class:0x\h+> cannot hold exact windows/) { Rack::Attack.cache.store = counter.new }
+    assert_raises(Rack::Attack::MisconfiguredStoreError) { get }
+    Rack::Attack.cache.store = ActiveSupport::Cache::RedisCacheStore.new(url: redis_url)
+    assert_equal 200, get("/", ip: "198.51.100.8").status, "a usable store again"
   end
 
   # A client's ACL user, password, TLS and CA reach the ratekeeper store's
@@ -173,7 +182,9 @@ class TestRackAttack < Minitest::Test
                                                       ssl_params: { verify_mode: OpenSSL::SSL::VERIFY_NONE })
     assert_equal "rediss://127.0.0.1:6390/0?ssl_cert_reqs=none", Rack::Attack::Cache.url_of(given)
     with_cert = Redis.new(ssl: true, ssl_params: { cert: Object.new })
-    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { Rack::Attack.cache.store = with_cert }
+    assert_output("", /ssl_certfile/) { Rack::Attack.cache.store = with_cert }
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    error = assert_raises(Rack::Attack::MisconfiguredStoreError) { get }
     assert_match(/ssl_certfile/, error.message)
   end
 

@@ -62,8 +62,18 @@ module Rack
         @prefix = nil
       end
 
+      # A store ratekeeper cannot use is warned about here, as rack-attack
+      # warns (in its words for a store without its cache methods), and
+      # refused by the first request (MisconfiguredStoreError): nothing is
+      # ever counted in it, nor let through uncounted.
       def store=(store)
-        @url = Cache.url_of(store)
+        @refused = nil
+        begin
+          @url = Cache.url_of(store)
+        rescue MisconfiguredStoreError => e
+          @refused = e
+          warn Cache.warning(store, e)
+        end
         @store = store
         Attack.changed!
       end
@@ -76,6 +86,7 @@ module Rack
       # The ratekeeper store URL the cache store names (Rails.cache's when
       # none was given).
       def url
+        raise @refused if @refused
         return @url if @store
 
         rails = defined?(::Rails) && ::Rails.respond_to?(:cache) && ::Rails.cache
@@ -104,10 +115,23 @@ module Rack
         return "memory://" if name.end_with?("MemoryStore")
 
         redis = redis_of(store)
-        raise MisconfiguredStoreError, "Rack::Attack.cache.store: #{name} cannot hold exact windows: give a Redis " \
-                                       "(RedisCacheStore, a Redis client or a ConnectionPool) or a MemoryStore" unless redis
+        raise MisconfiguredStoreError, "Rack::Attack.cache.store: #{name.empty? ? store.class.inspect : name} cannot " \
+                                       "hold exact windows: give a Redis (RedisCacheStore, a Redis client or a " \
+                                       "ConnectionPool) or a MemoryStore" unless redis
 
         with(redis) { |r| url_of_client(r) }
+      end
+
+      # What +store=+ warns of a store it cannot use: rack-attack's words for
+      # one that is no Redis and lacks the cache methods rack-attack calls,
+      # else the refusal's.
+      def self.warning(store, refusal)
+        missing = %i[read write delete increment].reject { |m| store.respond_to?(m) }.map { |m| "##{m}" }
+        if missing.any? && !redis_of(store)
+          return "[rack-attack] Configured store #{store.class.name} doesn't respond to #{missing.join(", ")}"
+        end
+
+        "[ratekeeper] #{refusal.message}; requests raise Rack::Attack::MisconfiguredStoreError"
       end
 
       # The Redis client (or pool) behind a cache store, or nil.
