@@ -97,5 +97,6 @@ pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::{OptionValue, Settings};
 pub use store::{
-    LogStore, MemoryStore, Mode, ModuleUse, PolicyStore, RedisStore, Store, StoreOptions,
+    LogStore, MemoryStore, Mode, ModuleUse, PolicyStore, RedisStore, Store, StoreAccess,
+    StoreOptions,
 };

@@ -3,7 +3,7 @@
 //! module checks its own (`ratekeeper_engine`): the selection by a key's
 //! record, the admission and the fail2ban strikes are the engine's.
 
-use super::{system_now_ms, LogStore, Mode, PolicyStore, Request};
+use super::{system_now_ms, LogStore, Mode, PolicyStore, Request, StoreAccess};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::policy::{
@@ -247,7 +247,9 @@ impl LogStore for MemoryStore {
         self.shard(&id).logs.remove(&id);
         Ok(())
     }
+}
 
+impl StoreAccess for MemoryStore {
     fn waits_on_io(&self) -> bool {
         false
     }

@@ -90,7 +90,12 @@ pub trait LogStore: Send + Sync {
 
     /// Forgets everything logged for `tag` in `scope`.
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()>;
+}
 
+/// How a store is reached, beside what it keeps: its clock, the calls made
+/// to it, whether they wait on the network, and its awaitable form. The
+/// defaults are an in-process store's, save that a call is taken to wait.
+pub trait StoreAccess: Send + Sync {
     /// The store's clock, in ms since the epoch.
     fn clock_ms(&self) -> Result<u64> {
         Ok(system_now_ms())
@@ -156,10 +161,10 @@ pub trait PolicyStore: Send + Sync {
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike>;
 }
 
-/// A whole store: its log and its policies.
-pub trait Store: LogStore + PolicyStore {}
+/// A whole store: its log, its policies, and how it is reached.
+pub trait Store: LogStore + PolicyStore + StoreAccess {}
 
-impl<T: LogStore + PolicyStore + ?Sized> Store for T {}
+impl<T: LogStore + PolicyStore + StoreAccess + ?Sized> Store for T {}
 
 /// A boxed future, as the awaitable log returns.
 #[cfg(feature = "async")]

@@ -35,7 +35,7 @@ use super::pool::{GetError, Lent};
 use super::url::StoreUrl;
 #[cfg(feature = "async")]
 use super::AsyncLogStore;
-use super::{LogStore, PolicyStore, Request, StoreOptions};
+use super::{LogStore, PolicyStore, Request, StoreAccess, StoreOptions};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::keys::{log_key, record_key, strikes_key};
@@ -321,11 +321,6 @@ impl RedisStore {
 }
 
 impl LogStore for RedisStore {
-    #[cfg(feature = "async")]
-    fn as_async(&self) -> Option<&dyn AsyncLogStore> {
-        Some(self)
-    }
-
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
         let route = self.route(request);
         let reply: Vec<Value> =
@@ -375,6 +370,17 @@ impl LogStore for RedisStore {
             .collect()
     }
 
+    fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
+        self.query(redis::cmd("DEL").arg(log_key(&self.prefix, tag, scope)))
+    }
+}
+
+impl StoreAccess for RedisStore {
+    fn clock_ms(&self) -> Result<u64> {
+        let (secs, micros): (u64, u64) = self.query(&redis::cmd("TIME"))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+
     fn stats(&self) -> StoreStats {
         let Ok(local) = self.connections() else {
             return StoreStats::default();
@@ -391,13 +397,9 @@ impl LogStore for RedisStore {
         }
     }
 
-    fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
-        self.query(redis::cmd("DEL").arg(log_key(&self.prefix, tag, scope)))
-    }
-
-    fn clock_ms(&self) -> Result<u64> {
-        let (secs, micros): (u64, u64) = self.query(&redis::cmd("TIME"))?;
-        Ok(secs * 1000 + micros / 1000)
+    #[cfg(feature = "async")]
+    fn as_async(&self) -> Option<&dyn AsyncLogStore> {
+        Some(self)
     }
 }
 
