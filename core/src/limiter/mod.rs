@@ -218,7 +218,7 @@ impl Limiter {
         self.store.clone()
     }
 
-    /// Whether a check may wait on the network (see [`crate::store::LogStore::waits_on_io`]).
+    /// Whether a check may wait on the network (see [`crate::store::StoreAccess::waits_on_io`]).
     pub fn waits_on_io(&self) -> bool {
         self.store.waits_on_io()
     }
