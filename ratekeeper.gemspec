@@ -2,6 +2,12 @@
 
 require_relative "ruby/lib/ratekeeper/version"
 
+# RATEKEEPER_NATIVE, the extension compiled for this machine's Ruby
+# (scripts/dist puts it at ruby/lib/ratekeeper/ratekeeper.so): the platform
+# gem, which holds it and builds nothing on install. Else the source gem,
+# whose extension cargo builds on install.
+native = ENV["RATEKEEPER_NATIVE"].to_s
+
 Gem::Specification.new do |spec|
   spec.name = "ratekeeper"
   spec.version = Ratekeeper::VERSION
@@ -11,6 +17,17 @@ Gem::Specification.new do |spec|
   spec.authors = ["the ratekeeper authors"]
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.0"
+
+  spec.require_paths = ["ruby/lib"]
+  spec.add_dependency "rack", ">= 2.0", "< 4"
+  unless native.empty?
+    spec.platform = Gem::Platform.local
+    # an extension works with the Ruby it was compiled for
+    spec.required_ruby_version = "~> #{RUBY_VERSION[/\A\d+\.\d+/]}.0"
+    spec.files = Dir["Cargo.toml", "LICENSE", "README.md", "CHANGELOG.md", "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"] +
+                 [native]
+    next
+  end
 
   # The native extension is built by cargo from the workspace, so the gem
   # carries the workspace manifest, its lock file and every member's sources.
@@ -23,7 +40,5 @@ Gem::Specification.new do |spec|
     "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",
     "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"
   ]
-  spec.require_paths = ["ruby/lib"]
   spec.extensions = ["ruby/ext/ratekeeper/extconf.rb"]
-  spec.add_dependency "rack", ">= 2.0", "< 4"
 end
