@@ -117,6 +117,24 @@ pub fn all() -> Vec<(&'static str, Arc<dyn Store>)> {
     stores
 }
 
+/// Polls `INFO section` on `con`, 50 ms apart and `tries` times at most,
+/// until it holds every one of `wanted`; whether it did.
+pub fn info_holds(
+    con: &mut redis::Connection,
+    section: &str,
+    wanted: &[&str],
+    tries: usize,
+) -> bool {
+    (0..tries).any(|_| {
+        let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+        let holds = wanted.iter().all(|w| info.contains(w));
+        if !holds {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        holds
+    })
+}
+
 /// A raw connection to the test Redis.
 pub fn raw_redis() -> redis::Connection {
     redis::Client::open(redis_url())

@@ -540,16 +540,8 @@ fn sentinel_failover_under_load_recovers() {
         .unwrap()
         .get_connection()
         .unwrap();
-    for _ in 0..100 {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut master_con)
-            .unwrap();
-        if info.contains("connected_slaves:1") && info.contains("state=online") {
-            break;
-        }
-        sleep_ms(50);
-    }
+    let online = ["connected_slaves:1", "state=online"];
+    common::info_holds(&mut master_con, "replication", &online, 100);
     let before = limiter(&url, "5/hour", OnError::Raise);
     for _ in 0..3 {
         assert!(before.check(b"kept", 1, None).unwrap().allowed());

@@ -381,18 +381,10 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     let mut mcon = connect(&master.url());
     let mut rcon = connect(&replica.url());
     // the first sync (up to 30 s on a busy machine)
-    let synced = (0..600).any(|_| {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut rcon)
-            .unwrap();
-        let up = info.contains("master_link_status:up");
-        if !up {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        up
-    });
-    assert!(synced, "the replica never synced with its master");
+    assert!(
+        common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 600),
+        "the replica never synced with its master"
+    );
 
     let store = common::open_with(&master.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
@@ -432,16 +424,8 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
 
     // an AOF rewrite, more checks, then a restart: the same logs
     let _: Value = redis::cmd("BGREWRITEAOF").query(&mut mcon).unwrap();
-    for _ in 0..100 {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut mcon)
-            .unwrap();
-        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let done = ["aof_rewrite_in_progress:0", "aof_rewrite_scheduled:0"];
+    common::info_holds(&mut mcon, "persistence", &done, 100);
     assert_eq!(admit(&limiter, b"busy", 2), 2);
     let before = logs(&mut mcon);
     master.stop();
