@@ -50,7 +50,10 @@ fn args() -> Result<Args, String> {
             "--listen" => overrides.listen = Some(value("--listen")?),
             "--grpc" => overrides.grpc = Some(value("--grpc")?),
             "--check-config" => check_only = true,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             "-V" | "--version" => {
                 println!("ratekeeper-server {}", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
