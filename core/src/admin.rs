@@ -2,6 +2,9 @@
 //! and blocklist entries, a key's tier or override, the global switches —
 //! and what they read back (`list`, `inspect`). The command-line tool, the
 //! Django commands and admin page, and `Ratekeeper::Admin` all call this.
+//! What an event loop awaits (`add_with_async`...) is the same definition as
+//! what a thread blocks on, made over the store's awaitable calls
+//! ([`PolicyCalls`]).
 
 use crate::error::{Error, Result};
 use crate::keys::check_scope;
@@ -13,7 +16,7 @@ use crate::policy::{
     TargetOptions,
 };
 use crate::rule::RuleSet;
-use crate::store::{self, ModuleUse, Store, StoreOptions};
+use crate::store::{self, in_place, AsyncPolicyStore, ModuleUse, PolicyCalls, Store, StoreOptions};
 use crate::time::now_to_ms;
 use std::sync::Arc;
 
@@ -84,11 +87,13 @@ impl Admin {
         self.store.clone()
     }
 
-    fn now_ms(&self, now: Option<f64>) -> Result<u64> {
-        match now {
-            Some(now) => now_to_ms(now),
-            None => self.store.clock_ms(),
-        }
+    fn blocking(&self) -> PolicyCalls<'_> {
+        PolicyCalls::blocking(&*self.store)
+    }
+
+    #[cfg(feature = "async")]
+    fn awaited(&self) -> PolicyCalls<'_> {
+        PolicyCalls::awaited(&*self.store)
     }
 
     /// Puts `target` (a key, an address or a CIDR range, read as
@@ -129,18 +134,44 @@ impl Admin {
         reason: &str,
         now: Option<f64>,
     ) -> Result<Entry> {
-        let target = scoped_target(list, target, options, scope)?;
-        let ttl_ms = check_listing(ttl_seconds, reason)?;
-        let now_ms = self.now_ms(now)?;
-        store::policies::put_target(
-            &*self.store,
+        let calls = self.blocking();
+        in_place(add_entry(
+            &calls,
             list,
             target,
+            options,
             scope,
-            now_ms + ttl_ms,
+            ttl_seconds,
             reason,
-            Some(now_ms),
+            now,
+        ))
+    }
+
+    /// [`Admin::add_with`], awaited.
+    #[cfg(feature = "async")]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn add_with_async(
+        &self,
+        list: List,
+        target: &[u8],
+        options: TargetOptions,
+        scope: &str,
+        ttl_seconds: Option<f64>,
+        reason: &str,
+        now: Option<f64>,
+    ) -> Result<Entry> {
+        let calls = self.awaited();
+        add_entry(
+            &calls,
+            list,
+            target,
+            options,
+            scope,
+            ttl_seconds,
+            reason,
+            now,
         )
+        .await
     }
 
     /// Takes `target` off `list`; returns whether it was on it (lapsed or not).
@@ -161,29 +192,19 @@ impl Admin {
         options: TargetOptions,
         scope: &str,
     ) -> Result<bool> {
-        let existed = match scoped_target(list, target, options, scope)? {
-            Target::Net(net) => self.store.set_shared(
-                SharedHash::Nets,
-                &mark(list.field(), net.to_string().as_bytes()),
-                None,
-            )?,
-            Target::Key(key) => {
-                let tag = key_tag(&key);
-                let now_ms = self.store.clock_ms()?;
-                let slot = if list == List::Safe { 0 } else { 1 };
-                let was = self.store.record(&tag, scope)?[slot].is_some();
-                self.store
-                    .set_record(&tag, scope, list.field(), None, now_ms)?;
-                self.store.set_shared(
-                    SharedHash::Directory,
-                    &scoped_mark(list.field(), scope, &key),
-                    None,
-                )?;
-                was
-            }
-        };
-        policy::bump_epoch();
-        Ok(existed)
+        in_place(remove_entry(&self.blocking(), list, target, options, scope))
+    }
+
+    /// [`Admin::remove_with`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn remove_with_async(
+        &self,
+        list: List,
+        target: &[u8],
+        options: TargetOptions,
+        scope: &str,
+    ) -> Result<bool> {
+        remove_entry(&self.awaited(), list, target, options, scope).await
     }
 
     /// Stores `tier` for `key` (`None` removes it): checks of the key by a
@@ -220,65 +241,13 @@ impl Admin {
 
     /// Every standing listing, tier and override, keys first, each group by target.
     pub fn entries(&self, now: Option<f64>) -> Result<Vec<Entry>> {
-        let now_ms = self.now_ms(now)?;
-        let mut out = Vec::new();
-        for (hash, network) in [(SharedHash::Directory, false), (SharedHash::Nets, true)] {
-            for (field, value) in self.store.shared(hash)? {
-                let Some((kind, scope, target)) = unmark(&field) else {
-                    continue;
-                };
-                let Ok(value) = String::from_utf8(value) else {
-                    continue;
-                };
-                let scope = scope.to_owned();
-                let entry = match kind {
-                    Field::Safe | Field::Block => match Listing::decode(&value) {
-                        Some(l) if l.stands_at(now_ms) => Entry {
-                            field: kind,
-                            target: target.to_vec(),
-                            network,
-                            until_ms: Some(l.until_ms),
-                            detail: l.reason,
-                            scope,
-                        },
-                        _ => {
-                            // lapsed: forget it (a lapsed address entry changes nothing held)
-                            if hash == SharedHash::Directory {
-                                self.store.set_shared(hash, &field, None)?;
-                            }
-                            continue;
-                        }
-                    },
-                    Field::Tier => Entry {
-                        field: kind,
-                        target: target.to_vec(),
-                        network,
-                        until_ms: None,
-                        detail: value,
-                        scope,
-                    },
-                    Field::Override => Entry {
-                        field: kind,
-                        target: target.to_vec(),
-                        network,
-                        until_ms: None,
-                        detail: policy::decode_rules(&value)
-                            .map_or(value, |rules| rules.to_string()),
-                        scope,
-                    },
-                };
-                out.push(entry);
-            }
-        }
-        out.sort_by(|a, b| {
-            (a.network, &a.target, a.field.code(), &a.scope).cmp(&(
-                b.network,
-                &b.target,
-                b.field.code(),
-                &b.scope,
-            ))
-        });
-        Ok(out)
+        in_place(list_entries(&self.blocking(), now))
+    }
+
+    /// [`Admin::entries`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn entries_async(&self, now: Option<f64>) -> Result<Vec<Entry>> {
+        list_entries(&self.awaited(), now).await
     }
 
     /// What is stored for `key`: its record, and for an address, how the
@@ -289,31 +258,18 @@ impl Admin {
 
     /// [`Admin::inspect`], with the ban the key earned in `scope` ("": none asked).
     pub fn inspect_in(&self, key: &[u8], scope: &str, now: Option<f64>) -> Result<Inspection> {
-        check_scope(scope)?;
-        let now_ms = self.now_ms(now)?;
-        let tag = key_tag(key);
-        let record = Record::decode(&self.store.record(&tag, "")?, now_ms);
-        let scope_block = match scope {
-            "" => None,
-            scope => Record::decode(&self.store.record(&tag, scope)?, now_ms).block,
-        };
-        let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
-            Some(ip) => {
-                let version = self.store.policy_version()?;
-                let shared = store::policies::load_shared(&*self.store, version)?;
-                shared
-                    .judge_ip(ip, now_ms)
-                    .map(|(list, listing)| (list, listing.clone()))
-            }
-            None => None,
-        };
-        Ok(Inspection {
-            record,
-            address,
-            scope: scope.to_owned(),
-            scope_block,
-            now_ms,
-        })
+        in_place(inspect_key(&self.blocking(), key, scope, now))
+    }
+
+    /// [`Admin::inspect_in`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn inspect_in_async(
+        &self,
+        key: &[u8],
+        scope: &str,
+        now: Option<f64>,
+    ) -> Result<Inspection> {
+        inspect_key(&self.awaited(), key, scope, now).await
     }
 
     /// The global switches as stored.
@@ -375,4 +331,174 @@ impl Admin {
         policy::bump_epoch();
         self.switches()
     }
+}
+
+/// The store's time `now` names (its clock when `None`), in ms.
+async fn now_ms(store: &dyn AsyncPolicyStore, now: Option<f64>) -> Result<u64> {
+    match now {
+        Some(now) => now_to_ms(now),
+        None => store.clock_ms_async().await,
+    }
+}
+
+/// [`Admin::add_with`]'s one definition.
+#[allow(clippy::too_many_arguments)]
+async fn add_entry(
+    store: &dyn AsyncPolicyStore,
+    list: List,
+    target: &[u8],
+    options: TargetOptions,
+    scope: &str,
+    ttl_seconds: Option<f64>,
+    reason: &str,
+    now: Option<f64>,
+) -> Result<Entry> {
+    let target = scoped_target(list, target, options, scope)?;
+    let ttl_ms = check_listing(ttl_seconds, reason)?;
+    let now_ms = now_ms(store, now).await?;
+    store::policies::put_target(
+        store,
+        list,
+        target,
+        scope,
+        now_ms + ttl_ms,
+        reason,
+        Some(now_ms),
+    )
+    .await
+}
+
+/// [`Admin::remove_with`]'s one definition.
+async fn remove_entry(
+    store: &dyn AsyncPolicyStore,
+    list: List,
+    target: &[u8],
+    options: TargetOptions,
+    scope: &str,
+) -> Result<bool> {
+    let existed = match scoped_target(list, target, options, scope)? {
+        Target::Net(net) => {
+            store
+                .set_shared_async(
+                    SharedHash::Nets,
+                    &mark(list.field(), net.to_string().as_bytes()),
+                    None,
+                )
+                .await?
+        }
+        Target::Key(key) => {
+            let tag = key_tag(&key);
+            let now_ms = store.clock_ms_async().await?;
+            let slot = if list == List::Safe { 0 } else { 1 };
+            let was = store.record_async(&tag, scope).await?[slot].is_some();
+            store
+                .set_record_async(&tag, scope, list.field(), None, now_ms)
+                .await?;
+            store
+                .set_shared_async(
+                    SharedHash::Directory,
+                    &scoped_mark(list.field(), scope, &key),
+                    None,
+                )
+                .await?;
+            was
+        }
+    };
+    policy::bump_epoch();
+    Ok(existed)
+}
+
+/// [`Admin::entries`]'s one definition.
+async fn list_entries(store: &dyn AsyncPolicyStore, now: Option<f64>) -> Result<Vec<Entry>> {
+    let now_ms = now_ms(store, now).await?;
+    let mut out = Vec::new();
+    for (hash, network) in [(SharedHash::Directory, false), (SharedHash::Nets, true)] {
+        for (field, value) in store.shared_async(hash).await? {
+            let Some((kind, scope, target)) = unmark(&field) else {
+                continue;
+            };
+            let Ok(value) = String::from_utf8(value) else {
+                continue;
+            };
+            let scope = scope.to_owned();
+            let entry = match kind {
+                Field::Safe | Field::Block => match Listing::decode(&value) {
+                    Some(l) if l.stands_at(now_ms) => Entry {
+                        field: kind,
+                        target: target.to_vec(),
+                        network,
+                        until_ms: Some(l.until_ms),
+                        detail: l.reason,
+                        scope,
+                    },
+                    _ => {
+                        // lapsed: forget it (a lapsed address entry changes nothing held)
+                        if hash == SharedHash::Directory {
+                            store.set_shared_async(hash, &field, None).await?;
+                        }
+                        continue;
+                    }
+                },
+                Field::Tier => Entry {
+                    field: kind,
+                    target: target.to_vec(),
+                    network,
+                    until_ms: None,
+                    detail: value,
+                    scope,
+                },
+                Field::Override => Entry {
+                    field: kind,
+                    target: target.to_vec(),
+                    network,
+                    until_ms: None,
+                    detail: policy::decode_rules(&value).map_or(value, |rules| rules.to_string()),
+                    scope,
+                },
+            };
+            out.push(entry);
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.network, &a.target, a.field.code(), &a.scope).cmp(&(
+            b.network,
+            &b.target,
+            b.field.code(),
+            &b.scope,
+        ))
+    });
+    Ok(out)
+}
+/// [`Admin::inspect_in`]'s one definition.
+async fn inspect_key(
+    store: &dyn AsyncPolicyStore,
+    key: &[u8],
+    scope: &str,
+    now: Option<f64>,
+) -> Result<Inspection> {
+    check_scope(scope)?;
+    let now_ms = now_ms(store, now).await?;
+    let tag = key_tag(key);
+    let record = Record::decode(&store.record_async(&tag, "").await?, now_ms);
+    let scope_block = match scope {
+        "" => None,
+        scope => Record::decode(&store.record_async(&tag, scope).await?, now_ms).block,
+    };
+    let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
+        Some(ip) => {
+            let version = store.policy_version_async().await?;
+            let shared = store::policies::load_shared(store, version).await?;
+            shared
+                .judge_ip(ip, now_ms)
+                .map(|(list, listing)| (list, listing.clone()))
+        }
+        None => None,
+    };
+    Ok(Inspection {
+        record,
+        address,
+        scope: scope.to_owned(),
+        scope_block,
+        now_ms,
+    })
 }

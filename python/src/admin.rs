@@ -43,7 +43,8 @@ impl Admin {
         entry_dict(py, &entry)
     }
 
-    /// `add`, awaited: the store calls made off the event loop.
+    /// `add`, awaited: the store's calls awaited on the runtime, never
+    /// blocking the event loop.
     #[allow(clippy::too_many_arguments)]
     fn add_async<'py>(
         &self,
@@ -59,8 +60,12 @@ impl Admin {
         let target = convert::key_bytes(target)?.into_owned();
         let (now, reason, admin) = (convert::now(now)?, reason.to_owned(), self.inner.clone());
         let scope = scope.to_owned();
-        let add = move || admin.add_with(list, &target, options, &scope, ttl, &reason, now);
-        crate::aio::blocking(py, add, |py, entry| Ok(entry_dict(py, &entry)?.into_any()))
+        let add = async move {
+            admin
+                .add_with_async(list, &target, options, &scope, ttl, &reason, now)
+                .await
+        };
+        crate::aio::spawn(py, add, |py, entry| Ok(entry_dict(py, &entry)?.into_any()))
     }
 
     /// `remove`, awaited.
@@ -75,8 +80,12 @@ impl Admin {
         let target = convert::key_bytes(target)?.into_owned();
         let (admin, scope) = (self.inner.clone(), scope.to_owned());
         let options = core::TargetOptions { key, force: true };
-        let remove = move || admin.remove_with(list, &target, options, &scope);
-        crate::aio::blocking(py, remove, |py, was: bool| {
+        let remove = async move {
+            admin
+                .remove_with_async(list, &target, options, &scope)
+                .await
+        };
+        crate::aio::spawn(py, remove, |py, was: bool| {
             Ok(pyo3::types::PyBool::new(py, was)
                 .to_owned()
                 .into_any()
@@ -287,7 +296,7 @@ impl Admin {
         self.remove_async(py, core::List::Safe, target, key, "")
     }
 
-    /// `await admin.aentries()`: `entries`, off the event loop.
+    /// `await admin.aentries()`: `entries`, awaited.
     #[pyo3(signature = (*, now = None))]
     fn aentries<'py>(
         &self,
@@ -295,9 +304,9 @@ impl Admin {
         now: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (now, admin) = (convert::now(now)?, self.inner.clone());
-        crate::aio::blocking(
+        crate::aio::spawn(
             py,
-            move || admin.entries(now),
+            async move { admin.entries_async(now).await },
             |py, entries: Vec<core::Entry>| {
                 let dicts = entries
                     .iter()
@@ -308,7 +317,7 @@ impl Admin {
         )
     }
 
-    /// `await admin.ainspect(key)`: `inspect`, off the event loop.
+    /// `await admin.ainspect(key)`: `inspect`, awaited.
     #[pyo3(signature = (key, *, now = None, scope = None))]
     fn ainspect<'py>(
         &self,
@@ -320,9 +329,9 @@ impl Admin {
         let key = convert::key_bytes(key)?.into_owned();
         let (now, admin) = (convert::now(now)?, self.inner.clone());
         let scope = scope.unwrap_or_default();
-        crate::aio::blocking(
+        crate::aio::spawn(
             py,
-            move || admin.inspect_in(&key, &scope, now),
+            async move { admin.inspect_in_async(&key, &scope, now).await },
             |py, seen| Ok(to_dict(py, &seen.plain())?.into_any().unbind()),
         )
     }

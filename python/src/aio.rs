@@ -186,20 +186,3 @@ where
     });
     Ok(future)
 }
-
-/// An awaitable of blocking core work `f` (a strike, an admin change: rare
-/// calls with several store round trips), run on the runtime's blocking
-/// threads, never on the event loop's.
-pub fn blocking<'py, T, F, D>(py: Python<'py>, f: F, deliver: D) -> PyResult<Bound<'py, PyAny>>
-where
-    T: Send + 'static,
-    F: FnOnce() -> core::Result<T> + Send + 'static,
-    D: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-{
-    let work = async move {
-        tokio::task::spawn_blocking(f)
-            .await
-            .map_err(|e| core::Error::storage(format!("the call did not finish: {e}")))?
-    };
-    spawn(py, work, deliver)
-}

@@ -313,8 +313,8 @@ impl Limiter {
     }
 
     /// `await limiter.ascreen(ip)`: `screen`, answered at once when the
-    /// address lists are held (`policies_ready`), else after reading them
-    /// off the event loop.
+    /// address lists are held (`policies_ready`), else after awaiting their
+    /// read.
     fn ascreen<'py>(&self, py: Python<'py>, ip: String) -> PyResult<Bound<'py, PyAny>> {
         let limiter = self.inner.clone();
         let listed = |py: Python<'_>, listed: Option<core::Decision>| match listed {
@@ -325,11 +325,14 @@ impl Limiter {
             let value = run_core(py, false, || Ok(limiter.screen(&ip))).and_then(|l| listed(py, l));
             return crate::aio::ready(py, value);
         }
-        crate::aio::blocking(py, move || Ok(limiter.screen(&ip)), listed)
+        crate::aio::spawn(
+            py,
+            async move { Ok(limiter.screen_async(&ip).await) },
+            listed,
+        )
     }
 
-    /// `await limiter.apenalize(...)`: `penalize`, its store calls made off
-    /// the event loop (a strike is rare: a bad request, a failed login).
+    /// `await limiter.apenalize(...)`: `penalize`, its store calls awaited.
     #[pyo3(signature = (key = None, *, ip = None, ban = None, maxretry = None, findtime = None,
                         bantime = None, name = None, now = None))]
     #[allow(clippy::too_many_arguments)]
@@ -348,15 +351,15 @@ impl Limiter {
         let (key, rule, now) =
             strike_arguments(py, key, &ip, ban, maxretry, findtime, bantime, name, now)?;
         let limiter = self.inner.clone();
-        let strike = move || {
+        let strike = async move {
             let offender = match (&key, &ip) {
                 (Some(key), _) => core::Offender::Key(key),
                 (None, Some(ip)) => core::Offender::Address(ip),
                 (None, None) => unreachable!("checked by strike_arguments"),
             };
-            limiter.penalize(offender, &rule, now)
+            limiter.penalize_async(offender, &rule, now).await
         };
-        crate::aio::blocking(py, strike, |py, strike: core::Strike| {
+        crate::aio::spawn(py, strike, |py, strike: core::Strike| {
             Ok(pyo3::types::PyBool::new(py, strike.banned)
                 .to_owned()
                 .into_any()

@@ -416,21 +416,16 @@ impl Gate {
         Ok(self.conclude(plan, decisions))
     }
 
-    /// [`Gate::run`], awaiting the checks where the store has an awaitable
-    /// log (a strike, rare, is made on a blocking thread).
+    /// [`Gate::run`], awaiting the store's calls where it has an awaitable
+    /// form (Redis).
     #[cfg(feature = "async")]
     pub async fn run_async(&self, plan: Plan) -> Result<Verdict> {
         for &i in &plan.strikes {
-            let (base, rule, client) = (
-                self.base.clone(),
-                self.spec.bans[i].rule.clone(),
-                plan.client.key.clone(),
-            );
-            let strike = tokio::task::spawn_blocking(move || {
-                base.penalize(Offender::Address(&client), &rule, None)
-            })
-            .await
-            .map_err(|e| crate::error::Error::storage(format!("a strike failed: {e}")))??;
+            let ban = &self.spec.bans[i];
+            let strike = self
+                .base
+                .penalize_async(Offender::Address(&plan.client.key), &ban.rule, None)
+                .await?;
             if let Some(verdict) = self.struck(i, strike.banned) {
                 return Ok(verdict);
             }

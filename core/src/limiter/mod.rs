@@ -27,7 +27,7 @@ use crate::metrics::{Metrics, Stats};
 use crate::policy::{self, Fail2Ban, List, Strike, Target};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
-use crate::store::{self, Mode, Store, StoreOptions};
+use crate::store::{self, in_place, AsyncPolicyStore, Mode, PolicyCalls, Store, StoreOptions};
 use crate::time::now_to_ms;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -341,6 +341,30 @@ impl Limiter {
         rule: &Fail2Ban,
         now: Option<f64>,
     ) -> Result<Strike> {
+        let calls = PolicyCalls::blocking(&*self.store);
+        in_place(self.penalize_in(&calls, offender, rule, now))
+    }
+
+    /// [`Limiter::penalize`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn penalize_async(
+        &self,
+        offender: Offender<'_>,
+        rule: &Fail2Ban,
+        now: Option<f64>,
+    ) -> Result<Strike> {
+        let calls = PolicyCalls::awaited(&*self.store);
+        self.penalize_in(&calls, offender, rule, now).await
+    }
+
+    /// [`Limiter::penalize`]'s one definition, over the store's `calls`.
+    async fn penalize_in(
+        &self,
+        calls: &dyn AsyncPolicyStore,
+        offender: Offender<'_>,
+        rule: &Fail2Ban,
+        now: Option<f64>,
+    ) -> Result<Strike> {
         let now_ms = now
             .map(now_to_ms)
             .transpose()?
@@ -358,23 +382,25 @@ impl Limiter {
                 (key_tag(text.as_bytes()), Target::Net(network))
             }
         };
-        let outcome = self.store.strike(&tag, rule, now_ms).and_then(|strike| {
+        let outcome = async {
+            let strike = calls.strike_async(&tag, rule, now_ms).await?;
             if let Some(until_ms) = strike.until_ms {
                 let reason = format!("fail2ban {}", rule.name);
                 // a key's ban holds in this limiter's scope; an address's everywhere
                 store::policies::put_target(
-                    &*self.store,
+                    calls,
                     List::Block,
                     target,
                     &self.scope,
                     until_ms,
                     &reason,
                     now_ms,
-                )?;
+                )
+                .await?;
             }
             Ok(strike)
-        });
-        match outcome {
+        };
+        match outcome.await {
             Err(Error::Storage(_)) if self.on_error != OnError::Raise => Ok(Strike {
                 strikes: 0,
                 banned: self.on_error == OnError::Deny,
@@ -392,7 +418,25 @@ impl Limiter {
         if !self.clock.limiting() {
             return None;
         }
-        let shared = current_policies(&self.shared, &self.store);
+        self.judge(ip, current_policies(&self.shared, &self.store))
+    }
+
+    /// [`Limiter::screen`], awaiting the store when the policies must be
+    /// read first (the process's first screen, or the first after a change
+    /// it made).
+    #[cfg(feature = "async")]
+    pub async fn screen_async(&self, ip: &str) -> Option<Decision> {
+        if !self.clock.limiting() {
+            return None;
+        }
+        self.judge(
+            ip,
+            view::current_policies_async(&self.shared, &self.store).await,
+        )
+    }
+
+    /// How the address lists of `shared` judge `ip` now.
+    fn judge(&self, ip: &str, shared: Arc<policy::Shared>) -> Option<Decision> {
         if !shared.switches.enabled || !shared.has_nets() {
             return None;
         }

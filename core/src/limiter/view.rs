@@ -4,7 +4,7 @@
 use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
 use crate::store::policies::load_shared;
-use crate::store::Store;
+use crate::store::{in_place, AsyncPolicyStore, PolicyCalls, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -54,9 +54,14 @@ impl SharedView {
 
     /// Reads the policies now when their version moved (a failure keeps what is held).
     fn read(&self, store: &dyn Store) -> Arc<Shared> {
+        in_place(self.read_in(&PolicyCalls::blocking(store)))
+    }
+
+    /// [`SharedView::read`]'s one definition, over the store's `calls`.
+    async fn read_in(&self, calls: &dyn AsyncPolicyStore) -> Arc<Shared> {
         let held = self.held();
-        match store.policy_version() {
-            Ok(version) if version != held.version => match load_shared(store, version) {
+        match calls.policy_version_async().await {
+            Ok(version) if version != held.version => match load_shared(calls, version).await {
                 Ok(fresh) => {
                     let fresh = Arc::new(fresh);
                     *self.held.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
@@ -69,24 +74,47 @@ impl SharedView {
     }
 }
 
-/// The policies now (see [`SharedView`]).
-pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+/// What a caller does for the policies now: take those held, or read them
+/// itself (see [`SharedView`]).
+enum Due<'v> {
+    Held(Arc<Shared>),
+    Read(&'v SharedView),
+}
+
+fn due<'v>(view: &'v Policies, store: &Arc<dyn Store>) -> Due<'v> {
     let local = view.get();
     if !store.waits_on_io() {
-        return local.read(&**store);
+        return Due::Read(local);
     }
     let held = local.held();
     let Ok(mut read_at) = local.read_at.try_lock() else {
-        return held;
+        return Due::Held(held);
     };
     let epoch = policy::epoch();
     if *read_at == epoch {
-        return held;
+        return Due::Held(held);
     }
     *read_at = epoch;
     drop(read_at);
     start_reader(view, store, local);
-    local.read(&**store)
+    Due::Read(local)
+}
+
+/// The policies now (see [`SharedView`]).
+pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+    match due(view, store) {
+        Due::Held(held) => held,
+        Due::Read(local) => local.read(&**store),
+    }
+}
+
+/// [`current_policies`], a read the caller makes awaited.
+#[cfg(feature = "async")]
+pub(crate) async fn current_policies_async(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+    match due(view, store) {
+        Due::Held(held) => held,
+        Due::Read(local) => local.read_in(&PolicyCalls::awaited(&**store)).await,
+    }
 }
 
 /// Starts this process's thread that reads the policies every `refresh`

@@ -3,7 +3,7 @@
 //! module checks its own (`ratekeeper_engine`): the selection by a key's
 //! record, the admission and the fail2ban strikes are the engine's.
 
-use super::{system_now_ms, LogStore, Mode, PolicyStore, Request, StoreAccess};
+use super::{system_now_ms, HashFields, LogStore, Mode, PolicyStore, Request, StoreAccess};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
 use crate::policy::{
@@ -314,7 +314,7 @@ impl PolicyStore for MemoryStore {
         Ok(())
     }
 
-    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn shared(&self, hash: SharedHash) -> Result<HashFields> {
         self.after_reset();
         Ok(self.policies().shared[hash_index(hash)]
             .iter()

@@ -2,6 +2,7 @@
 //! store URL (`memory://`, `redis://`, `rediss://`, `redis+cluster://`).
 
 mod breaker;
+mod calls;
 mod memory;
 pub mod policies;
 mod pool;
@@ -9,6 +10,7 @@ mod redis;
 mod url;
 
 pub use self::breaker::StoreStats;
+pub use self::calls::{in_place, PolicyCalls};
 pub use self::memory::MemoryStore;
 pub use self::redis::{ModuleUse, RedisStore, SCRIPT as REDIS_SCRIPT};
 pub use self::url::redact;
@@ -122,7 +124,18 @@ pub trait StoreAccess: Send + Sync {
     fn as_async(&self) -> Option<&dyn AsyncLogStore> {
         None
     }
+
+    /// The awaitable form of its policies, when the store has one (Redis);
+    /// [`PolicyCalls::awaited`] makes a store's blocking calls in place
+    /// without one (memory, which answers at once).
+    #[cfg(feature = "async")]
+    fn as_async_policy(&self) -> Option<&dyn AsyncPolicyStore> {
+        None
+    }
 }
+
+/// Every field of a hash and its value, as [`PolicyStore::shared`] reads them.
+pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The policy half of a store: each key's policy record, the shared hashes
 /// every process holds, their version, and fail2ban strikes.
@@ -145,7 +158,7 @@ pub trait PolicyStore: Send + Sync {
     ) -> Result<()>;
 
     /// Every field of one of the shared hashes.
-    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    fn shared(&self, hash: SharedHash) -> Result<HashFields>;
 
     /// Sets or removes one field of a shared hash; for a hash processes hold,
     /// moves the version so that they read it again. Returns whether the
@@ -166,8 +179,7 @@ pub trait Store: LogStore + PolicyStore + StoreAccess {}
 
 impl<T: LogStore + PolicyStore + StoreAccess + ?Sized> Store for T {}
 
-/// A boxed future, as the awaitable log returns.
-#[cfg(feature = "async")]
+/// A boxed future, as the awaitable log and policies return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The awaitable form of a log (see [`LogStore`]): the same calls, answered
@@ -186,6 +198,56 @@ pub trait AsyncLogStore: Send + Sync {
 
     /// [`LogStore::reset`], awaited.
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;
+}
+
+/// The awaitable form of a store's policies (see [`PolicyStore`]) and of its
+/// clock, by which they are written: the same calls, answered without
+/// blocking a thread (Redis: the multiplexed connection the awaited checks
+/// share). The policy calls of the core (an operator's change, a fail2ban
+/// strike and its ban, reading the shared policies) are written once over
+/// it: [`PolicyCalls`] makes them awaited or, through [`in_place`], blocking.
+pub trait AsyncPolicyStore: Send + Sync {
+    /// [`StoreAccess::clock_ms`], awaited.
+    fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>>;
+
+    /// [`PolicyStore::record`], awaited.
+    fn record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<RawRecord>>;
+
+    /// [`PolicyStore::set_record`], awaited.
+    fn set_record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+        field: Field,
+        value: Option<&'a str>,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// [`PolicyStore::shared`], awaited.
+    fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>>;
+
+    /// [`PolicyStore::set_shared`], awaited.
+    fn set_shared_async<'a>(
+        &'a self,
+        hash: SharedHash,
+        field: &'a [u8],
+        value: Option<&'a [u8]>,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// [`PolicyStore::policy_version`], awaited.
+    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>>;
+
+    /// [`PolicyStore::strike`], awaited.
+    fn strike_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        rule: &'a Fail2Ban,
+        now_ms: Option<u64>,
+    ) -> BoxFuture<'a, Result<Strike>>;
 }
 
 /// The default wait for one Redis command and for a new connection: 250 ms.

@@ -1,20 +1,21 @@
 //! The policies in a store, read and written as the policy model says: the
 //! shared policies a process holds, and the one way a safelist or blocklist
 //! entry is written, whether an operator makes it (`Admin`) or a limiter's
-//! fail2ban ban does.
+//! fail2ban ban does. Written once over an [`AsyncPolicyStore`]: awaited
+//! as they are, or made in place ([`super::in_place`]) by a blocking caller.
 
-use super::Store;
+use super::AsyncPolicyStore;
 use crate::error::Result;
 use crate::keys::key_tag;
 use crate::policy::encoding::{mark, scoped_mark};
 use crate::policy::{bump_epoch, Entry, List, Listing, Shared, SharedHash, Target};
 
 /// Reads the shared policies (switches, address lists) from `store` at `version`.
-pub fn load_shared(store: &dyn Store, version: u64) -> Result<Shared> {
+pub async fn load_shared(store: &dyn AsyncPolicyStore, version: u64) -> Result<Shared> {
     Ok(Shared::from_hashes(
         version,
-        &store.shared(SharedHash::Nets)?,
-        &store.shared(SharedHash::Switches)?,
+        &store.shared_async(SharedHash::Nets).await?,
+        &store.shared_async(SharedHash::Switches).await?,
     ))
 }
 
@@ -24,8 +25,8 @@ pub fn load_shared(store: &dyn Store, version: u64) -> Result<Shared> {
 /// in `scope` (its checks by limiters of that scope only; "" everywhere);
 /// an address or range always everywhere. Replaces an entry already there
 /// and returns the entry made.
-pub fn put_target(
-    store: &dyn Store,
+pub async fn put_target(
+    store: &dyn AsyncPolicyStore,
     list: List,
     target: Target,
     scope: &str,
@@ -38,25 +39,34 @@ pub fn put_target(
         reason: reason.to_owned(),
     };
     let stored = listing.encode();
-    let now_ms = now_ms.map_or_else(|| store.clock_ms(), Ok)?;
+    let now_ms = match now_ms {
+        Some(now_ms) => now_ms,
+        None => store.clock_ms_async().await?,
+    };
     let (target, network, scope) = match target {
         Target::Net(net) => {
             let text = net.to_string();
-            prune_nets(store, now_ms)?;
-            store.set_shared(
-                SharedHash::Nets,
-                &mark(list.field(), text.as_bytes()),
-                Some(stored.as_bytes()),
-            )?;
+            prune_nets(store, now_ms).await?;
+            store
+                .set_shared_async(
+                    SharedHash::Nets,
+                    &mark(list.field(), text.as_bytes()),
+                    Some(stored.as_bytes()),
+                )
+                .await?;
             (text.into_bytes(), true, "")
         }
         Target::Key(key) => {
-            store.set_record(&key_tag(&key), scope, list.field(), Some(&stored), now_ms)?;
-            store.set_shared(
-                SharedHash::Directory,
-                &scoped_mark(list.field(), scope, &key),
-                Some(stored.as_bytes()),
-            )?;
+            store
+                .set_record_async(&key_tag(&key), scope, list.field(), Some(&stored), now_ms)
+                .await?;
+            store
+                .set_shared_async(
+                    SharedHash::Directory,
+                    &scoped_mark(list.field(), scope, &key),
+                    Some(stored.as_bytes()),
+                )
+                .await?;
             (key, false, scope)
         }
     };
@@ -72,14 +82,16 @@ pub fn put_target(
 }
 
 /// Drops lapsed address entries (so fail2ban bans do not pile up).
-fn prune_nets(store: &dyn Store, now_ms: u64) -> Result<()> {
-    for (field, value) in store.shared(SharedHash::Nets)? {
+async fn prune_nets(store: &dyn AsyncPolicyStore, now_ms: u64) -> Result<()> {
+    for (field, value) in store.shared_async(SharedHash::Nets).await? {
         let lapsed = std::str::from_utf8(&value)
             .ok()
             .and_then(Listing::decode)
             .is_none_or(|l| !l.stands_at(now_ms));
         if lapsed {
-            store.set_shared(SharedHash::Nets, &field, None)?;
+            store
+                .set_shared_async(SharedHash::Nets, &field, None)
+                .await?;
         }
     }
     Ok(())

@@ -590,3 +590,167 @@ fn bad_admin_input_is_a_configuration_error() {
         .is_err());
     assert!(admin.set_tier(b"k", Some("no spaces")).is_err());
 }
+
+/// The awaited policy calls (a strike and its ban, an operator's change, a
+/// listing, an inspection, the screen's first read) do on every store what
+/// the blocking ones do, and on Redis they await it: on a runtime of ONE
+/// thread, a ticker keeps ticking while each call waits on a frozen Redis,
+/// and each call ends within the store's timeout (a strike by `on_error`,
+/// an operator's change with the storage error).
+#[cfg(feature = "async")]
+#[test]
+fn awaited_policy_calls_match_the_blocking_ones_and_never_block_the_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ban = Fail2Ban::new("logins", 2, 60.0, 600.0).unwrap();
+    for (name, store, _) in pairs() {
+        let limiter = Limiter::with_store(
+            RuleSet::parse("5/minute").unwrap(),
+            store.clone(),
+            OnError::Allow,
+        )
+        .with_scope("awaited")
+        .unwrap();
+        let admin = Admin::new(store.clone());
+        runtime.block_on(async {
+            let ip = "198.51.100.7";
+            let strikes = [
+                limiter
+                    .penalize_async(Offender::Address(ip), &ban, None)
+                    .await,
+                limiter
+                    .penalize_async(Offender::Address(ip), &ban, None)
+                    .await,
+            ];
+            let banned: Vec<bool> = strikes.iter().map(|s| s.as_ref().unwrap().banned).collect();
+            assert_eq!(banned, [false, true], "{name}");
+            let screened = limiter.screen_async(ip).await.expect("the ban is screened");
+            assert!(!screened.allowed(), "{name}");
+            let entries = admin.entries_async(None).await.unwrap();
+            assert!(
+                entries
+                    .iter()
+                    .any(|e| e.network && e.target == b"198.51.100.7/32"),
+                "{name}: {entries:?}"
+            );
+            admin
+                .add_with_async(
+                    List::Block,
+                    b"user:9",
+                    Default::default(),
+                    "",
+                    Some(60.0),
+                    "abuse",
+                    None,
+                )
+                .await
+                .unwrap();
+            let seen = admin.inspect_in_async(b"user:9", "", None).await.unwrap();
+            assert_eq!(seen.record.block.unwrap().reason, "abuse", "{name}");
+            // the blocking side sees what the awaited one wrote, and the other way round
+            assert!(
+                admin
+                    .inspect(b"user:9", None)
+                    .unwrap()
+                    .record
+                    .block
+                    .is_some(),
+                "{name}"
+            );
+            let removed = admin
+                .remove_with_async(List::Block, b"user:9", Default::default(), "")
+                .await
+                .unwrap();
+            assert!(removed, "{name}");
+            assert!(
+                admin
+                    .inspect(b"user:9", None)
+                    .unwrap()
+                    .record
+                    .block
+                    .is_none(),
+                "{name}"
+            );
+            assert!(admin.remove(List::Block, ip.as_bytes()).unwrap(), "{name}");
+        });
+    }
+
+    let redis = common::OwnRedis::start(&[]);
+    let timeout = Duration::from_millis(300);
+    let options = StoreOptions {
+        prefix: common::unique_prefix(),
+        timeout,
+        connect_timeout: timeout,
+        ..StoreOptions::default()
+    };
+    let store = store::open(&redis.url(), &options).unwrap();
+    let limiter = Limiter::with_store(
+        RuleSet::parse("5/minute").unwrap(),
+        store.clone(),
+        OnError::Allow,
+    );
+    let admin = Admin::new(store);
+    runtime.block_on(async {
+        // connected, and the module probed, before the freeze
+        admin.entries_async(None).await.unwrap();
+        limiter
+            .penalize_async(Offender::Key(b"warm"), &ban, None)
+            .await
+            .unwrap();
+    });
+    redis.freeze();
+    /// Ticks of a ticker task beside `call` until it ends, and its answer.
+    async fn ticks_beside<T>(call: impl std::future::Future<Output = T>) -> (u32, T) {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let ticks = Arc::new(AtomicU32::new(0));
+        let ticker = tokio::spawn({
+            let ticks = ticks.clone();
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        let answer = call.await;
+        ticker.abort();
+        (ticks.load(Ordering::Relaxed), answer)
+    }
+    runtime.block_on(async {
+        let start = std::time::Instant::now();
+        let (ticks, strike) =
+            ticks_beside(limiter.penalize_async(Offender::Key(b"k"), &ban, None)).await;
+        assert!(ticks > 0, "the strike blocked the runtime's one thread");
+        assert_eq!(
+            strike.unwrap().strikes,
+            0,
+            "on_error allow: no strike counted"
+        );
+        let (ticks, added) = ticks_beside(admin.add_with_async(
+            List::Block,
+            b"user:1",
+            Default::default(),
+            "",
+            None,
+            "abuse",
+            None,
+        ))
+        .await;
+        assert!(
+            ticks > 0,
+            "the operator's change blocked the runtime's one thread"
+        );
+        let message = added.unwrap_err().to_string();
+        assert!(message.contains("timed out"), "{message}");
+        let (ticks, entries) = ticks_beside(admin.entries_async(None)).await;
+        assert!(
+            ticks > 0 && entries.is_err(),
+            "the listing blocked the runtime's thread"
+        );
+        // three calls, each within one timeout (and slack for this machine)
+        assert!(start.elapsed() < 3 * (timeout + Duration::from_millis(700)));
+    });
+    redis.thaw();
+}

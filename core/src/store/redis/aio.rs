@@ -1,4 +1,5 @@
-//! The awaitable Redis log ([`AsyncLogStore`]): the same module command or
+//! The awaitable Redis log ([`AsyncLogStore`]) and policies
+//! ([`AsyncPolicyStore`]): the same module command or
 //! script, keys, arguments and replies as the blocking one, over ONE multiplexed
 //! connection per process (a Cluster connection for `redis+cluster://`),
 //! which concurrent checks share and pipeline naturally. It shares the
@@ -10,13 +11,15 @@
 use super::connect::{routing, Target};
 use super::failure::{describe, storage_error, unreachable, unreadable, Step};
 use super::module::{probe, Path, Paths};
+use super::policy::{self, Wire};
 use super::wire::{is_noscript, parse_reply, pipeline_replies, Via};
 use super::RedisStore;
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::keys::log_key;
+use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::store::breaker::Failure;
-use crate::store::{AsyncLogStore, BoxFuture, Request};
+use crate::store::{AsyncLogStore, AsyncPolicyStore, BoxFuture, HashFields, Request};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use std::time::Duration;
@@ -249,36 +252,37 @@ impl RedisStore {
         Ok(paths)
     }
 
-    /// One check: through the module when this process uses it (the script
+    /// A script's call built by `command(via)`, as [`RedisStore::script`]
+    /// makes it: through the module when this process uses it (the script
     /// on a server without one), else by the script's SHA-1, and by its
-    /// source on NOSCRIPT, as [`RedisStore::script`] does.
-    async fn check_async(&self, request: &Request<'_>) -> Result<Observation> {
+    /// source on NOSCRIPT.
+    async fn script_async(
+        &self,
+        route: Option<&[u8]>,
+        command: impl Fn(Via) -> Cmd,
+    ) -> Result<Value> {
         let paths = self.settled_paths_async().await?;
-        let mut reply = None;
         if paths.choose() == Path::Module {
-            let route = self.route(request);
-            let command = self.check_command(request, Via::Module);
-            let answered = self.run_async(&command, route.as_deref()).await?;
-            reply = self.module_answer(paths, answered)?;
-        }
-        let reply = match reply {
-            Some(reply) => reply,
-            None => {
-                let answer = match self
-                    .run_async(&self.check_command(request, Via::Sha), None)
-                    .await?
-                {
-                    Err(e) if is_noscript(&e) => {
-                        self.run_async(&self.check_command(request, Via::Source), None)
-                            .await?
-                    }
-                    other => other,
-                }
-                .map_err(storage_error)?;
-                paths.answered(Path::Script);
-                answer
+            let answered = self.run_async(&command(Via::Module), route).await?;
+            if let Some(answer) = self.module_answer(paths, answered)? {
+                return Ok(answer);
             }
-        };
+        }
+        let answer = match self.run_async(&command(Via::Sha), None).await? {
+            Err(e) if is_noscript(&e) => self.run_async(&command(Via::Source), None).await?,
+            other => other,
+        }
+        .map_err(storage_error)?;
+        paths.answered(Path::Script);
+        Ok(answer)
+    }
+
+    /// One check, by [`RedisStore::script_async`].
+    async fn check_async(&self, request: &Request<'_>) -> Result<Observation> {
+        let route = self.route(request);
+        let reply = self
+            .script_async(route.as_deref(), |via| self.check_command(request, via))
+            .await?;
         let values: Vec<Value> = redis::from_redis_value(reply).map_err(|e| {
             Error::storage(format!("unexpected reply from the ratekeeper script: {e}"))
         })?;
@@ -348,5 +352,80 @@ impl AsyncLogStore for RedisStore {
             self.run_async(&cmd, None).await?.map_err(storage_error)?;
             Ok(())
         })
+    }
+}
+
+/// The awaited calls of the policy code ([`super::policy`]).
+struct Awaited<'s>(&'s RedisStore);
+
+impl Wire for Awaited<'_> {
+    fn store(&self) -> &RedisStore {
+        self.0
+    }
+
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move { self.0.run_async(cmd, None).await?.map_err(storage_error) })
+    }
+
+    fn policy_script<'a>(
+        &'a self,
+        key: &'a [u8],
+        args: &'a [Vec<u8>],
+    ) -> BoxFuture<'a, Result<Value>> {
+        let store = self.0;
+        Box::pin(store.script_async(Some(key), move |via| store.policy_call(via, key, args)))
+    }
+}
+
+impl AsyncPolicyStore for RedisStore {
+    fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move { policy::clock_ms(&Awaited(self)).await })
+    }
+
+    fn record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<RawRecord>> {
+        Box::pin(async move { policy::record(&Awaited(self), tag, scope).await })
+    }
+
+    fn set_record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+        field: Field,
+        value: Option<&'a str>,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            policy::set_record(&Awaited(self), tag, scope, field, value, now_ms).await
+        })
+    }
+
+    fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>> {
+        Box::pin(async move { policy::shared(&Awaited(self), hash).await })
+    }
+
+    fn set_shared_async<'a>(
+        &'a self,
+        hash: SharedHash,
+        field: &'a [u8],
+        value: Option<&'a [u8]>,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { policy::set_shared(&Awaited(self), hash, field, value).await })
+    }
+
+    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move { policy::policy_version(&Awaited(self)).await })
+    }
+
+    fn strike_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        rule: &'a Fail2Ban,
+        now_ms: Option<u64>,
+    ) -> BoxFuture<'a, Result<Strike>> {
+        Box::pin(async move { policy::strike(&Awaited(self), tag, rule, now_ms).await })
     }
 }

@@ -15,13 +15,15 @@
 //! Its parts: `connect` (what a URL points at, the connections and the
 //! pool's manager), `wire` (the commands and their replies), `failure` (how
 //! a failed call is told apart and worded), [`module`] (the module or the
-//! script, per process) and `aio` (the awaited side).
+//! script, per process), `policy` (the policy calls, written once for the
+//! blocking and the awaited side) and `aio` (the awaited side).
 
 #[cfg(feature = "async")]
 mod aio;
 mod connect;
 mod failure;
 mod module;
+mod policy;
 mod wire;
 
 use self::connect::{Conn, Connections, Manager};
@@ -34,12 +36,11 @@ use super::breaker::{Failure, StoreStats};
 use super::pool::{GetError, Lent};
 use super::url::StoreUrl;
 #[cfg(feature = "async")]
-use super::AsyncLogStore;
-use super::{LogStore, PolicyStore, Request, StoreAccess, StoreOptions};
+use super::{AsyncLogStore, AsyncPolicyStore};
+use super::{LogStore, Request, StoreAccess, StoreOptions};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
-use crate::keys::{log_key, record_key, strikes_key};
-use crate::policy::{version_key, Fail2Ban, Field, RawRecord, SharedHash, Strike};
+use crate::keys::{log_key, record_key};
 use crate::process::ProcessLocal;
 use redis::{RedisError, Value};
 use std::sync::atomic::Ordering;
@@ -377,8 +378,7 @@ impl LogStore for RedisStore {
 
 impl StoreAccess for RedisStore {
     fn clock_ms(&self) -> Result<u64> {
-        let (secs, micros): (u64, u64) = self.query(&redis::cmd("TIME"))?;
-        Ok(secs * 1000 + micros / 1000)
+        crate::store::in_place(policy::clock_ms(&policy::Blocking(self)))
     }
 
     fn stats(&self) -> StoreStats {
@@ -401,84 +401,9 @@ impl StoreAccess for RedisStore {
     fn as_async(&self) -> Option<&dyn AsyncLogStore> {
         Some(self)
     }
-}
 
-impl PolicyStore for RedisStore {
-    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(record_key(&self.prefix, tag, scope));
-        for field in Field::ALL {
-            cmd.arg(field.code());
-        }
-        let values: Vec<Option<String>> = self.query(&cmd)?;
-        let mut raw = RawRecord::default();
-        for (slot, value) in raw.iter_mut().zip(values) {
-            *slot = value;
-        }
-        Ok(raw)
-    }
-
-    fn set_record(
-        &self,
-        tag: &[u8],
-        scope: &str,
-        field: Field,
-        value: Option<&str>,
-        now_ms: u64,
-    ) -> Result<()> {
-        let key = record_key(&self.prefix, tag, scope);
-        self.script::<i64>(Some(&key), |via| {
-            let mut cmd = self.policy.command(via, &[&key]);
-            cmd.arg("set").arg(now_ms).arg(field.code());
-            if let Some(value) = value {
-                cmd.arg(value);
-            }
-            cmd
-        })?;
-        Ok(())
-    }
-
-    fn shared(&self, hash: SharedHash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.query(redis::cmd("HGETALL").arg(hash.key(&self.prefix)))
-    }
-
-    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
-        let key = hash.key(&self.prefix);
-        let existed = match value {
-            Some(value) => {
-                let added: i64 = self.query(redis::cmd("HSET").arg(&key).arg(field).arg(value))?;
-                added == 0
-            }
-            None => self.query::<i64>(redis::cmd("HDEL").arg(&key).arg(field))? == 1,
-        };
-        if hash.held_in_process() {
-            self.query::<i64>(redis::cmd("INCR").arg(version_key(&self.prefix)))?;
-        }
-        Ok(existed)
-    }
-
-    fn policy_version(&self) -> Result<u64> {
-        let version: Option<u64> = self.query(redis::cmd("GET").arg(version_key(&self.prefix)))?;
-        Ok(version.unwrap_or(0))
-    }
-
-    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
-        let key = strikes_key(&self.prefix, tag, &rule.name);
-        let (now, strikes, banned): (u64, u64, i64) = self.script(Some(&key), |via| {
-            let mut cmd = self.policy.command(via, &[&key]);
-            cmd.arg("strike");
-            match now_ms {
-                Some(now) => cmd.arg(now),
-                None => cmd.arg(""),
-            };
-            cmd.arg(rule.maxretry).arg(rule.findtime_ms);
-            cmd
-        })?;
-        let banned = banned == 1;
-        Ok(Strike {
-            strikes,
-            banned,
-            until_ms: banned.then_some(now + rule.bantime_ms),
-        })
+    #[cfg(feature = "async")]
+    fn as_async_policy(&self) -> Option<&dyn AsyncPolicyStore> {
+        Some(self)
     }
 }

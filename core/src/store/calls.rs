@@ -1,0 +1,139 @@
+//! A store's policy calls as the core's policy code makes them: that code
+//! (an operator's change, a fail2ban strike and its ban, reading the shared
+//! policies) is written once, as `async fn`s over an [`AsyncPolicyStore`];
+//! [`PolicyCalls`] gives them the store's awaitable calls (Redis, in an
+//! event loop) or its blocking ones made in place, and [`in_place`] runs
+//! them to their end on the caller's thread when every call is blocking.
+
+use super::{AsyncPolicyStore, BoxFuture, HashFields, Store};
+use crate::error::Result;
+use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
+use std::future::{ready, Future};
+use std::task::{Context, Poll, Waker};
+
+/// A store's policy calls: awaited where the store has an awaitable form
+/// and the caller awaits, else its blocking calls, made in place.
+#[derive(Clone, Copy)]
+pub struct PolicyCalls<'s> {
+    store: &'s dyn Store,
+    // read only where stores can be awaited (the `async` feature)
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    awaited: bool,
+}
+
+impl<'s> PolicyCalls<'s> {
+    /// The store's blocking calls (for a caller on a thread of its own;
+    /// run what is written over them with [`in_place`]).
+    pub fn blocking(store: &'s dyn Store) -> PolicyCalls<'s> {
+        PolicyCalls {
+            store,
+            awaited: false,
+        }
+    }
+
+    /// The store's awaitable calls, for a caller in an event loop: Redis's
+    /// answer without blocking a thread; a store without an awaitable form
+    /// (memory) answers in place, at once.
+    pub fn awaited(store: &'s dyn Store) -> PolicyCalls<'s> {
+        PolicyCalls {
+            store,
+            awaited: true,
+        }
+    }
+
+    fn awaitable(&self) -> Option<&'s dyn AsyncPolicyStore> {
+        #[cfg(feature = "async")]
+        if self.awaited {
+            return self.store.as_async_policy();
+        }
+        None
+    }
+}
+
+impl AsyncPolicyStore for PolicyCalls<'_> {
+    fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>> {
+        match self.awaitable() {
+            Some(store) => store.clock_ms_async(),
+            None => Box::pin(ready(self.store.clock_ms())),
+        }
+    }
+
+    fn record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<RawRecord>> {
+        match self.awaitable() {
+            Some(store) => store.record_async(tag, scope),
+            None => Box::pin(ready(self.store.record(tag, scope))),
+        }
+    }
+
+    fn set_record_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+        field: Field,
+        value: Option<&'a str>,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<()>> {
+        match self.awaitable() {
+            Some(store) => store.set_record_async(tag, scope, field, value, now_ms),
+            None => Box::pin(ready(
+                self.store.set_record(tag, scope, field, value, now_ms),
+            )),
+        }
+    }
+
+    fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>> {
+        match self.awaitable() {
+            Some(store) => store.shared_async(hash),
+            None => Box::pin(ready(self.store.shared(hash))),
+        }
+    }
+
+    fn set_shared_async<'a>(
+        &'a self,
+        hash: SharedHash,
+        field: &'a [u8],
+        value: Option<&'a [u8]>,
+    ) -> BoxFuture<'a, Result<bool>> {
+        match self.awaitable() {
+            Some(store) => store.set_shared_async(hash, field, value),
+            None => Box::pin(ready(self.store.set_shared(hash, field, value))),
+        }
+    }
+
+    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>> {
+        match self.awaitable() {
+            Some(store) => store.policy_version_async(),
+            None => Box::pin(ready(self.store.policy_version())),
+        }
+    }
+
+    fn strike_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        rule: &'a Fail2Ban,
+        now_ms: Option<u64>,
+    ) -> BoxFuture<'a, Result<Strike>> {
+        match self.awaitable() {
+            Some(store) => store.strike_async(tag, rule, now_ms),
+            None => Box::pin(ready(self.store.strike(tag, rule, now_ms))),
+        }
+    }
+}
+
+/// Runs `work`, whose every store call is made in place
+/// ([`PolicyCalls::blocking`]), to its end on this thread.
+///
+/// # Panics
+///
+/// When `work` waits on something else (an awaitable store call): a bug.
+pub fn in_place<T>(work: impl Future<Output = T>) -> T {
+    let mut work = std::pin::pin!(work);
+    match work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => panic!("in_place: the work awaited something not made in place"),
+    }
+}

@@ -1,0 +1,221 @@
+//! The policy calls on Redis (a key's record, the shared hashes and their
+//! version, fail2ban strikes, the clock), written once over [`Wire`]: the
+//! blocking pool's calls ([`PolicyStore`]) or the multiplexed connection's,
+//! awaited ([`crate::store::AsyncPolicyStore`]).
+
+use super::RedisStore;
+use crate::error::{Error, Result};
+use crate::keys::{record_key, strikes_key};
+use crate::policy::{version_key, Fail2Ban, Field, RawRecord, SharedHash, Strike};
+use crate::store::{BoxFuture, HashFields, PolicyStore};
+use redis::{Cmd, FromRedisValue, Value};
+
+/// How a policy call reaches Redis: a command, or the policy script's call
+/// (the module's command where this process uses it) on `key` with `args`.
+pub(super) trait Wire: Sync {
+    /// The store the calls go to.
+    fn store(&self) -> &RedisStore;
+
+    /// A command's reply, or the storage error it met.
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>>;
+
+    /// The policy script's reply to `args` on `key`.
+    fn policy_script<'a>(
+        &'a self,
+        key: &'a [u8],
+        args: &'a [Vec<u8>],
+    ) -> BoxFuture<'a, Result<Value>>;
+}
+
+/// The blocking calls, whose futures are ready when made.
+pub(super) struct Blocking<'s>(pub(super) &'s RedisStore);
+
+impl Wire for Blocking<'_> {
+    fn store(&self) -> &RedisStore {
+        self.0
+    }
+
+    fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(std::future::ready(self.0.query(cmd)))
+    }
+
+    fn policy_script<'a>(
+        &'a self,
+        key: &'a [u8],
+        args: &'a [Vec<u8>],
+    ) -> BoxFuture<'a, Result<Value>> {
+        let store = self.0;
+        Box::pin(std::future::ready(
+            store.script(Some(key), |via| store.policy_call(via, key, args)),
+        ))
+    }
+}
+
+impl RedisStore {
+    /// The policy script's call on `key` with `args`, as `via` says.
+    pub(super) fn policy_call(&self, via: super::wire::Via, key: &[u8], args: &[Vec<u8>]) -> Cmd {
+        let mut cmd = self.policy.command(via, &[key]);
+        for arg in args {
+            cmd.arg(arg.as_slice());
+        }
+        cmd
+    }
+}
+
+fn read<T: FromRedisValue>(value: Value, what: &str) -> Result<T> {
+    redis::from_redis_value(value)
+        .map_err(|e| Error::storage(format!("unexpected reply to {what} from Redis: {e}")))
+}
+
+/// The store's clock, in ms since the epoch (`TIME`).
+pub(super) async fn clock_ms(wire: &dyn Wire) -> Result<u64> {
+    let (secs, micros): (u64, u64) = read(wire.query(&redis::cmd("TIME")).await?, "TIME")?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// [`PolicyStore::record`].
+pub(super) async fn record(wire: &dyn Wire, tag: &[u8], scope: &str) -> Result<RawRecord> {
+    let mut cmd = redis::cmd("HMGET");
+    cmd.arg(record_key(&wire.store().prefix, tag, scope));
+    for field in Field::ALL {
+        cmd.arg(field.code());
+    }
+    let values: Vec<Option<String>> = read(wire.query(&cmd).await?, "HMGET")?;
+    let mut raw = RawRecord::default();
+    for (slot, value) in raw.iter_mut().zip(values) {
+        *slot = value;
+    }
+    Ok(raw)
+}
+
+/// [`PolicyStore::set_record`].
+pub(super) async fn set_record(
+    wire: &dyn Wire,
+    tag: &[u8],
+    scope: &str,
+    field: Field,
+    value: Option<&str>,
+    now_ms: u64,
+) -> Result<()> {
+    let key = record_key(&wire.store().prefix, tag, scope);
+    let mut args = vec![
+        b"set".to_vec(),
+        now_ms.to_string().into_bytes(),
+        field.code().as_bytes().to_vec(),
+    ];
+    if let Some(value) = value {
+        args.push(value.as_bytes().to_vec());
+    }
+    read::<i64>(wire.policy_script(&key, &args).await?, "the policy script")?;
+    Ok(())
+}
+
+/// [`PolicyStore::shared`].
+pub(super) async fn shared(wire: &dyn Wire, hash: SharedHash) -> Result<HashFields> {
+    let cmd = redis::cmd("HGETALL")
+        .arg(hash.key(&wire.store().prefix))
+        .clone();
+    read(wire.query(&cmd).await?, "HGETALL")
+}
+
+/// [`PolicyStore::set_shared`].
+pub(super) async fn set_shared(
+    wire: &dyn Wire,
+    hash: SharedHash,
+    field: &[u8],
+    value: Option<&[u8]>,
+) -> Result<bool> {
+    let prefix = &wire.store().prefix;
+    let key = hash.key(prefix);
+    let existed = match value {
+        Some(value) => {
+            let cmd = redis::cmd("HSET").arg(&key).arg(field).arg(value).clone();
+            read::<i64>(wire.query(&cmd).await?, "HSET")? == 0
+        }
+        None => {
+            let cmd = redis::cmd("HDEL").arg(&key).arg(field).clone();
+            read::<i64>(wire.query(&cmd).await?, "HDEL")? == 1
+        }
+    };
+    if hash.held_in_process() {
+        let cmd = redis::cmd("INCR").arg(version_key(prefix)).clone();
+        read::<i64>(wire.query(&cmd).await?, "INCR")?;
+    }
+    Ok(existed)
+}
+
+/// [`PolicyStore::policy_version`].
+pub(super) async fn policy_version(wire: &dyn Wire) -> Result<u64> {
+    let cmd = redis::cmd("GET")
+        .arg(version_key(&wire.store().prefix))
+        .clone();
+    let version: Option<u64> = read(wire.query(&cmd).await?, "GET")?;
+    Ok(version.unwrap_or(0))
+}
+
+/// [`PolicyStore::strike`].
+pub(super) async fn strike(
+    wire: &dyn Wire,
+    tag: &[u8],
+    rule: &Fail2Ban,
+    now_ms: Option<u64>,
+) -> Result<Strike> {
+    let key = strikes_key(&wire.store().prefix, tag, &rule.name);
+    let args = [
+        b"strike".to_vec(),
+        now_ms
+            .map(|now| now.to_string())
+            .unwrap_or_default()
+            .into_bytes(),
+        rule.maxretry.to_string().into_bytes(),
+        rule.findtime_ms.to_string().into_bytes(),
+    ];
+    let (now, strikes, banned): (u64, u64, i64) =
+        read(wire.policy_script(&key, &args).await?, "the policy script")?;
+    let banned = banned == 1;
+    Ok(Strike {
+        strikes,
+        banned,
+        until_ms: banned.then_some(now + rule.bantime_ms),
+    })
+}
+
+impl PolicyStore for RedisStore {
+    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
+        crate::store::in_place(record(&Blocking(self), tag, scope))
+    }
+
+    fn set_record(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        field: Field,
+        value: Option<&str>,
+        now_ms: u64,
+    ) -> Result<()> {
+        crate::store::in_place(set_record(
+            &Blocking(self),
+            tag,
+            scope,
+            field,
+            value,
+            now_ms,
+        ))
+    }
+
+    fn shared(&self, hash: SharedHash) -> Result<HashFields> {
+        crate::store::in_place(shared(&Blocking(self), hash))
+    }
+
+    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        crate::store::in_place(set_shared(&Blocking(self), hash, field, value))
+    }
+
+    fn policy_version(&self) -> Result<u64> {
+        crate::store::in_place(policy_version(&Blocking(self)))
+    }
+
+    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
+        crate::store::in_place(strike(&Blocking(self), tag, rule, now_ms))
+    }
+}
