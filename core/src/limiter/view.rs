@@ -4,7 +4,7 @@
 use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
 use crate::store::policies::load_shared;
-use crate::store::{in_place, AsyncPolicyStore, PolicyCalls, Store};
+use crate::store::{in_place, PolicyCalls, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -54,22 +54,36 @@ impl SharedView {
 
     /// Reads the policies now when their version moved (a failure keeps what is held).
     fn read(&self, store: &dyn Store) -> Arc<Shared> {
-        in_place(self.read_in(&PolicyCalls::blocking(store)))
+        match store.policy_version() {
+            Ok(version) if version != self.held().version => self.hold(in_place(load_shared(
+                &PolicyCalls::blocking(store),
+                version,
+            ))),
+            _ => self.held(),
+        }
     }
 
-    /// [`SharedView::read`]'s one definition, over the store's `calls`.
-    async fn read_in(&self, calls: &dyn AsyncPolicyStore) -> Arc<Shared> {
-        let held = self.held();
+    /// [`SharedView::read`], awaited.
+    #[cfg(feature = "async")]
+    async fn read_async(&self, calls: &dyn crate::store::AsyncPolicyStore) -> Arc<Shared> {
         match calls.policy_version_async().await {
-            Ok(version) if version != held.version => match load_shared(calls, version).await {
-                Ok(fresh) => {
-                    let fresh = Arc::new(fresh);
-                    *self.held.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
-                    fresh
-                }
-                Err(_) => held,
-            },
-            _ => held,
+            Ok(version) if version != self.held().version => {
+                self.hold(load_shared(calls, version).await)
+            }
+            _ => self.held(),
+        }
+    }
+
+    /// Holds the policies just read (a failed read keeps those held) and
+    /// returns what is held.
+    fn hold(&self, read: crate::error::Result<Shared>) -> Arc<Shared> {
+        match read {
+            Ok(fresh) => {
+                let fresh = Arc::new(fresh);
+                *self.held.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+                fresh
+            }
+            Err(_) => self.held(),
         }
     }
 }
@@ -113,7 +127,7 @@ pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<S
 pub(crate) async fn current_policies_async(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
     match due(view, store) {
         Due::Held(held) => held,
-        Due::Read(local) => local.read_in(&PolicyCalls::awaited(&**store)).await,
+        Due::Read(local) => local.read_async(&PolicyCalls::awaited(&**store)).await,
     }
 }
 
