@@ -56,7 +56,7 @@ pub enum OptionValue {
     Tiers(Vec<(String, RuleSet)>),
 }
 
-/// Every option, with its kind, in the order README lists them.
+/// Every option, with its kind, in the order the docs list them (docs/python.md).
 pub const OPTIONS: [(&str, Kind); 13] = [
     ("store", Kind::Text),
     ("prefix", Kind::Text),

@@ -64,7 +64,7 @@ class RateLimitMiddleware:
       whole denial response.
     - ``blocked_status``: the status of a blocked client's answer (403).
     - ``headers``: which rate-limit headers to send: "all" (default),
-      "draft", "legacy" or "none" (see README).
+      "draft", "legacy" or "none" (see docs/responses.md).
     - ``cost(environ)``: units a request costs (default 1).
     - ``log_level``: one line per denial on the ``ratekeeper.denials`` logger
       at this level ("INFO"; None: off), with the key hashed unless ``log_keys``.

@@ -4,7 +4,7 @@
 //!
 //! - `/nginx`: for nginx's `auth_request`, which takes any answer but 2xx,
 //!   401 and 403 for an error: a denial comes as 401 (with `Retry-After`,
-//!   the rate-limit headers and the JSON body), which README's recipe turns
+//!   the rate-limit headers and the JSON body), which the docs' nginx recipe (docs/edge.md) turns
 //!   back into the client's 429.
 //! - every other path (say `/auth`): a pass is 200 with the rate-limit
 //!   headers, a denial the core's 429 (`Retry-After`, JSON body), a block

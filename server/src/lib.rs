@@ -2,7 +2,7 @@
 //!
 //! ratekeeper at the edge: one server that answers reverse proxies on the
 //! quotas the applications share. Run with a policy file (TOML, see
-//! README's "At the edge") and a store:
+//! docs/edge.md) and a store:
 //!
 //! ```text
 //! ratekeeper-server --config policy.toml --store redis://127.0.0.1:6379/0

@@ -1,5 +1,5 @@
-//! `ratekeeper-server`: the command line. See the crate docs and README's
-//! "At the edge".
+//! `ratekeeper-server`: the command line. See the crate docs and the docs
+//! site's "At the edge" (docs/edge.md).
 
 use ratekeeper_server::envoy::Rls;
 use ratekeeper_server::error::ServerError;
@@ -14,7 +14,7 @@ use tokio::sync::watch;
 const USAGE: &str = "usage: ratekeeper-server --config FILE [--store URL] [--listen ADDR] [--grpc ADDR] [--check-config]
        ratekeeper-server --version
 
-  --config FILE    the policy file (TOML; README's \"At the edge\")
+  --config FILE    the policy file (TOML; docs/edge.md)
   --store URL      the store (else $RATEKEEPER_STORE, else the file's [store] url, else memory://)
   --listen ADDR    the HTTP door: forward auth, /healthz, /metrics (default 127.0.0.1:8070)
   --grpc ADDR      the gRPC door: Envoy's rate limit service (default: off)

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
+import documentation
 from conftest import ROOT, free_port, wait_for_http
 
 SERVER_BIN = os.environ.get("RATEKEEPER_SERVER", os.path.join(ROOT, "target", "release", "ratekeeper-server"))
@@ -185,11 +186,10 @@ def puma_rack(directory, door: str, store: str, prefix: str, rules: str = "5/min
 
 
 def readme_block(name: str) -> str:
-    """The code block README.md marks with <!-- edge-NAME -->."""
-    with open(os.path.join(ROOT, "README.md")) as f:
-        text = f.read()
+    """The code block the documentation marks with <!-- edge-NAME -->."""
+    text = documentation.text()
     found = re.search(rf"<!-- edge-{name} -->\s*```[a-z]*\n(.*?)```", text, re.S)
-    assert found, f"README.md has no <!-- edge-{name} --> block"
+    assert found, f"the documentation has no <!-- edge-{name} --> block"
     return found.group(1)
 
 

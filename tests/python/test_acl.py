@@ -3,7 +3,6 @@ the app's user checks, peeks, batches, resets and bans through fail2ban; the
 admin's user drives Admin and the CLI. A user with one command fewer is
 refused, so the lines are not wider than the test shows."""
 
-import os
 import re
 import shlex
 import subprocess
@@ -11,13 +10,13 @@ import subprocess
 import pytest
 import redis
 
-from conftest import ROOT, unique_prefix
+import documentation
+from conftest import unique_prefix
 from ratekeeper import Admin, Limiter, StorageError, check_all
 
 
 def readme_line(user: str) -> str:
-    text = open(os.path.join(ROOT, "README.md")).read()
-    found = re.findall(rf"^ACL SETUSER {user} on .*$", text, re.M)
+    found = re.findall(rf"^ACL SETUSER {user} on .*$", documentation.text(), re.M)
     assert len(found) == 1, f"README should give one ACL SETUSER line for {user}"
     return found[0]
 

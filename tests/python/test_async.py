@@ -21,6 +21,7 @@ import redis
 
 import ratekeeper
 from ratekeeper import Limiter
+import documentation
 from conftest import ROOT, free_port, unique_prefix, wait_for_http
 
 SERVERS = os.path.join(ROOT, "tests", "python", "servers")
@@ -330,7 +331,7 @@ def test_a_frozen_redis_never_stalls_fastapis_event_loop(own_redis, uvicorn):
 
 
 def test_the_readmes_async_examples_are_the_files_run_here():
-    readme = Path(ROOT, "README.md").read_text()
+    readme = documentation.text()
     for name in ("fastapi_app.py", "starlette_app.py"):
         code = Path(EXAMPLES, name).read_text()
         body = code.split('"""', 2)[2].strip()  # without the module docstring

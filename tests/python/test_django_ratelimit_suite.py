@@ -15,7 +15,8 @@ from typing import Dict, Set
 
 import pytest
 
-from conftest import REDIS_URL, ROOT, free_port
+import documentation
+from conftest import REDIS_URL, free_port
 
 VERSION = "4.1.0"
 SETTINGS = '''
@@ -38,9 +39,8 @@ CACHES = {{
 
 def listed_in_readme() -> Set[str]:
     """The tests README's migration guide says do not pass (``Class.test``)."""
-    text = (Path(ROOT) / "README.md").read_text()
-    section = text.split("<!-- django-ratelimit-differences -->", 2)
-    assert len(section) == 3, "README.md marks the list with <!-- django-ratelimit-differences -->"
+    section = documentation.text().split("<!-- django-ratelimit-differences -->", 2)
+    assert len(section) == 3, "the documentation marks the list with <!-- django-ratelimit-differences -->"
     return set(re.findall(r"^\| `(\w+\.\w+)` \| \S", section[1], re.M))
 
 
@@ -89,4 +89,4 @@ def test_django_ratelimits_own_suite_passes_but_for_the_listed_differences(suite
         f"not passing: {sorted(failed)}; README lists {sorted(listed_in_readme())}\n{run.stderr[-6000:]}")
     assert len(failed) <= len(results) // 10, f"{len(failed)} of {len(results)} do not pass"
     said = f"{len(results) - len(failed)} of its {len(results)} tests pass"
-    assert said in " ".join((Path(ROOT) / "README.md").read_text().split()), f"README says {said!r}"
+    assert said in " ".join(documentation.text().split()), f"the documentation says {said!r}"

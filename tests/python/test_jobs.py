@@ -12,6 +12,7 @@ import time
 import pytest
 import redis
 
+import documentation
 from conftest import ROOT, unique_prefix
 
 JOBS = os.path.join(ROOT, "examples", "jobs")
@@ -58,7 +59,7 @@ def test_200_partner_celery_at_20_per_second(own_redis, tmp_path):
 def test_the_readme_shows_the_job_examples_as_they_are():
     from pathlib import Path
 
-    readme = Path(ROOT, "README.md").read_text()
+    readme = documentation.text()
     blocks = [b.strip() for b in re.findall(r"```(?:python|ruby)\n(.*?)```", readme, re.S)]
     for name in ("partner_sidekiq.rb", "partner_celery.py"):
         assert Path(JOBS, name).read_text().strip() in blocks, f"README should show examples/jobs/{name} as it is"

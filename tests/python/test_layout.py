@@ -5,13 +5,14 @@ paths outside comments and `#[cfg(test)]` code)."""
 import re
 from pathlib import Path
 
+import documentation
 from conftest import ROOT
 
 CORE = Path(ROOT) / "core" / "src"
 
 
 def listed_order() -> list:
-    text = (Path(ROOT) / "README.md").read_text()
+    text = documentation.text()
     start = text.index("The core, one module per idea, each depending only on those above it")
     paragraph = text[start:text.index("The log format itself is the `engine` crate's", start)]
     modules = {p.stem for p in CORE.glob("*.rs")} | {p.name for p in CORE.iterdir() if p.is_dir()}

@@ -14,12 +14,13 @@ import pytest
 import redis
 
 import ratekeeper
+import documentation
 from conftest import ROOT, configured, free_port, unique_prefix
 
 
 def readme_block() -> list:
     """The shell lines of README's "Redis module" block."""
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = documentation.text()
     found = re.search(r"<!-- module-commands -->\s*```sh\n(.*?)```", text, re.S)
     assert found, "README should give the module's commands in a ```sh block after <!-- module-commands -->"
     return [line for line in found.group(1).splitlines() if line and not line.startswith("#")]
@@ -107,7 +108,7 @@ def test_off_keeps_to_the_script_on_a_redis_with_the_module():
 def test_a_user_without_the_module_commands_is_served_by_the_script():
     url = configured("RATEKEEPER_TEST_REDIS_MODULE")
     prefix = unique_prefix()
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = documentation.text()
     app_line = re.search(r"^ACL SETUSER ratekeeper-app on .*$", text, re.M).group(0)
     module_line = re.search(r"^ACL SETUSER ratekeeper-app \+ratekeeper\.check.*$", text, re.M)
     assert module_line, "README should give the ACL line that adds the module's commands"

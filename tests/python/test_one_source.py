@@ -6,18 +6,17 @@ import hashlib
 import json
 import re
 import socket
-from pathlib import Path
 
 import pytest
 
 import ratekeeper
 from ratekeeper import ConfigurationError, Fail2Ban, Limiter, Responses, Rule
-from conftest import ROOT
+import documentation
 
 
 def readme_defaults() -> dict:
     """The option table of README's Python section: option name to default."""
-    text = Path(ROOT, "README.md").read_text()
+    text = documentation.text()
     table = text[text.index("| option | default | meaning |"):]
     rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", table[: table.index("\n\n")], re.M)
     return dict(rows)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import documentation
 from conftest import ROOT
 
 
@@ -41,7 +42,7 @@ def test_a_rack_suite_with_the_rspec_helper():
 def test_the_readme_shows_these_suites_as_they_are():
     from pathlib import Path
 
-    readme = Path(ROOT, "README.md").read_text()
+    readme = documentation.text()
     django_tests = Path(ROOT, "examples/django_project/tests/test_limits.py").read_text().split('"""', 2)[2].strip()
     rack_tests = Path(ROOT, "examples/rack_test.rb").read_text().strip()
     assert django_tests in readme and rack_tests in readme

@@ -13,6 +13,7 @@ import pytest
 
 import ratekeeper
 from ratekeeper import Limiter, RateLimitExceeded
+import documentation
 from conftest import ROOT
 
 CALLERS = """
@@ -162,9 +163,8 @@ def test_the_shell_commands_from_a_bash_script(redis_url, prefix):
 def test_the_readmes_scripts_example_runs(redis_url, prefix):
     """README's `@partner.limited` example, run as it is (on the test Redis)."""
     import re
-    from pathlib import Path
 
-    readme = Path(ROOT, "README.md").read_text()
+    readme = documentation.text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if b.startswith("partner = ratekeeper"))
     code = block.replace("redis://127.0.0.1:6379/0", redis_url).replace('scope="partner-api"',
                                                                           f'scope="partner-api", prefix="{prefix}"')

@@ -24,7 +24,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> List[CheckMessage]
         return [
             Error(
                 f"settings.RATEKEEPER is invalid: {exc}",
-                hint="See the README's Django section for every setting and its form.",
+                hint="See docs/python.md (Django) for every setting and its form.",
                 id=check_id,
             )
         ]

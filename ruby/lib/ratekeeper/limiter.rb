@@ -9,7 +9,7 @@ module Ratekeeper
     #
     # rules: "1/second; 20/minute", a Ratekeeper::Rule, or an Array of rule
     # Strings, Rules and [limit, window_seconds] pairs. The options and their
-    # defaults are Ratekeeper::DEFAULTS (from the core, as README lists them);
+    # defaults are Ratekeeper::DEFAULTS (from the core, as docs/ruby.md lists them);
     # each is checked by the core, and an unknown one is a ConfigurationError.
     def self.new(rules, **options)
       _new(rules, options)

@@ -3,7 +3,7 @@
 decorators, the calls and the ``RATELIMIT_*`` settings. Each check is an
 exact sliding window on ratekeeper's store (the Redis of
 ``RATELIMIT_USE_CACHE``, or the process's memory), shared by (group, key)
-with every other ratekeeper door. README's "Swapping in" lists what behaves
+with every other ratekeeper door. The docs' "Swapping in" (docs/migrating.md) lists what behaves
 differently on purpose.
 """
 
