@@ -5,7 +5,8 @@ require "tmpdir"
 
 # The GVL is released while the core waits on Redis: with Redis frozen
 # (SIGSTOP), four threads wait inside check at the same time while the main
-# thread keeps running Ruby code, and their waits overlap.
+# thread keeps running Ruby code, and their waits overlap. And signals the
+# process takes meanwhile fail none of those waits.
 class TestGvl < Minitest::Test
   include TestSupport
 
@@ -49,5 +50,39 @@ class TestGvl < Minitest::Test
       sleep 0.05 while limiter.check("after").degraded? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
       refute limiter.check("after").degraded?, "checks reach Redis again once it is back (after the breaker's back-off)"
     end
+  end
+
+  # A signal that lands on a thread blocked in a Redis read used to end the
+  # read with EINTR, and the check with a storage error that on_error
+  # admitted: the process's own trap (and a child's SIGCHLD) failed checks
+  # open. Two processes send SIGUSR1 as fast as they can (30,000 each at
+  # most, for 20 s at most) while four threads make 20,000 checks.
+  def test_signals_taken_while_checks_wait_on_redis_fail_none
+    limiter = Ratekeeper::Limiter.new("1000000/second", store: redis_url, prefix: unique_prefix, on_error: :allow)
+    taken = 0
+    previous = trap("USR1") { taken += 1 }
+    senders = Array.new(2) do
+      spawn("bash", "-c", "for i in $(seq 30000); do kill -USR1 #{Process.pid} 2>/dev/null || exit 0; done",
+            pgroup: true)
+    end
+    degraded = Array.new(4) do |t|
+      Thread.new { Array.new(5000) { |i| limiter.check("k#{t}-#{i % 50}") }.count(&:degraded?) }
+    end.sum(&:value)
+    assert_equal 0, degraded, "checks failed while the process took signals"
+    assert_equal 0, limiter.error_count
+    assert_operator taken, :>, 0, "no signal arrived during the checks: the test proved nothing"
+  ensure
+    senders&.each do |pid|
+      Process.kill(:TERM, -pid)
+    rescue Errno::ESRCH
+      nil
+    end
+    senders&.each do |pid|
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+      sleep 0.05 until Process.wait(pid, Process::WNOHANG) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    rescue Errno::ECHILD
+      nil
+    end
+    trap("USR1", previous || "DEFAULT")
   end
 end

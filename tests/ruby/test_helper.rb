@@ -25,20 +25,12 @@ module TestSupport
     "minitest-#{Process.pid}-#{Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)}-#{TestSupport.counter}"
   end
 
-  # The test Redis, once it answered a peek. (The probe is tried three
-  # times: a connect in this process was seen to fail once with EINTR, a
-  # signal another test's thread took, which is no sign of a missing Redis.)
+  # The test Redis, once it answered a peek.
   def redis_url
     @redis_url ||= begin
-      tries ||= 0
       Ratekeeper::Limiter.new("1/s", store: REDIS_URL, on_error: :raise, timeout: 2, connect_timeout: 2).peek("ping")
       REDIS_URL
     rescue Ratekeeper::StorageError => e
-      tries += 1
-      if tries < 3
-        sleep 0.2
-        retry
-      end
       flunk "no Redis at #{REDIS_URL} (#{e.message}): run `bash scripts/test`, which starts one"
     end
   end

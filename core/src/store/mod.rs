@@ -7,6 +7,7 @@ mod memory;
 pub mod policies;
 mod pool;
 mod redis;
+mod signals;
 mod url;
 
 pub use self::breaker::StoreStats;

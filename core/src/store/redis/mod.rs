@@ -34,6 +34,7 @@ use self::wire::{is_noscript, parse_reply, pipeline_replies, script_args, Lua, V
 
 use super::breaker::{Failure, StoreStats};
 use super::pool::{GetError, Lent};
+use super::signals::SignalsHeld;
 use super::url::StoreUrl;
 #[cfg(feature = "async")]
 use super::{AsyncLogStore, AsyncPolicyStore};
@@ -172,13 +173,16 @@ impl RedisStore {
     /// outer error when Redis could not be reached, the inner one when it
     /// answered with an error. Each call counts once with the breaker. The
     /// whole call (waiting for a connection, making and setting it up, the
-    /// command) ends within `timeout`. A reply that cannot be read (as a
-    /// server quoting bytes that are not UTF-8 in an error) is that call's
-    /// error alone: Redis answered, so the breaker is not told of an outage.
+    /// command) ends within `timeout`, the thread's signals held back
+    /// meanwhile ([`SignalsHeld`]: one would end a wait with EINTR). A reply
+    /// that cannot be read (as a server quoting bytes that are not UTF-8 in
+    /// an error) is that call's error alone: Redis answered, so the breaker
+    /// is not told of an outage.
     fn on_connection<T>(
         &self,
         f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
+        let _held = SignalsHeld::now();
         let local = self.connections()?;
         local.breaker.allow()?;
         let deadline = Instant::now() + local.timeout;
