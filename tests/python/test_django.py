@@ -116,6 +116,18 @@ def test_path_rules_apply_to_their_methods_and_key():
     assert client("198.18.0.3").get("/api/items", HTTP_X_API_KEY="k1")["X-RateLimit-Limit"] == "5"
 
 
+def test_a_path_rule_applies_to_any_http_method_it_names(settings_override):
+    """WebDAV's PROPFIND is an HTTP method to Django's settings as it is to
+    Rack and the edge server (the core checks the names for every door)."""
+    paths = [{"path": "/dav/", "rules": "2/minute", "key": "ip", "methods": ["propfind"]}]
+    with override_settings(RATEKEEPER=dict(settings_override, PATHS=paths)):
+        c = client("198.18.0.9")
+        answers = [c.generic("PROPFIND", "/dav/x")["X-RateLimit-Limit"] for _ in range(2)]
+        assert answers == ["2", "2"]
+        assert c.generic("PROPFIND", "/dav/x").status_code == 429
+        assert c.get("/dav/x")["X-RateLimit-Limit"] != "2", "GET is not under the PROPFIND rule"
+
+
 def test_raise_mode_raises_ratelimited(settings_override):
     from django.http import HttpResponse
     from django.test import RequestFactory
@@ -191,7 +203,8 @@ def test_disabled_limits_nothing(settings_override):
         ({"KEY": "shoe_size"}, "shoe_size"),
         ({"TRUSTED_PROXIES": ["10.0.0.0/99"]}, "10.0.0.0/99"),
         ({"PATHS": [{"path": "/x"}]}, "PATHS"),
-        ({"PATHS": [{"path": "/x", "rules": "1/s", "methods": ["FETCH"]}]}, "FETCH"),
+        ({"PATHS": [{"path": "/x", "rules": "1/s", "methods": ["GE T"]}]}, "'GE T' is not an HTTP method"),
+        ({"VIEWS": {"demo.views.login": {"rules": "1/s", "methods": ["GET\r\n"]}}}, "is not an HTTP method"),
         ({"STATUS": 200}, "STATUS"),
         ({"TIERS": {"free": "1/fortnight"}}, "fortnight"),
         ({"RESPONDER": "no.such.module"}, "no.such.module"),

@@ -110,7 +110,6 @@ def _setting(name: str, kind: str) -> Iterator[None]:
         text = str(exc)
         shown = text if text.startswith(name) else f"{name}: {text}"
         raise SettingError(shown, CHECK_IDS[kind]) from None
-METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
 
 
 @dataclass
@@ -268,15 +267,16 @@ def _scope(value: Any) -> str:
 
 
 def _methods(scope: str, methods: Any) -> Optional[frozenset]:
+    """The methods an entry names (one, or a list), as the core compares
+    them; the core checks each when it builds the gate, as it does for Rack
+    and the edge server (any HTTP token, WebDAV's PROPFIND as much as GET)."""
     if methods is None:
         return None
     if isinstance(methods, str):
         methods = [methods]
-    upper = {str(m).upper() for m in methods}
-    unknown = upper - METHODS
-    if unknown:
-        raise ConfigurationError(f"{scope}: unknown HTTP method(s) {sorted(unknown)}")
-    return frozenset(upper)
+    if not isinstance(methods, (list, tuple, set, frozenset)):
+        raise ConfigurationError(f"{scope}: methods must be a method or a list of methods, not {type(methods).__name__}")
+    return frozenset(str(m).upper() for m in methods)
 
 
 def _callable(name: str, value: Any) -> Optional[Callable[..., Any]]:
