@@ -6,7 +6,7 @@
 //! the [`Kind`] the option has.
 
 use crate::error::{shown, Error, Result};
-use crate::limiter::{Limiter, OnError};
+use crate::limiter::{Limiter, OnError, Warden};
 use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
 use crate::store::{self, ModuleUse, Store, StoreOptions, DEFAULT_TIMEOUT};
@@ -265,28 +265,47 @@ impl Settings {
     }
 }
 
+impl Warden {
+    /// The warden `settings` describe, on the store they name (opening a
+    /// Redis store may wait up to its connect timeout). Their scope and
+    /// tiers are a limiter's, not read here.
+    pub fn open(settings: &Settings) -> Result<Warden> {
+        let store = store::open(&settings.store, &settings.store_options())?;
+        Warden::on_store(settings, store)
+    }
+
+    /// [`Warden::open`] on a store already open; `settings.store` and the
+    /// store options are not read again.
+    pub fn on_store(settings: &Settings, store: Arc<dyn Store>) -> Result<Warden> {
+        let mut warden = Warden::new(store, settings.on_error)
+            .with_policy_refresh(settings.policy_refresh)?
+            .with_records(settings.policies);
+        // the memory store answers in-process already: nothing to spare it
+        if warden.store.waits_on_io() {
+            warden.denial_cap = settings.denial_cache;
+        }
+        Ok(warden)
+    }
+
+    /// A limiter of `rules` on this warden, with the scope and tiers of `settings`.
+    fn limiter_of(&self, rules: RuleSet, settings: &Settings) -> Result<Limiter> {
+        self.limiter(rules)
+            .with_scope(&settings.scope)?
+            .with_tiers(settings.tiers.clone())
+    }
+}
+
 impl Limiter {
     /// A limiter for `rules` built from `settings` (see [`Settings`]).
     pub fn from_settings(rules: RuleSet, settings: &Settings) -> Result<Limiter> {
-        let store = store::open(&settings.store, &settings.store_options())?;
-        Limiter::on_store(rules, settings, store)
+        Warden::open(settings)?.limiter_of(rules, settings)
     }
 
     /// [`Limiter::from_settings`] on a store already open (several limiters,
     /// say a server's throttles, sharing one connection and one round trip);
     /// `settings.store` and the store options are not read again.
     pub fn on_store(rules: RuleSet, settings: &Settings, store: Arc<dyn Store>) -> Result<Limiter> {
-        let limiter = Limiter::with_store(rules, store, settings.on_error)
-            .with_scope(&settings.scope)?
-            .with_tiers(settings.tiers.clone())?
-            .with_policy_refresh(settings.policy_refresh)?
-            .with_records(settings.policies);
-        // the memory store answers in-process already: nothing to spare it
-        Ok(if limiter.waits_on_io() {
-            limiter.with_denial_cache(settings.denial_cache)
-        } else {
-            limiter
-        })
+        Warden::on_store(settings, store)?.limiter_of(rules, settings)
     }
 }
 

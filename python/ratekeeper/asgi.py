@@ -133,7 +133,6 @@ class RateLimitMiddleware:
                      ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix, status=status,
                      blocked_status=blocked_status, headers=headers, log_keys=log_keys)
         self.gate = door_gate("RateLimitMiddleware", limiter, policy, given)
-        self.base = self.gate.base
         self.app = app
         self.limiter = limiter
         self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
@@ -162,8 +161,6 @@ class RateLimitMiddleware:
             return
         client = scope.get("client")
         peer = client[0] if client else ""
-        if not self.base.policies_ready:  # the address lists, read once off the loop
-            await self.base.ascreen(peer)
         if self.key is not None:
             found = self.key(scope)
             scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found

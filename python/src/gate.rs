@@ -104,6 +104,24 @@ fn table(path: &str, dict: &Bound<'_, PyDict>, callables: &mut Vec<Py<PyAny>>) -
     Ok(out)
 }
 
+/// A policy dict's table; with `beside` (a limiter or a gate whose store
+/// it goes on) the policy must name no store of its own.
+fn storeless_table(
+    py: Python<'_>,
+    dict: &Bound<'_, PyDict>,
+    beside: bool,
+    what: &str,
+    callables: &mut Vec<Py<PyAny>>,
+) -> PyResult<Table> {
+    if beside && dict.contains("store")? {
+        return Err(config_error(
+            py,
+            format!("give the store in the policy or {what}, not both"),
+        ));
+    }
+    table("", dict, callables)
+}
+
 /// A request as a Python door gives it.
 struct Request<'a, 'py> {
     py: Python<'py>,
@@ -306,13 +324,7 @@ impl Gate {
     ) -> PyResult<Gate> {
         let mut callables = Vec::new();
         let spec = if let Ok(dict) = policy.cast::<PyDict>() {
-            if limiter.is_some() && dict.contains("store")? {
-                return Err(config_error(
-                    py,
-                    "give the store in the policy or a limiter, not both",
-                ));
-            }
-            let table = table("", dict, &mut callables)?;
+            let table = storeless_table(py, dict, limiter.is_some(), "a limiter", &mut callables)?;
             match &limiter {
                 Some(limiter) => {
                     let shared = limiter.shared();
@@ -381,7 +393,7 @@ impl Gate {
             Step::Done(verdict) => *verdict,
             Step::Ask(plan) => {
                 let gate = self.inner.clone();
-                let waits = gate.base().waits_on_io();
+                let waits = gate.warden().waits_on_io();
                 run_core(py, waits, move || gate.run(plan))?
             }
         };
@@ -419,7 +431,7 @@ impl Gate {
                     .and_then(|v| Ok(Py::new(py, v)?.into_any()));
                 return crate::aio::ready(py, value);
             }
-            Step::Ask(plan) if !gate.base().waits_on_io() => {
+            Step::Ask(plan) if !gate.warden().waits_on_io() => {
                 let value = run_core(py, false, || gate.run(plan))
                     .and_then(|v| this.verdict(py, v))
                     .and_then(|v| Ok(Py::new(py, v)?.into_any()));
@@ -452,7 +464,7 @@ impl Gate {
             self.inner.client(request)
         })?;
         let (gate, name) = (self.inner.clone(), name.to_owned());
-        let waits = gate.base().waits_on_io();
+        let waits = gate.warden().waits_on_io();
         run_core(py, waits, move || gate.penalize(&name, &client))
     }
 
@@ -467,11 +479,26 @@ impl Gate {
             .collect()
     }
 
-    /// The limiter that screens addresses and counts strikes (its store is
-    /// every throttle's).
-    #[getter]
-    fn base(&self) -> Limiter {
-        Limiter::wrap(self.inner.base().clone(), self.store.clone())
+    /// `gate.with_policy(policy)`: a gate for another policy (a dict, as
+    /// `Gate` takes, naming no store) on this gate's store: the same
+    /// connections, address lists and failure policy (say a Django view's
+    /// own throttle beside the settings' gate).
+    fn with_policy(&self, py: Python<'_>, policy: &Bound<'_, PyDict>) -> PyResult<Gate> {
+        let mut callables = Vec::new();
+        let table = storeless_table(py, policy, true, "the gate it is made from", &mut callables)?;
+        let spec = guard(py, || Spec::from_table(table, callables.len()))?;
+        let warden = self.inner.warden().clone();
+        let inner = guard(py, || core::gate::Gate::on_warden(spec, warden))?;
+        Ok(Gate {
+            inner: Arc::new(inner),
+            callables,
+            store: self.store.clone(),
+        })
+    }
+
+    /// The admin interface to this gate's store (its Redis or its memory).
+    fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::wrap(core::Admin::new(self.inner.warden().store()))
     }
 
     /// Each throttle's limiter stats, by scope.
@@ -493,7 +520,7 @@ impl Gate {
     /// The calls made to the store every throttle shares.
     #[getter]
     fn store_stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        crate::plain::to_py(py, &self.inner.base().store_stats().plain())
+        crate::plain::to_py(py, &self.inner.warden().store_stats().plain())
     }
 
     /// The throttles' limiters, by scope (their stats, for the metrics collector).

@@ -132,8 +132,7 @@ async fn serve(args: Args) -> Result<(), ServerError> {
     let policy = state.policy();
     // the address lists, read once before the first request (later reads
     // happen off the request path)
-    let base = policy.base().clone();
-    let _ = tokio::task::spawn_blocking(move || base.screen("0.0.0.0")).await;
+    let _ = policy.warden().screen_async("0.0.0.0").await;
     let (stop_tx, stop_rx) = watch::channel(false);
     let listen = config::listen(policy.spec());
     let http = tokio::net::TcpListener::bind(listen)

@@ -22,7 +22,7 @@ pub fn render(state: &State) -> String {
         "counter",
         "Calls to the store, by what became of them.",
     );
-    for (what, count) in policy.base().store_stats().counts() {
+    for (what, count) in policy.warden().store_stats().counts() {
         out.push_str(&format!(
             "ratekeeper_store_calls_total{{kind=\"{what}\"}} {count}\n"
         ));

@@ -185,7 +185,7 @@ def test_tiers(settings_override):
         other = client("203.0.113.77")
         assert other.get("/", HTTP_X_PLAN="free").status_code == 200
         assert other.get("/", HTTP_X_PLAN="free").status_code == 429
-        get_config().base.admin().set_tier("ip:203.0.113.77", "pro")  # the KEY is user_or_ip
+        get_config().gate.admin().set_tier("ip:203.0.113.77", "pro")  # the KEY is user_or_ip
         assert other.get("/", HTTP_X_PLAN="free").status_code == 200
 
 

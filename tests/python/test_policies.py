@@ -192,7 +192,7 @@ def test_the_command_line(site):
 def test_the_management_command(site, capsys):
     call_command("ratekeeper", "block", "user:99", "--reason", "spam")
     assert "user:99" in capsys.readouterr().out
-    assert any(e["target"] == "user:99" for e in get_config().base.admin().entries())
+    assert any(e["target"] == "user:99" for e in get_config().gate.admin().entries())
     from django.core.management.base import CommandError
 
     with pytest.raises(CommandError) as failure:

@@ -106,16 +106,21 @@ impl Gate {
                 Err(done) => return Step::Done(done),
             },
             None => {
-                if !self.spec.enabled || !self.base.clock().limiting() {
+                if !self.spec.enabled || !self.warden.clock().limiting() {
                     return Step::Done(Box::new(Verdict::unmarked()));
                 }
                 let client = (!facts.peer().is_empty())
                     .then(|| Client::of(&facts, &self.spec.proxies))
                     .filter(|c| crate::net::parse_hop(&c.ip).is_some());
-                if let Some(done) = client.as_ref().and_then(|c| self.screen(&c.ip)) {
-                    return Step::Done(Box::new(done));
+                let screen = client.is_some() && !self.warden.policies_ready();
+                if let Some(c) = client.as_ref().filter(|_| !screen) {
+                    if let Some(done) = self.screened(self.warden.screen(&c.ip), None) {
+                        return Step::Done(Box::new(done));
+                    }
                 }
                 Plan {
+                    screen,
+                    shown: None,
                     client: client.unwrap_or(Client {
                         ip: String::new(),
                         key: String::new(),

@@ -33,18 +33,16 @@ pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
 use crate::decision::Decision;
 use crate::error::Result;
 use crate::http::{Answer, DenialLog};
-use crate::limiter::{BatchItem, Limiter, Offender};
-use crate::rule::RuleSet;
+use crate::limiter::{BatchItem, Limiter, Listed, Offender, Warden};
 use crate::settings::Settings;
-use crate::store;
 use std::sync::Arc;
 
-/// A policy bound to its store: one limiter per throttle, all on ONE store
-/// (the throttles of a request in one round trip), and a base limiter that
-/// screens addresses and counts strikes.
+/// A policy bound to its store: the store's [`Warden`], which screens
+/// addresses and counts strikes, and one limiter per throttle made from it
+/// (the throttles of a request in one round trip).
 pub struct Gate {
     spec: Spec,
-    base: Arc<Limiter>,
+    warden: Warden,
     throttles: Vec<Arc<Limiter>>,
 }
 
@@ -155,6 +153,13 @@ pub enum Step {
 /// can be awaited apart from the request).
 #[derive(Debug)]
 pub struct Plan {
+    /// Whether the client is still to be screened: the address lists were
+    /// not held yet, and their read is the store's to make (awaited by
+    /// [`Gate::run_async`]).
+    screen: bool,
+    /// The first throttle that applies to the request, whose rules a
+    /// listed client's decision shows.
+    shown: Option<usize>,
     client: Client,
     method: String,
     path: String,
@@ -190,30 +195,42 @@ impl Gate {
     pub fn bind(spec: Spec, previous: Option<&Gate>) -> Result<Gate> {
         let same_store =
             previous.filter(|p| store_part(&p.spec.settings) == store_part(&spec.settings));
-        let base = match same_store {
-            Some(p) => p.base.clone(),
-            None => {
-                let opened = store::open(&spec.settings.store, &spec.settings.store_options())?;
-                Arc::new(Limiter::on_store(
-                    RuleSet::parse("1/second")?,
-                    &store_part(&spec.settings),
-                    opened,
-                )?)
-            }
+        let warden = match same_store {
+            Some(p) => p.warden.clone(),
+            None => Warden::open(&spec.settings)?,
         };
+        let kept: Vec<Arc<Limiter>> = same_store.map_or_else(Vec::new, |p| p.throttles.clone());
+        Gate::made(spec, warden, &kept)
+    }
+
+    /// A gate on the store of a limiter a door was given (say a WSGI
+    /// middleware's `limiter`): that limiter's warden screens and strikes,
+    /// the limiter is a throttle's that has its scope, rules and tiers, and
+    /// the other throttles get limiters of their own on its store.
+    pub fn on_limiter(spec: Spec, limiter: Arc<Limiter>) -> Result<Gate> {
+        let warden = limiter.warden().clone();
+        Gate::made(spec, warden, &[limiter])
+    }
+
+    /// A gate for `spec` on `warden`'s store (say another gate's: the
+    /// policies of a Django app's views, on the store of its settings).
+    pub fn on_warden(spec: Spec, warden: Warden) -> Result<Gate> {
+        Gate::made(spec, warden, &[])
+    }
+
+    /// The gate of `spec` on `warden`, each throttle's limiter one of
+    /// `kept` that has its scope, rules and tiers, else made anew.
+    fn made(spec: Spec, warden: Warden, kept: &[Arc<Limiter>]) -> Result<Gate> {
         let mut throttles = Vec::with_capacity(spec.throttles.len());
         for t in &spec.throttles {
-            let kept = same_store.and_then(|p| {
-                p.spec
-                    .throttles
-                    .iter()
-                    .position(|o| o.scope == t.scope && o.rules == t.rules && o.tiers == t.tiers)
-                    .map(|i| p.throttles[i].clone())
-            });
-            throttles.push(match kept {
-                Some(limiter) => limiter,
+            let same = kept
+                .iter()
+                .find(|l| l.scope() == t.scope && *l.rules() == t.rules && l.tiers() == t.tiers);
+            throttles.push(match same {
+                Some(limiter) => limiter.clone(),
                 None => Arc::new(
-                    base.with_rules(t.rules.clone())
+                    warden
+                        .limiter(t.rules.clone())
                         .with_scope(&t.scope)?
                         .with_tiers(t.tiers.clone())?,
                 ),
@@ -221,35 +238,7 @@ impl Gate {
         }
         Ok(Gate {
             spec,
-            base,
-            throttles,
-        })
-    }
-
-    /// A gate on the store of a limiter a door was given (say a WSGI
-    /// middleware's `limiter`): it screens and strikes, it is the limiter
-    /// of a throttle with its scope, rules and tiers, and the other
-    /// throttles get limiters of their own on its store.
-    pub fn on_limiter(spec: Spec, limiter: Arc<Limiter>) -> Result<Gate> {
-        let mut throttles = Vec::with_capacity(spec.throttles.len());
-        for t in &spec.throttles {
-            let same = t.scope == limiter.scope()
-                && t.rules == *limiter.rules()
-                && t.tiers == limiter.tiers();
-            throttles.push(if same {
-                limiter.clone()
-            } else {
-                Arc::new(
-                    limiter
-                        .with_rules(t.rules.clone())
-                        .with_scope(&t.scope)?
-                        .with_tiers(t.tiers.clone())?,
-                )
-            });
-        }
-        Ok(Gate {
-            spec,
-            base: limiter,
+            warden,
             throttles,
         })
     }
@@ -259,10 +248,10 @@ impl Gate {
         &self.spec
     }
 
-    /// The limiter that screens addresses and counts strikes (on the store
-    /// every throttle shares).
-    pub fn base(&self) -> &Arc<Limiter> {
-        &self.base
+    /// The warden that screens addresses and counts strikes, on the store
+    /// every throttle shares.
+    pub fn warden(&self) -> &Warden {
+        &self.warden
     }
 
     /// The throttles' limiters, in order.
@@ -293,7 +282,7 @@ impl Gate {
                 .spec
                 .exempt_call
                 .is_some_and(|i| facts.call(i).is_some());
-        if !self.spec.enabled || !self.base.clock().limiting() || exempt {
+        if !self.spec.enabled || !self.warden.clock().limiting() || exempt {
             return Err(Box::new(Verdict::unmarked()));
         }
         let named = |when: &RequestMatch| {
@@ -313,8 +302,16 @@ impl Gate {
             }));
         }
         let client = Client::of(facts, &self.spec.proxies);
-        if let Some(done) = self.screen(&client.ip) {
-            return Err(Box::new(done));
+        let shown = self
+            .spec
+            .throttles
+            .iter()
+            .position(|t| counted(t) && applies(t, facts));
+        let screen = !self.warden.policies_ready();
+        if !screen {
+            if let Some(done) = self.screened(self.warden.screen(&client.ip), shown) {
+                return Err(Box::new(done));
+            }
         }
         let strikes = self
             .spec
@@ -343,6 +340,8 @@ impl Gate {
             })
             .collect();
         Ok(Plan {
+            screen,
+            shown,
             method: facts.method().to_owned(),
             path: facts.path().to_owned(),
             client,
@@ -351,13 +350,16 @@ impl Gate {
         })
     }
 
-    /// A listed client's verdict, when the address lists name it.
-    fn screen(&self, ip: &str) -> Option<Verdict> {
-        let listed = self.base.screen(ip)?;
+    /// A listed client's verdict, when the address lists name it: its
+    /// decision over the rules of throttle `shown` (none when no throttle
+    /// applies to the request).
+    fn screened(&self, listed: Option<Listed>, shown: Option<usize>) -> Option<Verdict> {
+        let listed = listed?;
+        let decision = shown.map(|i| listed.decision(self.throttles[i].rules()));
         Some(if listed.allowed() {
-            Verdict::pass(Answer::default(), Some(listed))
+            Verdict::pass(Answer::default(), decision)
         } else {
-            Verdict::blocked(self, Some(listed))
+            Verdict::blocked(self, decision)
         })
     }
 
@@ -385,8 +387,8 @@ impl Gate {
             )));
         };
         let strike = self
-            .base
-            .penalize(Offender::Address(&client.key), &ban.rule, None)?;
+            .warden
+            .penalize(Offender::Address(&client.key), &ban.rule, "", None)?;
         Ok(strike.banned)
     }
 
@@ -400,11 +402,17 @@ impl Gate {
 
     /// Makes a plan's store calls (blocking) and concludes.
     pub fn run(&self, plan: Plan) -> Result<Verdict> {
+        if plan.screen {
+            let listed = self.warden.screen(&plan.client.ip);
+            if let Some(verdict) = self.screened(listed, plan.shown) {
+                return Ok(verdict);
+            }
+        }
         for &i in &plan.strikes {
             let ban = &self.spec.bans[i];
             let strike =
-                self.base
-                    .penalize(Offender::Address(&plan.client.key), &ban.rule, None)?;
+                self.warden
+                    .penalize(Offender::Address(&plan.client.key), &ban.rule, "", None)?;
             if let Some(verdict) = self.struck(i, strike.banned) {
                 return Ok(verdict);
             }
@@ -420,11 +428,17 @@ impl Gate {
     /// form (Redis).
     #[cfg(feature = "async")]
     pub async fn run_async(&self, plan: Plan) -> Result<Verdict> {
+        if plan.screen {
+            let listed = self.warden.screen_async(&plan.client.ip).await;
+            if let Some(verdict) = self.screened(listed, plan.shown) {
+                return Ok(verdict);
+            }
+        }
         for &i in &plan.strikes {
             let ban = &self.spec.bans[i];
             let strike = self
-                .base
-                .penalize_async(Offender::Address(&plan.client.key), &ban.rule, None)
+                .warden
+                .penalize_async(Offender::Address(&plan.client.key), &ban.rule, "", None)
                 .await?;
             if let Some(verdict) = self.struck(i, strike.banned) {
                 return Ok(verdict);

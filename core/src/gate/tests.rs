@@ -103,7 +103,7 @@ fn a_fail2ban_request_is_refused_and_bans_the_client() {
     assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Pass);
     gate.decide(&get("/y.php")).unwrap();
     // banned now: the address lists screen every request
-    gate.base().screen("203.0.113.9").expect("listed");
+    gate.warden().screen("203.0.113.9").expect("listed");
     assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Block);
 }
 
@@ -255,14 +255,12 @@ fn a_rebind_keeps_what_did_not_change() {
     };
     let old = Gate::bind(two("5/s"), None).unwrap();
     let new = Gate::bind(two("6/s"), Some(&old)).unwrap();
-    assert!(Arc::ptr_eq(old.base(), new.base()));
+    let same_store = |a: &Gate, b: &Gate| Arc::ptr_eq(&a.warden().store(), &b.warden().store());
+    assert!(same_store(&old, &new));
     assert!(Arc::ptr_eq(&old.limiters()[0], &new.limiters()[0]));
     assert!(!Arc::ptr_eq(&old.limiters()[1], &new.limiters()[1]));
     let moved = Spec::parse("[store]\nprefix = \"other\"\n").unwrap();
-    assert!(!Arc::ptr_eq(
-        old.base(),
-        Gate::bind(moved, Some(&old)).unwrap().base()
-    ));
+    assert!(!same_store(&old, &Gate::bind(moved, Some(&old)).unwrap()));
 }
 
 #[test]
@@ -288,4 +286,52 @@ fn safelists_and_blocklists_name_requests_before_anything_else() {
         .unwrap_err()
         .to_string()
         .contains("safelist[0]"));
+}
+
+#[test]
+fn a_listed_clients_decision_shows_the_first_throttle_that_applies() {
+    let gate = gate(&format!(
+        "{LAYERED}\n[[throttle]]\nscope = \"api\"\nrules = \"9/second\"\nkey = \"ip\"\npaths = [\"/api/\"]\n"
+    ));
+    let admin = crate::Admin::new(gate.warden().store());
+    let listed = |list, ip: &str| {
+        admin.add(list, ip.as_bytes(), None, "test", None).unwrap();
+    };
+    listed(crate::List::Block, "203.0.113.9");
+    let v = gate.decide(&get("/")).unwrap();
+    assert_eq!((v.ending, v.answer.status), (Ending::Block, Some(403)));
+    let decision = v.decision.expect("a throttle applies");
+    assert_eq!(decision.rules.len(), 1);
+    assert_eq!(decision.binding_state().limit, 3, "req-ip's 3/minute");
+    assert_eq!(decision.reason.as_deref(), Some("test"));
+    assert!(v.checked.is_empty(), "nothing counted");
+
+    let mut other = get("/");
+    other.head = source::Head::new(
+        "GET",
+        "/".into(),
+        "example.com",
+        "198.51.100.7".into(),
+        String::new(),
+    );
+    listed(crate::List::Safe, "198.51.100.7");
+    let v = gate.decide(&other).unwrap();
+    assert_eq!(v.ending, Ending::Pass);
+    assert!(v.answer.headers.is_empty(), "a listed client is unmarked");
+    assert_eq!(v.decision.expect("req-ip applies").binding_state().limit, 3);
+
+    let only_api = self::gate(
+        "[[throttle]]\nscope = \"api\"\nrules = \"9/second\"\nkey = \"ip\"\npaths = [\"/api/\"]\n",
+    );
+    crate::Admin::new(only_api.warden().store())
+        .add(crate::List::Block, b"203.0.113.9", None, "test", None)
+        .unwrap();
+    let v = only_api.decide(&get("/")).unwrap();
+    assert_eq!(
+        (v.ending, v.decision.is_none()),
+        (Ending::Block, true),
+        "no throttle applies"
+    );
+    let v = only_api.decide(&get("/api/x")).unwrap();
+    assert_eq!(v.decision.expect("api applies").binding_state().limit, 9);
 }

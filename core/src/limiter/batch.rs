@@ -119,11 +119,11 @@ impl<'i> Batch<'i> {
         let first = *self.pending.first()?;
         let shared = self.pending.windows(2).all(|pair| {
             Arc::ptr_eq(
-                &self.items[pair[0]].limiter.store,
-                &self.items[pair[1]].limiter.store,
+                &self.items[pair[0]].limiter.warden.store,
+                &self.items[pair[1]].limiter.warden.store,
             )
         });
-        shared.then(|| &self.items[first].limiter.store)
+        shared.then(|| &self.items[first].limiter.warden.store)
     }
 
     /// The decisions, in order, from what the store answered for the pending items.
@@ -166,7 +166,7 @@ pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Deci
             .pending
             .iter()
             .zip(&requests)
-            .map(|(&i, request)| items[i].limiter.store.apply(request))
+            .map(|(&i, request)| items[i].limiter.warden.store.apply(request))
             .collect(),
     };
     batch.finish(&requests, outcomes)
@@ -184,7 +184,7 @@ pub async fn check_batch_async(items: &[BatchItem<'_>], now: Option<f64>) -> Res
         None => {
             let mut outcomes = Vec::with_capacity(requests.len());
             for (&i, request) in batch.pending.iter().zip(&requests) {
-                let store = &items[i].limiter.store;
+                let store = &items[i].limiter.warden.store;
                 outcomes.push(match store.as_async() {
                     Some(log) => log.apply_async(request).await,
                     None => store.apply(request),

@@ -1,13 +1,16 @@
-//! The [`Limiter`]: a rule set, a store and a failure policy; what every
-//! binding wraps. Its options are in [`options`], the policy view each
-//! process holds in `view`, one check's way from arguments to decision in
-//! `pipeline`, batches in [`batch`], and waiting for a slot in [`wait`].
+//! The [`Limiter`]: a rule set, with its scope and tiers, over a
+//! [`Warden`] (the store, the shared policies, the failure policy, the
+//! clock); what every binding wraps. Its options are in [`options`], the
+//! policy view each process holds in `view`, the warden in [`warden`], one
+//! check's way from arguments to decision in `pipeline`, batches in
+//! [`batch`], and waiting for a slot in [`wait`].
 
 pub mod batch;
 pub mod options;
 mod pipeline;
 mod view;
 pub mod wait;
+pub mod warden;
 
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
@@ -15,20 +18,19 @@ pub use batch::{check_batch, BatchItem};
 pub use options::{CheckOptions, Offender, OnError};
 pub use view::DEFAULT_POLICY_REFRESH;
 pub use wait::Acquired;
+pub use warden::{Listed, Warden};
 
-use self::pipeline::{denial_key, finish};
-use self::view::{current_policies, policies, Policies};
+use self::pipeline::denial_key;
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::denial_cache::{DenialCache, DEFAULT_CAP};
-use crate::error::{Error, Result};
+use crate::denial_cache::DenialCache;
+use crate::error::Result;
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
-use crate::policy::{self, Fail2Ban, List, Strike, Target};
+use crate::policy::{self, Fail2Ban, Strike};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
-use crate::store::{self, in_place, AsyncPolicyStore, Mode, PolicyCalls, Store, StoreOptions};
-use crate::time::now_to_ms;
+use crate::store::{self, Mode, Store, StoreOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +44,8 @@ pub(crate) struct ProcessState {
     pub(crate) epoch_seen: AtomicU64,
 }
 
-fn process_state(cap: Duration, windows: Vec<u64>) -> ProcessLocal<ProcessState> {
+fn process_state(cap: Duration, rules: &RuleSet) -> ProcessLocal<ProcessState> {
+    let windows: Vec<u64> = rules.rules().iter().map(|r| r.window_ms).collect();
     ProcessLocal::new(move || ProcessState {
         denials: DenialCache::new(cap),
         metrics: Metrics::new(windows.clone()),
@@ -51,17 +54,13 @@ fn process_state(cap: Duration, windows: Vec<u64>) -> ProcessLocal<ProcessState>
     })
 }
 
-/// A rule set checked against a store, with its tiers and the policies.
+/// A rule set checked against a store, with its scope and tiers, over the
+/// [`Warden`] of that store.
 pub struct Limiter {
     pub(crate) rules: RuleSet,
     pub(crate) scope: String,
     pub(crate) tiers: Vec<(String, RuleSet)>,
-    pub(crate) read_records: bool,
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) shared: Policies,
-    pub(crate) on_error: OnError,
-    pub(crate) clock: Clock,
-    denial_cap: Duration,
+    pub(crate) warden: Warden,
     local: ProcessLocal<ProcessState>,
 }
 
@@ -84,39 +83,18 @@ impl Limiter {
     /// Denials are remembered for up to [`crate::denial_cache::DEFAULT_CAP`] when the
     /// store is remote (see [`Limiter::with_denial_cache`]).
     pub fn with_store(rules: RuleSet, store: Arc<dyn Store>, on_error: OnError) -> Limiter {
-        let cap = if store.waits_on_io() {
-            DEFAULT_CAP
-        } else {
-            Duration::ZERO
-        };
-        Limiter::build(
-            rules,
-            store,
-            policies(DEFAULT_POLICY_REFRESH),
-            on_error,
-            cap,
-        )
+        Limiter::over(rules, Warden::new(store, on_error))
     }
 
-    fn build(
-        rules: RuleSet,
-        store: Arc<dyn Store>,
-        shared: Policies,
-        on_error: OnError,
-        cap: Duration,
-    ) -> Limiter {
-        let windows = rules.rules().iter().map(|r| r.window_ms).collect();
+    /// A limiter for `rules` over `warden` (what [`Warden::limiter`] makes).
+    pub(crate) fn over(rules: RuleSet, warden: Warden) -> Limiter {
+        let local = process_state(warden.denial_cap, &rules);
         Limiter {
             rules,
             scope: String::new(),
             tiers: Vec::new(),
-            read_records: true,
-            store,
-            shared,
-            on_error,
-            clock: Clock::process(),
-            denial_cap: cap,
-            local: process_state(cap, windows),
+            warden,
+            local,
         }
     }
 
@@ -125,13 +103,18 @@ impl Limiter {
         self.local.get()
     }
 
+    /// The warden this limiter checks over: its store, failure policy,
+    /// shared policies and clock (a gate's throttles share their gate's).
+    pub fn warden(&self) -> &Warden {
+        &self.warden
+    }
+
     /// This limiter, remembering a denial in-process for at most `cap` (zero
     /// turns it off). A `reset` in this process forgets at once; one made
     /// elsewhere is seen within `cap`.
     pub fn with_denial_cache(mut self, cap: Duration) -> Limiter {
-        let windows = self.rules.rules().iter().map(|r| r.window_ms).collect();
-        self.denial_cap = cap;
-        self.local = process_state(cap, windows);
+        self.warden.denial_cap = cap;
+        self.local = process_state(cap, &self.rules);
         self
     }
 
@@ -154,13 +137,7 @@ impl Limiter {
     /// This limiter reading the shared policies (switches, address lists)
     /// again every `refresh` (0.1 to 60 seconds).
     pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Limiter> {
-        if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
-            return Err(Error::config(format!(
-                "invalid policy_refresh {}: give 0.1 to 60 seconds",
-                crate::error::shown(refresh.as_secs_f64())
-            )));
-        }
-        self.shared = policies(refresh);
+        self.warden = self.warden.with_policy_refresh(refresh)?;
         Ok(self)
     }
 
@@ -168,34 +145,27 @@ impl Limiter {
     /// policy record (listings, tier, override) in its check. Ignoring it
     /// spares Redis one hash read per check.
     pub fn with_records(mut self, read: bool) -> Limiter {
-        self.read_records = read;
+        self.warden.read_records = read;
         self
     }
 
-    /// A limiter for other rules on the same store, with the same `on_error`,
-    /// denial cache, policy refresh and clock (and no scope or tiers until given).
+    /// A limiter for other rules on the same warden: the same store,
+    /// `on_error`, denial cache, policy refresh and clock (and no scope or
+    /// tiers until given).
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
-        Limiter::build(
-            rules,
-            self.store.clone(),
-            self.shared.clone(),
-            self.on_error,
-            self.denial_cap,
-        )
-        .with_records(self.read_records)
-        .with_clock(self.clock.clone())
+        self.warden.limiter(rules)
     }
 
     /// This limiter on `clock` instead of the process's (see [`Clock`]):
     /// its time for checks that give none, and its switch.
     pub fn with_clock(mut self, clock: Clock) -> Limiter {
-        self.clock = clock;
+        self.warden.clock = clock;
         self
     }
 
     /// The clock this limiter reads.
     pub fn clock(&self) -> &Clock {
-        &self.clock
+        &self.warden.clock
     }
 
     /// The rule set, shortest window first.
@@ -215,17 +185,17 @@ impl Limiter {
 
     /// The store this limiter checks against.
     pub fn store(&self) -> Arc<dyn Store> {
-        self.store.clone()
+        self.warden.store()
     }
 
     /// Whether a check may wait on the network (see [`crate::store::StoreAccess::waits_on_io`]).
     pub fn waits_on_io(&self) -> bool {
-        self.store.waits_on_io()
+        self.warden.waits_on_io()
     }
 
     /// How often the store was called, failed, and was spared by its circuit breaker.
     pub fn store_stats(&self) -> crate::store::StoreStats {
-        self.store.stats()
+        self.warden.store_stats()
     }
 
     /// How many checks found the store failing (and fell back to `on_error`).
@@ -292,9 +262,10 @@ impl Limiter {
     #[cfg(feature = "async")]
     pub async fn reset_async(&self, key: &[u8]) -> Result<()> {
         let tag = self.forget_denials(key);
-        match self.store.as_async() {
+        let store = &self.warden.store;
+        match store.as_async() {
             Some(log) => log.reset_async(&tag, &self.scope).await,
-            None => self.store.reset(&tag, &self.scope),
+            None => store.reset(&tag, &self.scope),
         }
     }
 
@@ -313,36 +284,35 @@ impl Limiter {
     /// process as of its last change: [`Limiter::screen`] then answers from
     /// memory without waiting on the store.
     pub fn policies_ready(&self) -> bool {
-        view::ready(&self.shared, &self.store)
+        self.warden.policies_ready()
     }
 
     /// Forgets everything logged for `key` by this limiter (its scope).
     pub fn reset(&self, key: &[u8]) -> Result<()> {
         let tag = self.forget_denials(key);
-        self.store.reset(&tag, &self.scope)
+        self.warden.store.reset(&tag, &self.scope)
     }
 
     /// Counts one fail2ban strike against `offender` (a bad request, a failed
     /// login); the strike that makes `rule.maxretry` within `rule.findtime`
     /// blocks it for `rule.bantime`, with the reason `fail2ban <name>`. A key
     /// is banned as that exact key, even when its text reads as an address or
-    /// a range (it may be what a client typed); only [`Offender::Address`],
-    /// the client a middleware saw, bans an address: its client's network
-    /// (an IPv6 address as its /64; a middleware naming clients by other
-    /// prefixes gives the network, at most an IPv4 /16 or IPv6 /48 wide).
-    /// When the store fails, `on_error` applies as to a check: `raise`
-    /// returns the error, `allow` counts nothing and bans nothing, `deny`
-    /// reports a ban (the request is refused) without storing one. The
-    /// outage's one warning is left to the first check, which carries it to
-    /// the binding's logger.
+    /// a range (it may be what a client typed), in this limiter's scope; only
+    /// [`Offender::Address`], the client a middleware saw, bans an address
+    /// (everywhere): its client's network (an IPv6 address as its /64; a
+    /// middleware naming clients by other prefixes gives the network, at
+    /// most an IPv4 /16 or IPv6 /48 wide). When the store fails, `on_error`
+    /// applies as to a check: `raise` returns the error, `allow` counts
+    /// nothing and bans nothing, `deny` reports a ban (the request is
+    /// refused) without storing one. The outage's one warning is left to the
+    /// first check, which carries it to the binding's logger.
     pub fn penalize(
         &self,
         offender: Offender<'_>,
         rule: &Fail2Ban,
         now: Option<f64>,
     ) -> Result<Strike> {
-        let calls = PolicyCalls::blocking(&*self.store);
-        in_place(self.penalize_in(&calls, offender, rule, now))
+        self.warden.penalize(offender, rule, &self.scope, now)
     }
 
     /// [`Limiter::penalize`], awaited.
@@ -353,72 +323,17 @@ impl Limiter {
         rule: &Fail2Ban,
         now: Option<f64>,
     ) -> Result<Strike> {
-        let calls = PolicyCalls::awaited(&*self.store);
-        self.penalize_in(&calls, offender, rule, now).await
-    }
-
-    /// [`Limiter::penalize`]'s one definition, over the store's `calls`.
-    async fn penalize_in(
-        &self,
-        calls: &dyn AsyncPolicyStore,
-        offender: Offender<'_>,
-        rule: &Fail2Ban,
-        now: Option<f64>,
-    ) -> Result<Strike> {
-        let now_ms = now
-            .map(now_to_ms)
-            .transpose()?
-            .or_else(|| self.clock.frozen());
-        let (tag, target) = match offender {
-            Offender::Key(key) => {
-                if key.is_empty() {
-                    return Err(Error::config("the key is empty"));
-                }
-                (key_tag(key), Target::Key(key.to_vec()))
-            }
-            Offender::Address(ip) => {
-                let network = crate::net::client_network(ip)?;
-                let text = crate::net::client_text(&network);
-                (key_tag(text.as_bytes()), Target::Net(network))
-            }
-        };
-        let outcome = async {
-            let strike = calls.strike_async(&tag, rule, now_ms).await?;
-            if let Some(until_ms) = strike.until_ms {
-                let reason = format!("fail2ban {}", rule.name);
-                // a key's ban holds in this limiter's scope; an address's everywhere
-                store::policies::put_target(
-                    calls,
-                    List::Block,
-                    target,
-                    &self.scope,
-                    until_ms,
-                    &reason,
-                    now_ms,
-                )
-                .await?;
-            }
-            Ok(strike)
-        };
-        match outcome.await {
-            Err(Error::Storage(_)) if self.on_error != OnError::Raise => Ok(Strike {
-                strikes: 0,
-                banned: self.on_error == OnError::Deny,
-                until_ms: None,
-            }),
-            other => other,
-        }
+        self.warden
+            .penalize_async(offender, rule, &self.scope, now)
+            .await
     }
 
     /// How the address lists judge the client address `ip` now: a blocked or
-    /// safelisted decision (shadow mode applied), or `None` when it is not
-    /// listed. Asks no store (the lists are held in-process): middlewares
-    /// call it for every request, limited or not.
+    /// safelisted decision over this limiter's rules (shadow mode applied),
+    /// or `None` when it is not listed. Asks no store (the lists are held
+    /// in-process): middlewares call it for every request, limited or not.
     pub fn screen(&self, ip: &str) -> Option<Decision> {
-        if !self.clock.limiting() {
-            return None;
-        }
-        self.judge(ip, current_policies(&self.shared, &self.store))
+        Some(self.warden.screen(ip)?.decision(&self.rules))
     }
 
     /// [`Limiter::screen`], awaiting the store when the policies must be
@@ -426,26 +341,7 @@ impl Limiter {
     /// it made).
     #[cfg(feature = "async")]
     pub async fn screen_async(&self, ip: &str) -> Option<Decision> {
-        if !self.clock.limiting() {
-            return None;
-        }
-        self.judge(
-            ip,
-            view::current_policies_async(&self.shared, &self.store).await,
-        )
-    }
-
-    /// How the address lists of `shared` judge `ip` now.
-    fn judge(&self, ip: &str, shared: Arc<policy::Shared>) -> Option<Decision> {
-        if !shared.switches.enabled || !shared.has_nets() {
-            return None;
-        }
-        let now_ms = self.clock.now_ms();
-        let (list, listing) = shared.judge_ip(crate::net::parse_hop(ip)?, now_ms)?;
-        Some(finish(
-            Decision::listed(&self.rules, now_ms, list, listing),
-            &shared,
-        ))
+        Some(self.warden.screen_async(ip).await?.decision(&self.rules))
     }
 }
 

@@ -45,7 +45,7 @@ impl Limiter {
                 shared,
             } => {
                 let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
-                let outcome = self.store.apply(&request);
+                let outcome = self.warden.store.apply(&request);
                 let decision = self.conclude(&request, options.tier, outcome)?;
                 Ok(finish(decision, &shared))
             }
@@ -71,9 +71,9 @@ impl Limiter {
                 shared,
             } => {
                 let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
-                let outcome = match self.store.as_async() {
+                let outcome = match self.warden.store.as_async() {
                     Some(log) => log.apply_async(&request).await,
-                    None => self.store.apply(&request),
+                    None => self.warden.store.apply(&request),
                 };
                 let decision = self.conclude(&request, options.tier, outcome)?;
                 Ok(finish(decision, &shared))
@@ -97,13 +97,13 @@ impl Limiter {
             }
             Ok(Prepared::Decided(finish(decision, shared)))
         };
-        let shared = current_policies(&self.shared, &self.store);
+        let shared = current_policies(&self.warden.shared, &self.warden.store);
         let epoch = policy::epoch();
         if self.state().epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
             self.state().denials.clear();
         }
         let rules = self.rules_for(options.tier, &shared)?;
-        if !shared.switches.enabled || !self.clock.limiting() {
+        if !shared.switches.enabled || !self.warden.clock.limiting() {
             let at = now_ms.unwrap_or_else(system_now_ms);
             return decided(Decision::unlimited(&rules, at), &shared);
         }
@@ -180,7 +180,7 @@ impl Limiter {
             scope: &self.scope,
             rules,
             tiers,
-            policy: self.read_records,
+            policy: self.warden.read_records,
             cost,
             now_ms,
             mode,
@@ -257,10 +257,10 @@ impl Limiter {
                 Ok(decision)
             }
             Err(err @ Error::Config(_)) => Err(err),
-            Err(err) if self.on_error == OnError::Raise => Err(err),
+            Err(err) if self.warden.on_error == OnError::Raise => Err(err),
             Err(err) => {
                 let at = request.now_ms.unwrap_or_else(system_now_ms);
-                let allowed = self.on_error == OnError::Allow;
+                let allowed = self.warden.on_error == OnError::Allow;
                 let mut decision = Decision::fallback(request.rules, at, allowed);
                 if !self.state().in_outage.swap(true, Ordering::Relaxed) {
                     let action = if allowed { "allowed" } else { "denied" };
@@ -315,7 +315,7 @@ impl Limiter {
         }
         match now {
             Some(now) => now_to_ms(now).map(Some),
-            None => Ok(self.clock.frozen()),
+            None => Ok(self.warden.clock.frozen()),
         }
     }
 }

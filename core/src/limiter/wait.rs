@@ -152,7 +152,7 @@ impl Limiter {
         let started = Instant::now();
         loop {
             let decision = self.check_with(key, options)?;
-            if self.clock.frozen().is_some() {
+            if self.warden.clock.frozen().is_some() {
                 return Ok(once(decision));
             }
             match next(decision, started, timeout) {
@@ -174,7 +174,7 @@ impl Limiter {
         let started = Instant::now();
         loop {
             let decision = self.check_async(key, options).await?;
-            if self.clock.frozen().is_some() {
+            if self.warden.clock.frozen().is_some() {
                 return Ok(once(decision));
             }
             match next(decision, started, timeout) {

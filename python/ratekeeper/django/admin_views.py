@@ -36,8 +36,8 @@ LISTINGS = ("safelist", "blocklist")
 def _admin() -> Admin:
     """A ratekeeper.Admin on the store and prefix of settings.RATEKEEPER."""
     config = get_config()
-    assert config.base is not None
-    return config.base.admin()
+    assert config.gate is not None
+    return config.gate.admin()
 
 
 def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:

@@ -165,7 +165,8 @@ class Config:
     """The validated settings, and the gate they build."""
 
     enabled: bool = True
-    base: Optional[Limiter] = None
+    # the [store] table of the settings' policy: the URL and the limiter options given
+    store: Dict[str, Any] = field(default_factory=dict)
     proxies: TrustedProxies = field(default_factory=TrustedProxies)
     default: Optional[Policy] = None
     paths: List[Tuple[str, Policy]] = field(default_factory=list)
@@ -204,12 +205,12 @@ class Config:
 
     def view_gate(self, scope: str, rules: Any, key: Any, methods: Optional[frozenset]) -> Gate:
         """The gate of one decorated view (its own throttle, on the configured store)."""
-        assert self.base is not None
+        assert self.gate is not None
         func = key_function(key, self.proxies)
         throttle: Dict[str, Any] = {"scope": scope_name(scope), "rules": _rules_text(rules), "key": policy_key(func)}
         if methods is not None:
             throttle["methods"] = sorted(methods)
-        gate = Gate({**self.answers, "throttle": [throttle]}, limiter=self.base)
+        gate = self.gate.with_policy({**self.answers, "throttle": [throttle]})
         self._gates.append(gate)
         kind = "plain" if getattr(func, "ratekeeper_source", None) else kind_of(func)
         self._view_flags[id(gate)] = (kind == "user", kind == "custom")
@@ -341,13 +342,11 @@ def build(raw: Any) -> Config:
     cfg.default_key = raw.get("KEY", "ip")
     with _setting("RATEKEEPER['KEY']", "requests"):
         key_function(cfg.default_key, cfg.proxies)  # validate early
-    given = {}
     for name, option in LIMITER_OPTIONS.items():  # each alone, so that an error names its setting
         if raw.get(name) is not None:
             with _setting(f"RATEKEEPER['{name}']", "store"):
                 check_option(option, raw[name])
-            given[option] = raw[name]
-    cfg.base = Limiter("1/second", **given)
+            cfg.store["url" if option == "store" else option] = raw[name]
     tiers = raw.get("TIERS", {})
     with _setting("RATEKEEPER['TIERS']", "rules"):
         if not isinstance(tiers, dict):
@@ -419,9 +418,9 @@ def _gate(cfg: Config) -> Gate:
         if ban.methods is not None:
             entry["methods"] = sorted(ban.methods)
         bans["allow2ban" if ban.allow else "fail2ban"].append(entry)
-    policy = {**cfg.answers, "enabled": cfg.enabled, "exempt_paths": list(cfg.exempt),
+    policy = {**cfg.answers, "store": cfg.store, "enabled": cfg.enabled, "exempt_paths": list(cfg.exempt),
               "throttle": cfg.throttles(), **bans}
-    return Gate(policy, limiter=cfg.base)
+    return Gate(policy)
 
 
 def _from_file(raw: Dict[str, Any]) -> Config:
@@ -433,7 +432,6 @@ def _from_file(raw: Dict[str, Any]) -> Config:
             raise ConfigurationError(f"the policy file says {given}: give them there, not beside it")
         cfg = Config()
         cfg.gate = Gate(str(raw["POLICY_FILE"]))
-        cfg.base = cfg.gate.base
         cfg.enabled = cfg.gate.enabled
         cfg.reads_user = True  # a key "user" reads the signed-in user
     _door_settings(cfg, raw)

@@ -42,14 +42,16 @@ module Ratekeeper
       def self.build(options)
         options = options.dup
         limits = options.delete(:limits) or raise ConfigurationError, "Ratekeeper::Sidekiq::Middleware needs limits:"
-        base = Limiter.new("1/second", **options)
+        first = nil # the first limiter made: the others share its store
         limits.to_h do |name, spec|
           spec = spec.transform_keys(&:to_sym)
           scope = Ratekeeper.scope_name(spec.fetch(:scope, "sidekiq:#{name}"))
           key = spec[:key]
           raise ConfigurationError, "the key of #{name}'s limit must be callable" unless key.nil? || key.respond_to?(:call)
 
-          [name.to_s, [base.with_rules(spec.fetch(:rules), scope: scope), key]]
+          rules = spec.fetch(:rules)
+          limiter = first ? first.with_rules(rules, scope: scope) : (first = Limiter.new(rules, **options, scope: scope))
+          [name.to_s, [limiter, key]]
         end
       end
 

@@ -180,7 +180,7 @@ def _gate(scope: str, rules: str) -> Gate:
         base = _BASES.get(key[:2])
         if base is None:
             base = _BASES[key[:2]] = Gate({"store": store})
-        gate = Gate({"throttle": [{"scope": scope, "rules": rules, "key": _given_key}]}, limiter=base.base)
+        gate = base.with_policy({"throttle": [{"scope": scope, "rules": rules, "key": _given_key}]})
     except ConfigurationError as exc:
         raise ImproperlyConfigured(f"ratelimit: {exc}") from None
     with _LOCK:

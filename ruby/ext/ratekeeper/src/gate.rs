@@ -250,7 +250,7 @@ impl Gate {
         let inner = match step {
             Step::Done(verdict) => *verdict,
             Step::Ask(plan) => {
-                let waits = rb_self.inner.base().waits_on_io();
+                let waits = rb_self.inner.warden().waits_on_io();
                 run_core(ruby, waits, || rb_self.inner.run(plan))?
             }
         };
@@ -296,7 +296,7 @@ impl Gate {
             failed: RefCell::new(None),
         };
         let client = rb_self.inner.client(&request);
-        let waits = rb_self.inner.base().waits_on_io();
+        let waits = rb_self.inner.warden().waits_on_io();
         run_core(ruby, waits, || rb_self.inner.penalize(&name, &client))
     }
 
@@ -315,7 +315,7 @@ impl Gate {
 
     /// `store_stats`: the calls made to the store every throttle shares.
     fn store_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        crate::plain::to_hash(ruby, &rb_self.inner.base().store_stats().plain())
+        crate::plain::to_hash(ruby, &rb_self.inner.warden().store_stats().plain())
     }
 
     /// `scopes`: the throttles' scopes, in order.

@@ -25,8 +25,7 @@ class Command(BaseCommand):
         """Runs the command; a non-zero exit becomes a CommandError with that code."""
         words: List[str] = list(options.get("words") or args)
         if words and words[0] not in {"analyze", "-h", "--help", "--version"}:
-            config = get_config()
-            assert config.base is not None
+            get_config()  # the settings are checked first
             from django.conf import settings
 
             raw = getattr(settings, "RATEKEEPER", None) or {}
