@@ -19,7 +19,11 @@ ROWS = [
     ("Python `check()`, 4 rules", "py_check_4_rules", "django_ratelimit_4_rules", "django-ratelimit, 4 stacked", 15.0, "ge"),
     ("Ruby `check()`, 4 rules", "rb_check_4_rules", "redis_rb_ping", "redis-rb PING", 1.0, "le"),
     ("Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules", "rack_attack_4_throttles", "rack-attack, 4 throttles", 8.0, "ge"),
-    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_none_p50", "no limiter", 1.15, "le"),
+    ("Rack: the app making one redis-rb PING a request, the floor of any limiter that asks Redis (for reference)", "rack_ping_floor", "rack_attack_4_throttles", "rack-attack, 4 throttles", None, "ge"),
+    ("Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules", "rack_ping_floor", "the app making one redis-rb PING a request", 1.3, "le"),
+    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_none_p50", "no limiter", 1.3, "le"),
+    ("Django: no limiter, one redis-py PING a request, the floor of any limiter that asks Redis, `wrk` p50 (for reference)", "django_ping_p50", "django_none_p50", "no limiter", None, "le"),
+    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.3, "le"),
     ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ratelimit_p50", "django-ratelimit, 4 stacked", 1.0, "le"),
     ("Django middleware under gunicorn, memory store, `wrk` p50 (the door without the round trip)", "django_ratekeeper_memory_p50", "django_none_p50", "no limiter", 1.3, "le"),
     ("a check against a full 100,000/day log", "rust_check_100000_per_day_full", "rust_check_10_per_second_full", "a full 10/second log", 1.2, "le"),
@@ -49,6 +53,7 @@ ROWS = [
     ("**module:** Ruby `check()`, 4 rules", "rb_check_4_rules_module", "redis_rb_ping", "redis-rb PING", 1.0, "le"),
     ("**module:** Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules_module", "rack_attack_4_throttles", "rack-attack, 4 throttles", 8.0, "ge"),
     ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_none_p50", "no limiter", 1.3, "le"),
+    ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.3, "le"),
     ("**module:** FastAPI + ASGI middleware, `wrk -c32` p50", "fastapi_ratekeeper_module_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
     ("**module:** FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_module_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
     ("**module:** Cluster, checks/s spread over 2 masters", "cluster_module_2_masters_per_s", "cluster_module_1_masters_per_s", "the same on 1 master", None, "more"),
@@ -98,8 +103,8 @@ def table(results):
         if kind == "more":  # a rate: more is better
             ratio = a / b
             goal, met = ("–", None) if target is None else (f"≥ {target}×", ratio >= target)
-        elif target is None:
-            ratio, goal, met = a / b, "–", None
+        elif target is None:  # for reference: "ge" rows say how many times faster
+            ratio, goal, met = (b / a if kind == "ge" else a / b), "–", None
         elif kind == "le":
             ratio, goal = a / b, f"≤ {target}×"
             met = ratio <= target

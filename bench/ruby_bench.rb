@@ -50,6 +50,10 @@ ours = Ratekeeper::Rack::Middleware.new(ok, store: url, prefix: "#{prefix}-rack"
 end
 report("rack_ratekeeper_4_rules", median_ns(n) { |i| raise "denied" unless ours.call(envs[i % KEYS].dup)[0] == 200 })
 
+# the floor of any limiter that asks Redis: the same app making one redis-rb PING a request
+pinging = ->(env) { redis.ping && ok.call(env) }
+report("rack_ping_floor", median_ns(n) { |i| raise "failed" unless pinging.call(envs[i % KEYS].dup)[0] == 200 })
+
 # the same through the ratekeeper Redis module, on a Redis that has it loaded
 if (module_url = ARGV[2])
   through = Ratekeeper::Limiter.new(FOUR_RULES, store: module_url, prefix: prefix, redis_module: "require")

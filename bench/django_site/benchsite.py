@@ -1,7 +1,9 @@
 """A one-view Django site for the HTTP benchmark, served by gunicorn:
-BENCH_MODE=none (no limiter), ratekeeper (the middleware, four rules) or
-django_ratelimit (four stacked decorators), all keyed by X-Forwarded-For,
-all on the Redis in BENCH_REDIS (ratekeeper also on memory://, its memory store).
+BENCH_MODE=none (no limiter), ping (no limiter, and one redis-py PING per
+request: the floor of any limiter that asks Redis), ratekeeper (the
+middleware, four rules) or django_ratelimit (four stacked decorators), all
+keyed by X-Forwarded-For, all on the Redis in BENCH_REDIS (ratekeeper also
+on memory://, its memory store).
 
     BENCH_MODE=ratekeeper BENCH_REDIS=redis://127.0.0.1:6379/0 gunicorn benchsite:application
 """
@@ -47,6 +49,15 @@ django.setup()
 def hello(request):
     return HttpResponse("ok")
 
+
+if MODE == "ping":
+    import redis
+
+    client = redis.Redis.from_url(REDIS)
+
+    def hello(request):  # noqa: F811 - the same view, one round trip first
+        client.ping()
+        return HttpResponse("ok")
 
 if MODE == "django_ratelimit":
     from django_ratelimit.decorators import ratelimit
