@@ -13,6 +13,7 @@ mod limiter;
 mod net;
 mod plain;
 mod settings;
+mod twin;
 mod types;
 
 use pyo3::prelude::*;

@@ -1,0 +1,142 @@
+//! `Verdict`: what the gate decided of a request, as a door renders it.
+
+use crate::http::Answer;
+use crate::types::Decision;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use ratekeeper_core as core;
+
+/// What the gate decided of a request.
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct Verdict {
+    inner: core::gate::Verdict,
+    scope: Option<String>,
+    ban: Option<String>,
+    safelist: Option<String>,
+    blocklist: Option<String>,
+    /// The scope of each check made, in order.
+    scopes: Vec<String>,
+}
+
+/// A core verdict for Python, the names of its throttle, ban and lists
+/// read from `gate`'s policy (its outage warnings logged).
+pub(super) fn verdict(
+    py: Python<'_>,
+    gate: &core::gate::Gate,
+    inner: core::gate::Verdict,
+) -> PyResult<Verdict> {
+    let logger = || {
+        py.import("logging")?
+            .call_method1("getLogger", ("ratekeeper",))
+    };
+    for warning in &inner.warnings {
+        logger()?.call_method1("warning", (warning.as_str(),))?;
+    }
+    let spec = gate.spec();
+    Ok(Verdict {
+        scopes: inner
+            .checked
+            .iter()
+            .map(|c| spec.throttles[c.throttle].scope.clone())
+            .collect(),
+        scope: inner.throttle.map(|i| spec.throttles[i].scope.clone()),
+        ban: inner.ban.map(|i| spec.bans[i].rule.name.clone()),
+        safelist: inner.safelist.map(|i| spec.safelists[i].name.clone()),
+        blocklist: inner.blocklist.map(|i| spec.blocklists[i].name.clone()),
+        inner,
+    })
+}
+
+#[pymethods]
+impl Verdict {
+    /// How the request ends: "pass", "deny" or "block".
+    #[getter]
+    fn ending(&self) -> &'static str {
+        self.inner.ending.name()
+    }
+
+    /// The answer: status None passes the request on (adding `headers` to
+    /// the app's response); else the status, headers and body to send.
+    #[getter]
+    fn answer(&self) -> Answer {
+        Answer::from(self.inner.answer.clone())
+    }
+
+    /// The decision that answered, or whose headers a pass shows.
+    #[getter]
+    fn decision(&self) -> Option<Decision> {
+        self.inner.decision.clone().map(|inner| Decision { inner })
+    }
+
+    /// The scope of the throttle that decision is of.
+    #[getter]
+    fn scope(&self) -> Option<String> {
+        self.scope.clone()
+    }
+
+    /// The name of the fail2ban or allow2ban entry that refused the request.
+    #[getter]
+    fn ban(&self) -> Option<String> {
+        self.ban.clone()
+    }
+
+    /// Whether the ban's strike banned the client.
+    #[getter]
+    fn banned(&self) -> bool {
+        self.inner.banned
+    }
+
+    /// The name of the safelist entry that let the request through.
+    #[getter]
+    fn safelist(&self) -> Option<String> {
+        self.safelist.clone()
+    }
+
+    /// The name of the blocklist entry that refused the request.
+    #[getter]
+    fn blocklist(&self) -> Option<String> {
+        self.blocklist.clone()
+    }
+
+    /// The denial's log line and its fields, when denials are logged.
+    #[getter]
+    fn log(&self, py: Python<'_>) -> PyResult<Option<(String, Py<PyAny>)>> {
+        self.inner
+            .log
+            .as_ref()
+            .map(|line| Ok((line.text.clone(), crate::plain::to_py(py, &line.fields)?)))
+            .transpose()
+    }
+
+    /// Every throttle's decision, as `(scope, key, decision)`, in order.
+    #[getter]
+    fn checked<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<(String, Bound<'py, PyBytes>, Decision)>> {
+        Ok(self
+            .inner
+            .checked
+            .iter()
+            .zip(&self.scopes)
+            .map(|(c, scope)| {
+                (
+                    scope.clone(),
+                    PyBytes::new(py, &c.key),
+                    Decision {
+                        inner: c.decision.clone(),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Verdict('{}', status={:?}, scope={:?})",
+            self.inner.ending.name(),
+            self.inner.answer.status,
+            self.scope
+        )
+    }
+}

@@ -1,0 +1,379 @@
+//! The `Limiter` class and `check_all`: convert arguments, call the core
+//! (each blocking method and its awaited twin through one call in `calls`),
+//! hand back its decisions.
+
+mod calls;
+
+use self::calls::{Acquiring, Asked, Batch, Checking, Item, Penalizing, Resetting, Screening};
+use crate::convert;
+use crate::errors::guard;
+use crate::settings;
+use crate::twins;
+use crate::types::{Fail2Ban, Rule};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ratekeeper_core as core;
+use std::sync::Arc;
+
+/// Checks keys against a rule set on a store (see `ratekeeper.Limiter`).
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct Limiter {
+    inner: Arc<core::Limiter>,
+    /// The store URL as `repr` shows it (no password).
+    store: String,
+}
+
+impl Limiter {
+    /// A core limiter for Python (`store`: its URL as `repr` shows it).
+    pub fn wrap(inner: Arc<core::Limiter>, store: String) -> Limiter {
+        Limiter { inner, store }
+    }
+
+    /// The core limiter, shared.
+    pub fn shared(&self) -> Arc<core::Limiter> {
+        self.inner.clone()
+    }
+
+    /// Its store URL as `repr` shows it.
+    pub fn store_shown(&self) -> &str {
+        &self.store
+    }
+
+    /// A check (`logs`) or a peek of the arguments given.
+    #[allow(clippy::too_many_arguments)]
+    fn checking(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        tier: Option<String>,
+        ip: Option<String>,
+        logs: bool,
+    ) -> PyResult<Checking> {
+        Ok(Checking {
+            asked: Asked::convert(py, key, cost, now, tier, ip)?,
+            logs,
+        })
+    }
+
+    /// Checks of `keys`, each for `cost`, at `now`.
+    fn batch_of(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Batch> {
+        let cost = convert::cost(py, cost)?;
+        let items = keys
+            .try_iter()?
+            .map(|key| {
+                let key = convert::key_bytes(&key?)?.into_owned();
+                Ok((self.inner.clone(), key, cost, None))
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Batch {
+            items,
+            ip: None,
+            now: convert::now(now)?,
+        })
+    }
+}
+
+twins! {
+    impl Limiter {
+        /// Checks `key` (str or bytes) for `cost` units at `now` (seconds; the
+        /// store's clock when None), logging them when every rule admits them.
+        /// `tier` names one of the limiter's tiers (a tier stored for the key
+        /// wins); `ip` is the client address, matched against listed addresses.
+        #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+        fn check / acheck(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
+                          now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
+            on self.inner => self.checking(py, key, cost, now, tier, ip, true)?;
+
+        /// What a check of `cost` would decide now, without logging anything.
+        #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+        fn peek / apeek(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
+                        now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
+            on self.inner => self.checking(py, key, cost, now, tier, ip, false)?;
+
+        /// Forgets everything logged for `key` by this limiter (its scope).
+        #[pyo3(signature = (key))]
+        fn reset / areset(self, py, key: &Bound<'_, PyAny>)
+            on self.inner => Resetting { key: convert::key_bytes(key)?.into_owned() };
+
+        /// Checks several keys against these rules in one Redis round trip (a
+        /// pipeline); each key is checked atomically on its own.
+        #[pyo3(signature = (keys, cost = None, now = None))]
+        fn check_many / acheck_many(self, py, keys: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
+                                    now: Option<&Bound<'_, PyAny>>)
+            on () => self.batch_of(py, keys, cost, now)?;
+
+        /// How the address lists judge the client address `ip` now: a blocked or
+        /// safelisted Decision, or None when it is not listed. Asks no store but
+        /// for the process's first read of the lists (made without the GIL, or
+        /// awaited).
+        #[pyo3(signature = (ip))]
+        fn screen / ascreen(self, py, ip: String)
+            on self.inner => Screening { ip };
+
+        /// Counts one fail2ban strike against `key` (a bad request, a failed
+        /// login), or against the client address `ip` (what a middleware saw):
+        /// the strike that makes `maxretry` within `findtime` seconds blocks that
+        /// exact key, or that address, for `bantime` seconds. The parameters come
+        /// as `ban` (a `Fail2Ban`) or one by one (each not given takes its
+        /// default). Returns True when this strike banned it. A store failure
+        /// follows `on_error`.
+        #[pyo3(signature = (key = None, *, ip = None, ban = None, maxretry = None, findtime = None,
+                            bantime = None, name = None, now = None))]
+        fn penalize / apenalize(self, py, key: Option<&Bound<'_, PyAny>>, ip: Option<String>,
+                                ban: Option<PyRef<'_, Fail2Ban>>, maxretry: Option<i64>, findtime: Option<f64>,
+                                bantime: Option<f64>, name: Option<&str>, now: Option<&Bound<'_, PyAny>>)
+            on self.inner => Penalizing::new(py, key, ip, ban, maxretry, findtime, bantime, name, now)?;
+
+        /// Waits until a check of `key` is admitted and returns its Decision:
+        /// each denial's exact `retry_after` is slept (with a little jitter),
+        /// without the GIL (awaited: on timers, the loop going on). Raises
+        /// `RateLimitExceeded` (with `.decision`) when the next wait would end
+        /// past `timeout` seconds, and at once when the cost can never pass.
+        #[pyo3(signature = (key, cost = None, timeout = None, *, tier = None, ip = None))]
+        fn acquire / aacquire(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
+                              timeout: Option<f64>, tier: Option<String>, ip: Option<String>)
+            on self.inner => Acquiring::new(py, Asked::convert(py, key, cost, None, tier, ip)?, timeout)?;
+    }
+}
+
+#[pymethods]
+impl Limiter {
+    /// `Limiter(rules, store="memory://", **options)`: every option not
+    /// given (or None) takes its default from the core (`ratekeeper.DEFAULTS`).
+    #[new]
+    #[pyo3(signature = (rules, store = None, *, prefix = None, on_error = None, timeout = None,
+                        connect_timeout = None, pool_size = None, max_keys = None, denial_cache = None,
+                        scope = None, tiers = None, policy_refresh = None, policies = None,
+                        redis_module = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        rules: &Bound<'_, PyAny>,
+        store: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        on_error: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        pool_size: Option<&Bound<'_, PyAny>>,
+        max_keys: Option<&Bound<'_, PyAny>>,
+        denial_cache: Option<&Bound<'_, PyAny>>,
+        scope: Option<&Bound<'_, PyAny>>,
+        tiers: Option<&Bound<'_, PyAny>>,
+        policy_refresh: Option<&Bound<'_, PyAny>>,
+        policies: Option<&Bound<'_, PyAny>>,
+        redis_module: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Limiter> {
+        let rules = convert::rule_set(py, rules)?;
+        let mut given = core::Settings::default();
+        settings::apply(
+            py,
+            &mut given,
+            &[
+                ("store", store),
+                ("prefix", prefix),
+                ("on_error", on_error),
+                ("timeout", timeout),
+                ("connect_timeout", connect_timeout),
+                ("pool_size", pool_size),
+                ("max_keys", max_keys),
+                ("denial_cache", denial_cache),
+                ("scope", scope),
+                ("tiers", tiers),
+                ("policy_refresh", policy_refresh),
+                ("policies", policies),
+                ("redis_module", redis_module),
+            ],
+        )?;
+        let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
+        Ok(Limiter {
+            inner: Arc::new(inner),
+            store: core::store::redact(&given.store),
+        })
+    }
+
+    /// A decorator limiting a function (sync or async) by this limiter:
+    /// `key` is a key or a callable of the function's arguments; `wait`
+    /// True waits for a slot (`acquire`, at most `timeout` seconds), False
+    /// raises `RateLimitExceeded` at once when denied.
+    #[pyo3(signature = (key, *, cost = 1, wait = true, timeout = None))]
+    fn limited<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+        cost: i64,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("ratekeeper.waiting")?
+            .getattr("limited")?
+            .call1((slf, key, cost, wait, timeout))
+    }
+
+    /// Whether the address lists and switches are held in this process as
+    /// of its last change (`screen` then answers without the store).
+    #[getter]
+    fn policies_ready(&self) -> bool {
+        self.inner.policies_ready()
+    }
+
+    /// The admin interface to this limiter's store (its Redis or its memory).
+    fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
+    }
+
+    /// A limiter for other rules sharing this one's store (its Redis pool or
+    /// its memory), on_error, denial cache and policy refresh; with its own
+    /// `scope` (logs kept apart) and `tiers`.
+    #[pyo3(signature = (rules, *, scope = None, tiers = None))]
+    fn with_rules(
+        &self,
+        py: Python<'_>,
+        rules: &Bound<'_, PyAny>,
+        scope: Option<&Bound<'_, PyAny>>,
+        tiers: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Limiter> {
+        let rules = convert::rule_set(py, rules)?;
+        let mut given = core::Settings::default();
+        settings::apply(py, &mut given, &[("scope", scope), ("tiers", tiers)])?;
+        let inner = guard(py, || {
+            self.inner
+                .with_rules(rules)
+                .with_scope(&given.scope)?
+                .with_tiers(given.tiers)
+        })?;
+        Ok(Limiter {
+            inner: Arc::new(inner),
+            store: self.store.clone(),
+        })
+    }
+
+    /// The scope ("" for none).
+    #[getter]
+    fn scope(&self) -> &str {
+        self.inner.scope()
+    }
+
+    /// The tiers' names.
+    #[getter]
+    fn tiers(&self) -> Vec<String> {
+        self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The rules, shortest window first.
+    #[getter]
+    fn rules(&self) -> Vec<Rule> {
+        self.inner
+            .rules()
+            .rules()
+            .iter()
+            .map(|&inner| Rule { inner })
+            .collect()
+    }
+
+    /// How often the store was called, failed, and was spared by its circuit
+    /// breaker, and which way its checks go: a dict with `attempts`,
+    /// `failures`, `short_circuits`, `module_calls`, `script_calls` and `path`
+    /// ("module", "script" or "memory").
+    #[getter]
+    fn store_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::plain::to_dict(py, &self.inner.store_stats().plain())
+    }
+
+    /// What this limiter decided so far: a dict of `allowed`, `denied`,
+    /// `cached_denials`, `errors`, `fail_open`, `fail_closed`, `blocked` and
+    /// `safelisted` counts, and `peak_used`: window seconds to the most units
+    /// seen in use in it.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::plain::to_dict(py, &self.inner.stats().plain())
+    }
+
+    /// How many checks found the store failing and fell back to on_error.
+    #[getter]
+    fn error_count(&self) -> u64 {
+        self.inner.error_count()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Limiter('{}', store='{}')", self.inner.rules(), self.store)
+    }
+}
+
+/// The checks of `check_all`'s arguments: `(limiter, key[, cost[, tier]])` items.
+fn check_all_batch(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
+) -> PyResult<Batch> {
+    let shape = || {
+        PyTypeError::new_err(
+            "each item must be (limiter, key), (limiter, key, cost) or (limiter, key, cost, tier)",
+        )
+    };
+    let mut owned: Vec<Item> = Vec::new();
+    for item in items.try_iter()? {
+        let parts: Vec<Bound<'_, PyAny>> = item?
+            .try_iter()
+            .map_err(|_| shape())?
+            .collect::<PyResult<_>>()?;
+        if !(2..=4).contains(&parts.len()) {
+            return Err(shape());
+        }
+        let limiter = parts[0].cast::<Limiter>().map_err(|_| {
+            PyTypeError::new_err("the first element of each item must be a ratekeeper.Limiter")
+        })?;
+        let key = convert::key_bytes(&parts[1])?.into_owned();
+        let tier =
+            match parts.get(3) {
+                Some(tier) if !tier.is_none() => Some(tier.extract::<String>().map_err(|_| {
+                    PyTypeError::new_err("the tier of an item must be a str or None")
+                })?),
+                _ => None,
+            };
+        let cost = convert::cost(py, parts.get(2))?;
+        owned.push((limiter.get().inner.clone(), key, cost, tier));
+    }
+    Ok(Batch {
+        items: owned,
+        ip,
+        now: convert::now(now)?,
+    })
+}
+
+/// Checks `(limiter, key)`, `(limiter, key, cost)` or `(limiter, key,
+/// cost, tier)` items at once: limiters sharing a store (see
+/// `Limiter.with_rules`) are asked in one round trip. `ip`, the client
+/// address, is matched against listed addresses for every item.
+#[pyfunction]
+#[pyo3(signature = (items, now = None, *, ip = None))]
+pub fn check_all(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    crate::twin::blocking(py, &(), check_all_batch(py, items, now, ip)?)
+}
+
+/// `await ratekeeper.acheck_all(items, ...)`: `check_all`, awaited (one
+/// pipeline for limiters sharing a Redis).
+#[pyfunction]
+#[pyo3(signature = (items, now = None, *, ip = None))]
+pub fn acheck_all<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    now: Option<&Bound<'_, PyAny>>,
+    ip: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    crate::twin::awaited(py, &(), check_all_batch(py, items, now, ip)?)
+}
