@@ -7,7 +7,9 @@
 //! 2. a safelist entry names the request: pass, unmarked; a blocklist
 //!    entry: blocked (403);
 //! 3. the client address is listed in the store (held in-process, no round
-//!    trip): blocked (403) or safelisted (pass, unmarked);
+//!    trip but a process's first read of the lists, which `run_async`
+//!    awaits): blocked (403) or safelisted (pass, unmarked), its decision
+//!    over the rules of the first throttle that applies;
 //! 4. fail2ban and allow2ban entries the request matches strike against the
 //!    client (its network: an IPv6 client's /64); a fail2ban request is
 //!    refused, an allow2ban one when its strike bans;
@@ -26,13 +28,15 @@
 pub mod envoy;
 pub mod source;
 pub mod spec;
+mod verdict;
 
 pub use source::{Client, Facts, Source};
 pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
+pub use verdict::{Checked, Ending, Verdict};
 
 use crate::decision::Decision;
 use crate::error::Result;
-use crate::http::{Answer, DenialLog};
+use crate::http::Answer;
 use crate::limiter::{BatchItem, Limiter, Listed, Offender, Warden};
 use crate::settings::Settings;
 use std::sync::Arc;
@@ -44,100 +48,6 @@ pub struct Gate {
     spec: Spec,
     warden: Warden,
     throttles: Vec<Arc<Limiter>>,
-}
-
-/// How a request ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// It goes on to the application.
-    Pass,
-    /// A throttle denied it (429).
-    Deny,
-    /// The client or its key is blocked, or a ban refused it (403).
-    Block,
-}
-
-impl Ending {
-    /// Its name in counters and logs: `pass`, `deny` or `block`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Ending::Pass => "pass",
-            Ending::Deny => "deny",
-            Ending::Block => "block",
-        }
-    }
-}
-
-/// One check the gate made: the throttle, and where the check came from
-/// (the throttle's index for an HTTP door, the descriptor's for Envoy).
-#[derive(Debug, Clone)]
-pub struct Checked {
-    /// The throttle's index in the policy.
-    pub throttle: usize,
-    /// The throttle's index (HTTP doors) or the descriptor's (Envoy).
-    pub origin: usize,
-    /// The key checked.
-    pub key: Vec<u8>,
-    /// What the throttle decided.
-    pub decision: Decision,
-}
-
-/// What the gate decided of a request, ready for a door to render.
-#[derive(Debug, Clone)]
-pub struct Verdict {
-    /// How the request ends.
-    pub ending: Ending,
-    /// The answer: for a pass, no status and the headers to add to the
-    /// application's response; else the status, headers and body to send.
-    pub answer: Answer,
-    /// The decision that answered, or whose headers a pass shows (a listed
-    /// client's too); none for an exempt or unlimited request or a ban.
-    pub decision: Option<Decision>,
-    /// The index of the throttle whose decision that is.
-    pub throttle: Option<usize>,
-    /// The index of the safelist entry that let the request through.
-    pub safelist: Option<usize>,
-    /// The index of the blocklist entry that refused the request.
-    pub blocklist: Option<usize>,
-    /// The index of the fail2ban or allow2ban entry that refused the request.
-    pub ban: Option<usize>,
-    /// Whether that entry's strike banned the client.
-    pub banned: bool,
-    /// The denial's log line, when denials are logged.
-    pub log: Option<DenialLog>,
-    /// Every check made, in order.
-    pub checked: Vec<Checked>,
-    /// Outage warnings the store's first fallback decisions carry (log each once).
-    pub warnings: Vec<String>,
-}
-
-impl Verdict {
-    fn pass(answer: Answer, decision: Option<Decision>) -> Verdict {
-        Verdict {
-            ending: Ending::Pass,
-            answer,
-            decision,
-            throttle: None,
-            safelist: None,
-            blocklist: None,
-            ban: None,
-            banned: false,
-            log: None,
-            checked: Vec::new(),
-            warnings: Vec::new(),
-        }
-    }
-
-    fn unmarked() -> Verdict {
-        Verdict::pass(Answer::default(), None)
-    }
-
-    fn blocked(gate: &Gate, decision: Option<Decision>) -> Verdict {
-        Verdict {
-            ending: Ending::Block,
-            ..Verdict::pass(gate.spec.responses.blocked(), decision)
-        }
-    }
 }
 
 /// What [`Gate::prepare`] comes to.
@@ -298,7 +208,7 @@ impl Gate {
         if let Some(i) = self.spec.blocklists.iter().position(|l| named(&l.when)) {
             return Err(Box::new(Verdict {
                 blocklist: Some(i),
-                ..Verdict::blocked(self, None)
+                ..Verdict::blocked(&self.spec.responses, None)
             }));
         }
         let client = Client::of(facts, &self.spec.proxies);
@@ -359,7 +269,7 @@ impl Gate {
         Some(if listed.allowed() {
             Verdict::pass(Answer::default(), decision)
         } else {
-            Verdict::blocked(self, decision)
+            Verdict::blocked(&self.spec.responses, decision)
         })
     }
 
@@ -456,7 +366,7 @@ impl Gate {
         (banned || !self.spec.bans[i].allow).then(|| Verdict {
             ban: Some(i),
             banned,
-            ..Verdict::blocked(self, None)
+            ..Verdict::blocked(&self.spec.responses, None)
         })
     }
 
