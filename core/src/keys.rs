@@ -6,22 +6,30 @@
 //! Redis Cluster slot or bloat the store. Every binding builds the same tag, so
 //! a quota is shared across languages.
 
+use std::borrow::Cow;
+
 /// Longest caller key kept verbatim.
 pub const MAX_VERBATIM_KEY: usize = 128;
 
 /// The tag that names a caller's key inside store keys.
 pub fn key_tag(key: &[u8]) -> Vec<u8> {
+    tag_of(key).into_owned()
+}
+
+/// [`key_tag`], borrowing the key when it is its own tag (a check's hot
+/// path makes no copy of it).
+pub fn tag_of(key: &[u8]) -> Cow<'_, [u8]> {
     let verbatim = !key.is_empty()
         && key.len() <= MAX_VERBATIM_KEY
         && key[0] != b'#'
         && !key.iter().any(|&b| b == b'{' || b == b'}');
     if verbatim {
-        return key.to_vec();
+        return Cow::Borrowed(key);
     }
     let mut tag = Vec::with_capacity(41);
     tag.push(b'#');
     tag.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
-    tag
+    Cow::Owned(tag)
 }
 
 /// The Redis key of a caller key's log: `<prefix>:{<tag>}:l`, or

@@ -7,7 +7,7 @@ use super::view::current_policies;
 use super::{CheckOptions, Limiter, OnError};
 use crate::decision::{Decision, Observation};
 use crate::error::{Error, Result};
-use crate::keys::key_tag;
+use crate::keys::tag_of;
 use crate::policy::{self, Applied, DecidedBy, Shared};
 use crate::rule::RuleSet;
 use crate::store::{Mode, Request};
@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub(crate) enum Prepared<'l> {
     Decided(Decision),
     Ask {
-        tag: Vec<u8>,
+        tag: Cow<'l, [u8]>,
         rules: Cow<'l, RuleSet>,
         tiers: Cow<'l, [(String, RuleSet)]>,
         shared: Arc<Shared>,
@@ -86,7 +86,7 @@ impl Limiter {
     /// (Counted, for a check decided here.)
     pub(crate) fn prepare<'l>(
         &'l self,
-        key: &[u8],
+        key: &'l [u8],
         options: &CheckOptions<'_>,
         now_ms: Option<u64>,
         mode: Mode,
@@ -115,7 +115,7 @@ impl Limiter {
                 return decided(Decision::listed(&rules, at, list, listing), &shared);
             }
         }
-        let tag = key_tag(key);
+        let tag = tag_of(key);
         if let Some(remembered) =
             self.remembered(&denial_key(&tag, options.tier), options.cost, now_ms)
         {

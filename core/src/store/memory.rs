@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::policy::{
     Applied, DecidedBy, Fail2Ban, Field, List, Listing, RawRecord, SharedHash, Strike,
 };
+use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
 use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
 use ratekeeper_engine::{check, layout, Check, Rules, Seen, Write};
@@ -29,9 +30,55 @@ struct Log {
     expires_at: u64,
 }
 
+/// A shard's logs by id, each found by the hash the store computes once
+/// per check (for the choice of the shard and the lookup both).
+#[derive(Debug, Default)]
+struct Logs(HashTable<(Vec<u8>, Log)>);
+
+impl Logs {
+    fn get(&self, hash: u64, id: &[u8]) -> Option<&Log> {
+        self.0.find(hash, |(k, _)| k == id).map(|(_, log)| log)
+    }
+
+    /// The log `id`, made empty first when there is none.
+    fn get_or_default(&mut self, hash: u64, id: &[u8], hasher: &RandomState) -> &mut Log {
+        let entry = self.0.entry(
+            hash,
+            |(k, _)| k == id,
+            |(k, _)| hasher.hash_one(k.as_slice()),
+        );
+        &mut entry
+            .or_insert_with(|| (id.to_vec(), Log::default()))
+            .into_mut()
+            .1
+    }
+
+    fn remove(&mut self, hash: u64, id: &[u8]) {
+        if let Ok(found) = self.0.find_entry(hash, |(k, _)| k == id) {
+            found.remove();
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Log) -> bool) {
+        self.0.retain(|(_, log)| keep(log));
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Log> {
+        self.0.iter().map(|(_, log)| log)
+    }
+}
+
 #[derive(Debug)]
 struct Shard {
-    logs: HashMap<Vec<u8>, Log>,
+    logs: Logs,
     /// The newest time this shard has been given: keys expire by it.
     newest_ms: u64,
     /// Size at which expired keys are next swept out.
@@ -73,7 +120,7 @@ impl MemoryStore {
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
-                    logs: HashMap::new(),
+                    logs: Logs::default(),
                     newest_ms: 0,
                     sweep_at: FIRST_SWEEP.min(shard_max),
                 })
@@ -121,9 +168,15 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn shard(&self, tag: &[u8]) -> MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(tag) as usize) % SHARDS;
-        lock(&self.shards[index])
+    /// The hash of a log's id: its shard, and where the shard holds it.
+    fn hash(&self, id: &[u8]) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    /// The shard of the log whose id hashes to `hash` (bits the shard's
+    /// table does not index by).
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        lock(&self.shards[(hash >> 40) as usize % SHARDS])
     }
 }
 
@@ -158,7 +211,7 @@ impl Shard {
     fn make_room(&mut self, shard_max: usize) {
         if self.logs.len() >= self.sweep_at || self.logs.len() >= shard_max {
             let now = self.newest_ms;
-            self.logs.retain(|_, log| log.expires_at > now);
+            self.logs.retain(|log| log.expires_at > now);
             self.sweep_at = (self.logs.len() * 2).clamp(FIRST_SWEEP.min(shard_max), shard_max);
         }
         if self.logs.len() >= shard_max {
@@ -167,7 +220,7 @@ impl Shard {
             let cut = expiries.len() - keep;
             let (_, &mut threshold, _) = expiries.select_nth_unstable(cut.saturating_sub(1));
             let mut to_drop = cut;
-            self.logs.retain(|_, log| {
+            self.logs.retain(|log| {
                 if to_drop > 0 && log.expires_at <= threshold {
                     to_drop -= 1;
                     false
@@ -244,7 +297,8 @@ impl LogStore for MemoryStore {
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
         self.after_reset();
         let id = log_id(tag, scope);
-        self.shard(&id).logs.remove(&id);
+        let hash = self.hash(&id);
+        self.shard(hash).logs.remove(hash, &id);
         Ok(())
     }
 }
@@ -382,12 +436,13 @@ impl MemoryStore {
             scoped = log_id(request.tag, request.scope);
             &scoped
         };
-        let mut shard = self.shard(id);
+        let hash = self.hash(id);
+        let mut shard = self.shard(hash);
         shard.newest_ms = shard.newest_ms.max(now as u64);
         let shard_newest = shard.newest_ms;
         let live = shard
             .logs
-            .get(id)
+            .get(hash, id)
             .filter(|log| log.expires_at > shard_newest);
         let had_log = live.is_some();
         let (seen, write) = check(Check {
@@ -401,15 +456,12 @@ impl MemoryStore {
         .map_err(|damaged| Error::storage(damaged.to_string()))?;
         if write != Write::Nothing {
             if !had_log {
-                shard.logs.remove(id);
+                shard.logs.remove(hash, id);
                 let shard_max = self.shard_max;
                 shard.make_room(shard_max);
             }
             let longest = rules.windows.iter().copied().max().unwrap_or(0);
-            if !shard.logs.contains_key(id) {
-                shard.logs.insert(id.to_vec(), Log::default());
-            }
-            let log = shard.logs.get_mut(id).expect("inserted above");
+            let log = shard.logs.get_or_default(hash, id, &self.hasher);
             write.apply(&mut log.bytes);
             let newest = layout::newest(&log.bytes).unwrap_or(now);
             log.expires_at = (newest + longest).max(0) as u64;
@@ -510,9 +562,10 @@ mod tests {
                 .apply(&Request::plain(b"busy", &rules, 1, Some(i), Mode::Check))
                 .unwrap();
         }
-        let shard = store.shard(b"busy");
+        let hash = store.hash(b"busy");
+        let shard = store.shard(hash);
         assert_eq!(
-            shard.logs[&b"busy"[..]].bytes.len(),
+            shard.logs.get(hash, b"busy").expect("held").bytes.len(),
             layout::header_len(1) + 1000 * layout::UNIT,
             "the engine's ring of the newest 1,000 units"
         );
