@@ -1,20 +1,20 @@
 //! The embedded store: sharded, thread-safe, in-process logs, bounded in
 //! keys. Each log is the engine's bytes, checked by the engine as the Redis
 //! module checks its own (`ratekeeper_engine`): the selection by a key's
-//! record, the admission and the fail2ban strikes are the engine's.
+//! record, the admission and the fail2ban strikes are the engine's. The
+//! records, shared hashes and strikes are held in `policies`.
 
-use super::{system_now_ms, HashFields, LogStore, Mode, PolicyStore, Request, StoreAccess};
+mod policies;
+
+use self::policies::Policies;
+use super::{system_now_ms, LogStore, Mode, Request, StoreAccess};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
-use crate::policy::{
-    Applied, DecidedBy, Fail2Ban, Field, List, Listing, RawRecord, SharedHash, Strike,
-};
+use crate::policy::{Applied, DecidedBy, List, Listing, RawRecord};
 use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
-use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
 use ratekeeper_engine::{check, layout, Check, Rules, Seen, Write};
 use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -83,17 +83,6 @@ struct Shard {
     newest_ms: u64,
     /// Size at which expired keys are next swept out.
     sweep_at: usize,
-}
-
-/// The policies of the memory store: what Redis keeps in records and hashes.
-#[derive(Debug, Default)]
-struct Policies {
-    records: HashMap<Vec<u8>, RawRecord>,
-    /// The bans keys earned in a scope, by scope and key tag.
-    scoped: HashMap<(String, Vec<u8>), RawRecord>,
-    shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
-    /// Per key and fail2ban name: strike times, newest first, and when they all lapse.
-    strikes: HashMap<Vec<u8>, (VecDeque<i64>, u64)>,
 }
 
 /// In-process store: a key expires after its longest window (by the newest
@@ -188,14 +177,6 @@ fn log_id(tag: &[u8], scope: &str) -> Vec<u8> {
         id.extend_from_slice(scope.as_bytes());
     }
     id
-}
-
-fn hash_index(hash: SharedHash) -> usize {
-    match hash {
-        SharedHash::Nets => 0,
-        SharedHash::Switches => 1,
-        SharedHash::Directory => 2,
-    }
 }
 
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -309,121 +290,6 @@ impl StoreAccess for MemoryStore {
     }
 }
 
-/// Sets one field of the record `id` in `records`, dropping the record when
-/// it no longer `lasts` (and, now and then, every record that does not).
-fn set_field<K: std::hash::Hash + Eq + Clone>(
-    records: &mut HashMap<K, RawRecord>,
-    id: K,
-    slot: usize,
-    value: Option<&str>,
-    lasts: impl Fn(&RawRecord) -> bool,
-) {
-    let record = records.entry(id.clone()).or_default();
-    record[slot] = value.map(str::to_owned);
-    if !lasts(record) {
-        records.remove(&id);
-    }
-    if records.len() % 1024 == 1023 {
-        records.retain(|_, r| lasts(r));
-    }
-}
-
-impl PolicyStore for MemoryStore {
-    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
-        self.after_reset();
-        let policies = self.policies();
-        let found = if scope.is_empty() {
-            policies.records.get(tag)
-        } else {
-            policies.scoped.get(&(scope.to_owned(), tag.to_vec()))
-        };
-        Ok(found.cloned().unwrap_or_default())
-    }
-
-    fn set_record(
-        &self,
-        tag: &[u8],
-        scope: &str,
-        field: Field,
-        value: Option<&str>,
-        now_ms: u64,
-    ) -> Result<()> {
-        self.after_reset();
-        let mut policies = self.policies();
-        let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
-        // keep records that hold a tier, an override or a standing listing
-        let lasts = |r: &RawRecord| {
-            let field = |i: usize| r[i].as_deref().map(str::as_bytes);
-            let fields = [field(0), field(1), field(2), field(3)];
-            lifetime(fields, now_ms as i64) != Lifetime::Delete
-        };
-        if scope.is_empty() {
-            set_field(&mut policies.records, tag.to_vec(), slot, value, lasts);
-        } else {
-            let id = (scope.to_owned(), tag.to_vec());
-            set_field(&mut policies.scoped, id, slot, value, lasts);
-        }
-        let any = !policies.records.is_empty() || !policies.scoped.is_empty();
-        self.has_records.store(any, Ordering::Release);
-        Ok(())
-    }
-
-    fn shared(&self, hash: SharedHash) -> Result<HashFields> {
-        self.after_reset();
-        Ok(self.policies().shared[hash_index(hash)]
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
-    }
-
-    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
-        self.after_reset();
-        let mut policies = self.policies();
-        let map = &mut policies.shared[hash_index(hash)];
-        let existed = match value {
-            Some(value) => map.insert(field.to_vec(), value.to_vec()).is_some(),
-            None => map.remove(field).is_some(),
-        };
-        if hash.held_in_process() {
-            self.version.fetch_add(1, Ordering::AcqRel);
-        }
-        Ok(existed)
-    }
-
-    fn policy_version(&self) -> Result<u64> {
-        self.after_reset();
-        Ok(self.version.load(Ordering::Acquire))
-    }
-
-    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
-        self.after_reset();
-        let now = now_ms.unwrap_or_else(system_now_ms);
-        let mut id = tag.to_vec();
-        id.push(0);
-        id.extend_from_slice(rule.name.as_bytes());
-        let mut policies = self.policies();
-        if policies.strikes.len() >= self.shard_max * SHARDS {
-            policies.strikes.retain(|_, (_, lapses)| *lapses > now);
-        }
-        let (times, lapses) = policies.strikes.entry(id.clone()).or_default();
-        let struck = strike(
-            times,
-            now as i64,
-            rule.maxretry as i64,
-            rule.findtime_ms as i64,
-        );
-        *lapses = now + rule.findtime_ms;
-        if struck.banned {
-            policies.strikes.remove(&id);
-        }
-        Ok(Strike {
-            strikes: struck.count as u64,
-            banned: struck.banned,
-            until_ms: struck.banned.then_some(now + rule.bantime_ms),
-        })
-    }
-}
-
 impl MemoryStore {
     /// Observes (and for a check, logs) the request's log against `rules`,
     /// by the engine.
@@ -490,99 +356,4 @@ fn observation(seen: &Seen, decided_by: DecidedBy) -> Observation {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rule::RuleSet;
-
-    #[test]
-    fn bounded_in_keys() {
-        let store = MemoryStore::new(1000);
-        let rules = RuleSet::parse("5/hour").unwrap();
-        for i in 0..20_000u64 {
-            store
-                .apply(&Request::plain(
-                    &i.to_be_bytes(),
-                    &rules,
-                    1,
-                    Some(1_000 + i),
-                    Mode::Check,
-                ))
-                .unwrap();
-        }
-        assert!(store.len() <= 1000 + SHARDS, "{} keys held", store.len());
-        // the newest keys survive eviction
-        let d = store
-            .apply(&Request::plain(
-                &19_999u64.to_be_bytes(),
-                &rules,
-                1,
-                Some(30_000),
-                Mode::Peek,
-            ))
-            .unwrap();
-        assert_eq!(d.rules[0].count, 1);
-    }
-
-    #[test]
-    fn expired_keys_are_swept() {
-        let store = MemoryStore::new(1_000_000);
-        let rules = RuleSet::parse("5/s").unwrap();
-        for i in 0..50_000u64 {
-            store
-                .apply(&Request::plain(
-                    &i.to_be_bytes(),
-                    &rules,
-                    1,
-                    Some(1_000),
-                    Mode::Check,
-                ))
-                .unwrap();
-        }
-        for i in 50_000..100_000u64 {
-            store
-                .apply(&Request::plain(
-                    &i.to_be_bytes(),
-                    &rules,
-                    1,
-                    Some(100_000),
-                    Mode::Check,
-                ))
-                .unwrap();
-        }
-        // the first 50,000 expired long ago and are swept while the next 50,000 arrive
-        assert!(store.len() < 75_000, "{} keys held", store.len());
-    }
-
-    #[test]
-    fn a_log_holds_no_more_than_its_largest_limit() {
-        let store = MemoryStore::new(10);
-        let rules = RuleSet::parse("1000/s").unwrap();
-        for i in 0..10_000u64 {
-            store
-                .apply(&Request::plain(b"busy", &rules, 1, Some(i), Mode::Check))
-                .unwrap();
-        }
-        let hash = store.hash(b"busy");
-        let shard = store.shard(hash);
-        assert_eq!(
-            shard.logs.get(hash, b"busy").expect("held").bytes.len(),
-            layout::header_len(1) + 1000 * layout::UNIT,
-            "the engine's ring of the newest 1,000 units"
-        );
-    }
-
-    #[test]
-    fn peek_logs_nothing() {
-        let store = MemoryStore::new(10);
-        let rules = RuleSet::parse("1/s").unwrap();
-        for _ in 0..3 {
-            assert!(
-                store
-                    .apply(&Request::plain(b"k", &rules, 1, Some(5), Mode::Peek))
-                    .unwrap()
-                    .allowed
-            );
-        }
-        assert!(store.is_empty());
-    }
-}
+mod tests;

@@ -1,0 +1,146 @@
+//! The memory store's policies: what Redis keeps in records and hashes
+//! (listings, tiers, overrides, the shared hashes) and the fail2ban
+//! strikes, held in-process; the strikes counted by the engine.
+
+use super::{MemoryStore, SHARDS};
+use crate::error::Result;
+use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
+use crate::store::{HashFields, PolicyStore};
+use crate::time::system_now_ms;
+use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+
+/// The policies of the memory store: what Redis keeps in records and hashes.
+#[derive(Debug, Default)]
+pub(super) struct Policies {
+    pub(super) records: HashMap<Vec<u8>, RawRecord>,
+    /// The bans keys earned in a scope, by scope and key tag.
+    pub(super) scoped: HashMap<(String, Vec<u8>), RawRecord>,
+    pub(super) shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
+    /// Per key and fail2ban name: strike times, newest first, and when they all lapse.
+    pub(super) strikes: HashMap<Vec<u8>, (VecDeque<i64>, u64)>,
+}
+
+fn hash_index(hash: SharedHash) -> usize {
+    match hash {
+        SharedHash::Nets => 0,
+        SharedHash::Switches => 1,
+        SharedHash::Directory => 2,
+    }
+}
+
+/// Sets one field of the record `id` in `records`, dropping the record when
+/// it no longer `lasts` (and, now and then, every record that does not).
+fn set_field<K: std::hash::Hash + Eq + Clone>(
+    records: &mut HashMap<K, RawRecord>,
+    id: K,
+    slot: usize,
+    value: Option<&str>,
+    lasts: impl Fn(&RawRecord) -> bool,
+) {
+    let record = records.entry(id.clone()).or_default();
+    record[slot] = value.map(str::to_owned);
+    if !lasts(record) {
+        records.remove(&id);
+    }
+    if records.len() % 1024 == 1023 {
+        records.retain(|_, r| lasts(r));
+    }
+}
+
+impl PolicyStore for MemoryStore {
+    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
+        self.after_reset();
+        let policies = self.policies();
+        let found = if scope.is_empty() {
+            policies.records.get(tag)
+        } else {
+            policies.scoped.get(&(scope.to_owned(), tag.to_vec()))
+        };
+        Ok(found.cloned().unwrap_or_default())
+    }
+
+    fn set_record(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        field: Field,
+        value: Option<&str>,
+        now_ms: u64,
+    ) -> Result<()> {
+        self.after_reset();
+        let mut policies = self.policies();
+        let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
+        // keep records that hold a tier, an override or a standing listing
+        let lasts = |r: &RawRecord| {
+            let field = |i: usize| r[i].as_deref().map(str::as_bytes);
+            let fields = [field(0), field(1), field(2), field(3)];
+            lifetime(fields, now_ms as i64) != Lifetime::Delete
+        };
+        if scope.is_empty() {
+            set_field(&mut policies.records, tag.to_vec(), slot, value, lasts);
+        } else {
+            let id = (scope.to_owned(), tag.to_vec());
+            set_field(&mut policies.scoped, id, slot, value, lasts);
+        }
+        let any = !policies.records.is_empty() || !policies.scoped.is_empty();
+        self.has_records.store(any, Ordering::Release);
+        Ok(())
+    }
+
+    fn shared(&self, hash: SharedHash) -> Result<HashFields> {
+        self.after_reset();
+        Ok(self.policies().shared[hash_index(hash)]
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        self.after_reset();
+        let mut policies = self.policies();
+        let map = &mut policies.shared[hash_index(hash)];
+        let existed = match value {
+            Some(value) => map.insert(field.to_vec(), value.to_vec()).is_some(),
+            None => map.remove(field).is_some(),
+        };
+        if hash.held_in_process() {
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(existed)
+    }
+
+    fn policy_version(&self) -> Result<u64> {
+        self.after_reset();
+        Ok(self.version.load(Ordering::Acquire))
+    }
+
+    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {
+        self.after_reset();
+        let now = now_ms.unwrap_or_else(system_now_ms);
+        let mut id = tag.to_vec();
+        id.push(0);
+        id.extend_from_slice(rule.name.as_bytes());
+        let mut policies = self.policies();
+        if policies.strikes.len() >= self.shard_max * SHARDS {
+            policies.strikes.retain(|_, (_, lapses)| *lapses > now);
+        }
+        let (times, lapses) = policies.strikes.entry(id.clone()).or_default();
+        let struck = strike(
+            times,
+            now as i64,
+            rule.maxretry as i64,
+            rule.findtime_ms as i64,
+        );
+        *lapses = now + rule.findtime_ms;
+        if struck.banned {
+            policies.strikes.remove(&id);
+        }
+        Ok(Strike {
+            strikes: struck.count as u64,
+            banned: struck.banned,
+            until_ms: struck.banned.then_some(now + rule.bantime_ms),
+        })
+    }
+}
