@@ -212,11 +212,12 @@ impl Gate {
             }));
         }
         let client = Client::of(facts, &self.spec.proxies);
-        let shown = self
-            .spec
-            .throttles
-            .iter()
-            .position(|t| counted(t) && applies(t, facts));
+        // the throttles that apply (each asked once: a door's predicate may be a callable)
+        let applying: Vec<usize> = (self.spec.throttles.iter().enumerate())
+            .filter(|(_, t)| counted(t) && applies(t, facts))
+            .map(|(i, _)| i)
+            .collect();
+        let shown = applying.first().copied();
         let screen = !self.warden.policies_ready();
         if !screen {
             if let Some(done) = self.screened(self.warden.screen(&client.ip), shown) {
@@ -231,13 +232,10 @@ impl Gate {
             .filter(|(_, ban)| named(&ban.when))
             .map(|(i, _)| i)
             .collect();
-        let checks = self
-            .spec
-            .throttles
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| counted(t) && applies(t, facts))
-            .filter_map(|(i, t)| {
+        let checks = applying
+            .into_iter()
+            .filter_map(|i| {
+                let t = &self.spec.throttles[i];
                 let key = source::value_of(t.key.as_ref()?, facts, &client)?;
                 Some(Selected {
                     throttle: i,

@@ -40,24 +40,6 @@ impl Limiter {
         &self.store
     }
 
-    /// A check (`logs`) or a peek of the arguments given.
-    #[allow(clippy::too_many_arguments)]
-    fn checking(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        cost: Option<&Bound<'_, PyAny>>,
-        now: Option<&Bound<'_, PyAny>>,
-        tier: Option<String>,
-        ip: Option<String>,
-        logs: bool,
-    ) -> PyResult<Checking> {
-        Ok(Checking {
-            asked: Asked::convert(py, key, cost, now, tier, ip)?,
-            logs,
-        })
-    }
-
     /// Checks of `keys`, each for `cost`, at `now`.
     fn batch_of(
         &self,
@@ -91,13 +73,13 @@ twins! {
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn check / acheck(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                           now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => self.checking(py, key, cost, now, tier, ip, true)?;
+            on self.inner => Checking { asked: Asked::convert(py, key, cost, now, tier, ip)?, logs: true };
 
         /// What a check of `cost` would decide now, without logging anything.
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn peek / apeek(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                         now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => self.checking(py, key, cost, now, tier, ip, false)?;
+            on self.inner => Checking { asked: Asked::convert(py, key, cost, now, tier, ip)?, logs: false };
 
         /// Forgets everything logged for `key` by this limiter (its scope).
         #[pyo3(signature = (key))]
