@@ -62,6 +62,7 @@
 pub use ratekeeper_engine as engine;
 
 pub mod admin;
+pub mod audit;
 pub mod clock;
 pub mod decision;
 pub mod denial_cache;

@@ -4,6 +4,7 @@
 //! [`Plain`] to its language's values (`str` keys in Python, Symbols in Ruby).
 
 use crate::admin::{Entry, Inspection};
+use crate::audit::Change;
 use crate::decision::Decision;
 use crate::metrics::Stats;
 use crate::policy::{Listing, Switches};
@@ -162,6 +163,25 @@ impl Inspection {
                     .map_or(Plain::Null, |l| listing(l, None)),
             ),
             ("now", seconds(self.now_ms).into()),
+        ])
+    }
+}
+
+impl Change {
+    /// `{at, actor, action, target, scope, detail, reason}`: `at` epoch
+    /// seconds; `actor` who made it (none when nobody was named); `action`
+    /// block, safelist, unblock, unsafelist, tier, override or switches;
+    /// `scope` the scope of a key's ban (none: everywhere).
+    pub fn plain(&self) -> Plain {
+        let optional = |text: &str| (!text.is_empty()).then(|| text.to_owned()).map(Plain::Text);
+        map(vec![
+            ("at", seconds(self.at_ms).into()),
+            ("actor", optional(&self.actor).unwrap_or(Plain::Null)),
+            ("action", self.action.as_str().into()),
+            ("target", self.target.as_str().into()),
+            ("scope", optional(&self.scope).unwrap_or(Plain::Null)),
+            ("detail", self.detail.as_str().into()),
+            ("reason", self.reason.as_str().into()),
         ])
     }
 }

@@ -54,12 +54,14 @@ impl Admin {
         target: &Bound<'_, PyAny>,
         key: bool,
         scope: Option<&str>,
+        reason: &str,
     ) -> PyResult<Removing> {
         Ok(Removing {
             list,
             target: convert::key_bytes(target)?.into_owned(),
             options: core::TargetOptions { key, force: true },
             scope: scope.unwrap_or_default().to_owned(),
+            reason: reason.to_owned(),
         })
     }
 }
@@ -106,6 +108,7 @@ struct Removing {
     target: Vec<u8>,
     options: core::TargetOptions,
     scope: String,
+    reason: String,
 }
 
 impl Twin for Removing {
@@ -116,12 +119,12 @@ impl Twin for Removing {
     }
     fn blocking(&self, admin: &core::Admin) -> core::Result<bool> {
         let s = self;
-        admin.remove_with(s.list, &s.target, s.options, &s.scope)
+        admin.remove_with(s.list, &s.target, s.options, &s.scope, &s.reason)
     }
     async fn awaited(&self, admin: &core::Admin) -> core::Result<bool> {
         let s = self;
         admin
-            .remove_with_async(s.list, &s.target, s.options, &s.scope)
+            .remove_with_async(s.list, &s.target, s.options, &s.scope, &s.reason)
             .await
     }
     fn deliver(&self, py: Python<'_>, _: &core::Admin, was: bool) -> PyResult<Py<PyAny>> {
@@ -191,6 +194,37 @@ impl Twin for Inspecting {
     }
 }
 
+/// The newest changes operators made (`history`).
+struct History {
+    limit: usize,
+}
+
+impl Twin for History {
+    type On = core::Admin;
+    type Out = Vec<core::audit::Change>;
+    fn waits(&self, admin: &core::Admin) -> bool {
+        admin.store().waits_on_io()
+    }
+    fn blocking(&self, admin: &core::Admin) -> core::Result<Vec<core::audit::Change>> {
+        admin.history(self.limit)
+    }
+    async fn awaited(&self, admin: &core::Admin) -> core::Result<Vec<core::audit::Change>> {
+        admin.history_async(self.limit).await
+    }
+    fn deliver(
+        &self,
+        py: Python<'_>,
+        _: &core::Admin,
+        changes: Vec<core::audit::Change>,
+    ) -> PyResult<Py<PyAny>> {
+        let dicts = changes
+            .iter()
+            .map(|c| Ok(to_dict(py, &c.plain())?.unbind()))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(dicts.into_pyobject(py)?.into_any().unbind())
+    }
+}
+
 fn entry_dict(py: Python<'_>, entry: &core::Entry) -> PyResult<Py<PyDict>> {
     Ok(to_dict(py, &entry.plain())?.unbind())
 }
@@ -220,15 +254,24 @@ twins! {
             on self.inner => self.adding(core::List::Safe, target, core::TargetOptions { key, force }, None, ttl, reason, now)?;
 
         /// Removes `target` from the blocklist (`key=True`: as an exact key;
-        /// `scope`: a key's ban in that scope); True when it was on it.
-        #[pyo3(signature = (target, *, key = false, scope = None))]
-        fn unblock / aunblock(self, py, target: &Bound<'_, PyAny>, key: bool, scope: Option<&str>)
-            on self.inner => self.removing(core::List::Block, target, key, scope)?;
+        /// `scope`: a key's ban in that scope), saying why; True when it was on it.
+        #[pyo3(signature = (target, *, key = false, scope = None, reason = ""))]
+        fn unblock / aunblock(self, py, target: &Bound<'_, PyAny>, key: bool, scope: Option<&str>, reason: &str)
+            on self.inner => self.removing(core::List::Block, target, key, scope, reason)?;
 
-        /// Removes `target` from the safelist (`key=True`: as an exact key); True when it was on it.
-        #[pyo3(signature = (target, *, key = false))]
-        fn unsafelist / aunsafelist(self, py, target: &Bound<'_, PyAny>, key: bool)
-            on self.inner => self.removing(core::List::Safe, target, key, None)?;
+        /// Removes `target` from the safelist (`key=True`: as an exact key),
+        /// saying why; True when it was on it.
+        #[pyo3(signature = (target, *, key = false, reason = ""))]
+        fn unsafelist / aunsafelist(self, py, target: &Bound<'_, PyAny>, key: bool, reason: &str)
+            on self.inner => self.removing(core::List::Safe, target, key, None, reason)?;
+
+        /// The newest `limit` changes operators made (1 to 1,000), newest
+        /// first: dicts with `at` (epoch seconds), `actor` (None when nobody
+        /// was named), `action` (block, safelist, unblock, unsafelist, tier,
+        /// override or switches), `target`, `scope`, `detail` and `reason`.
+        #[pyo3(signature = (limit = 50))]
+        fn history / ahistory(self, py, limit: usize)
+            on self.inner => History { limit };
 
         /// Every standing listing, tier and override: dicts with `kind`
         /// (safelist, blocklist, tier, override), `target`, `network`,
@@ -255,46 +298,56 @@ twins! {
 
 #[pymethods]
 impl Admin {
+    /// `Admin(store, prefix=, redis_module=, actor=)`: the policies of the
+    /// store a URL names, with the limiters' prefix; every change recorded
+    /// in the audit trail as `actor`'s (who makes it).
     #[new]
-    #[pyo3(signature = (store = "memory://", *, prefix = "rk", redis_module = None))]
+    #[pyo3(signature = (store = "memory://", *, prefix = "rk", redis_module = None, actor = None))]
     fn new(
         py: Python<'_>,
         store: &str,
         prefix: &str,
         redis_module: Option<&str>,
+        actor: Option<&str>,
     ) -> PyResult<Admin> {
+        let inner = guard(py, || core::Admin::open(store, prefix, redis_module))?;
         Ok(Admin {
-            inner: guard(py, || core::Admin::open(store, prefix, redis_module))?,
+            inner: inner.with_actor(actor.unwrap_or_default()),
         })
     }
 
-    /// Stores `tier` for `key` (None removes it): limiters that have the tier
-    /// use its rules for the key from the next check, in every process.
-    #[pyo3(signature = (key, tier))]
+    /// Stores `tier` for `key` (None removes it), saying why: limiters that
+    /// have the tier use its rules for the key from the next check, in every
+    /// process.
+    #[pyo3(signature = (key, tier, *, reason = ""))]
     fn set_tier(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         tier: Option<String>,
+        reason: &str,
     ) -> PyResult<()> {
         let key = convert::key_bytes(key)?.into_owned();
         let admin = &self.inner;
-        run_core(py, true, || admin.set_tier(&key, tier.as_deref()))
+        run_core(py, true, || admin.set_tier(&key, tier.as_deref(), reason))
     }
 
     /// Stores `rules` as `key`'s own (None restores the configured rules),
-    /// from the next check, in every process.
-    #[pyo3(signature = (key, rules))]
+    /// saying why, from the next check, in every process.
+    #[pyo3(signature = (key, rules, *, reason = ""))]
     fn set_override(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         rules: Option<&Bound<'_, PyAny>>,
+        reason: &str,
     ) -> PyResult<()> {
         let key = convert::key_bytes(key)?.into_owned();
         let rules = rules.map(|r| convert::rule_set(py, r)).transpose()?;
         let admin = &self.inner;
-        run_core(py, true, || admin.set_override(&key, rules.as_ref()))
+        run_core(py, true, || {
+            admin.set_override(&key, rules.as_ref(), reason)
+        })
     }
 
     /// The global switches: a dict with `enabled`, `shadow` and `multiplier`.
@@ -304,18 +357,21 @@ impl Admin {
         switches_dict(py, switches)
     }
 
-    /// Changes the switches given (processes see them within their
-    /// policy_refresh; this one at once); returns them all.
-    #[pyo3(signature = (*, enabled = None, shadow = None, multiplier = None))]
+    /// Changes the switches given, saying why (processes see them within
+    /// their policy_refresh; this one at once); returns them all.
+    #[pyo3(signature = (*, enabled = None, shadow = None, multiplier = None, reason = ""))]
     fn set_switches(
         &self,
         py: Python<'_>,
         enabled: Option<bool>,
         shadow: Option<bool>,
         multiplier: Option<f64>,
+        reason: &str,
     ) -> PyResult<Py<PyDict>> {
         let admin = &self.inner;
-        let switches = run_core(py, true, || admin.set_switches(enabled, shadow, multiplier))?;
+        let switches = run_core(py, true, || {
+            admin.set_switches(enabled, shadow, multiplier, reason)
+        })?;
         switches_dict(py, switches)
     }
 }

@@ -71,6 +71,7 @@ def test_the_admin_user_runs_admin_and_the_cli(users):
     admin.set_switches(shadow=True)
     admin.set_switches(shadow=False)
     assert {e["target"] for e in admin.entries()} >= {"198.51.100.0/24", "user:ok"}
+    assert [c["action"] for c in admin.history(6)] == ["switches", "switches", "override", "tier", "safelist", "block"]
     assert admin.inspect("user:4") is not None
     assert admin.switches()["enabled"]
     listed = subprocess.run(["ratekeeper", "list", "--json", "--store", url["ratekeeper-admin"], "--prefix", prefix],

@@ -290,6 +290,18 @@ def test_staff_page_in_a_browser(live_server, browser, admin, config):
     assert set(rows(browser)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
     assert set(listed(admin)) == {("blocklist", "user:9"), ("safelist", "198.51.100.0/24")}
 
+    # the history: each change, newest first, made by the signed-in staff user, with its reason
+    changes = [(row.get_attribute("data-action"), row.get_attribute("data-target"),
+                row.find_element("css selector", ".actor").text, row.find_element("css selector", ".reason").text)
+               for row in browser.find_elements("css selector", "#history tr.change")]
+    assert changes == [
+        ("unblock", "203.0.113.7/32", staff.username, ""),
+        ("safelist", "198.51.100.0/24", staff.username, "office"),
+        ("block", "user:9", staff.username, ""),
+        ("block", "203.0.113.7/32", staff.username, "scanner"),
+    ], changes
+    assert [c["actor"] for c in admin.history()] == [staff.username] * 4
+
     # a bad target: the store's message on the page, the form kept, nothing added
     add(browser, live, "block", "10.0.0.0/99", reason="typo")
     errors = find(browser, "#errors").text
@@ -366,6 +378,22 @@ def test_expiry_is_shown_in_the_sites_time_zone_and_says_which(staff_client, adm
     local = datetime.fromtimestamp(entry["expires_at"], ZoneInfo("America/New_York"))
     assert shown == local.strftime("%Y-%m-%d %H:%M:%S ") + local.tzname(), shown
     assert "UTC" not in shown
+
+
+def test_the_history_shows_who_changed_what_and_renders_hostile_text_inert(staff_client, config):
+    """Changes made elsewhere (a script's Admin, another operator) are in the
+    page's history with their actor; a key, reason or actor with markup,
+    CR/LF or bidi controls is shown as text."""
+    hostile = '<script>alert(1)</script>\r\n\u202e"'
+    Admin(config["STORE"], prefix=config["PREFIX"], actor=f"mallory{hostile}").block(
+        f"user:{hostile}", ttl=60, reason=f"why {hostile}", key=True)
+    Admin(config["STORE"], prefix=config["PREFIX"], actor="ops-bob").set_tier("user:1", "pro", reason="paid")
+    page = staff_client.get("/ratekeeper/").content.decode()
+    history = page[page.index('<table id="history">'):]
+    history = history[:history.index("</table>")]
+    assert "<script>" not in history and "&lt;script&gt;alert(1)&lt;/script&gt;" in history
+    assert history.index("ops-bob") < history.index("mallory"), "newest first"
+    assert 'data-action="tier"' in history and "paid" in history
 
 
 def test_a_ban_in_a_scope_is_shown_with_it_and_removed_by_it(staff_client, admin):

@@ -3,6 +3,7 @@ blocks (keys, addresses, CIDR ranges) and their expiry, safelists, an
 override changed by another process, fail2ban and allow2ban, shadow mode,
 and the ``ratekeeper`` command line driven as a subprocess."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -187,6 +188,40 @@ def test_the_command_line(site):
     done = subprocess.run([sys.executable, "-m", "ratekeeper", "list", "--store", "mysql://x"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "mysql://x" in done.stderr
+
+
+def test_the_command_line_records_each_change_as_the_os_users_and_history_prints_them(site):
+    """Every change made by the tool is in the store's audit trail as the OS
+    user's, with its --reason; ``history`` prints them newest first (hostile
+    text escaped), and an Admin of the application reads the same trail."""
+    import getpass
+
+    me = getpass.getuser()
+    assert cli(site, "block", "203.0.113.112", "--ttl", "7200", "--reason", "scraper")[0] == 0
+    assert cli(site, "unblock", "203.0.113.112", "--reason", "false alarm")[0] == 0
+    assert cli(site, "set-tier", "user:8", "pro", "--reason", "paid\r\n\u202e<b>")[0] == 0
+    assert cli(site, "switch", "shadow", "--reason", "trial")[0] == 0
+    code, out, _ = cli(site, "history", "--json")
+    changes = json.loads(out)
+    assert code == 0
+    assert [(c["actor"], c["action"], c["target"], c["detail"], c["reason"]) for c in changes] == [
+        (me, "switches", "", "shadow=1", "trial"),
+        (me, "tier", "user:8", "pro", "paid\r\n\u202e<b>"),
+        (me, "unblock", "203.0.113.112/32", "lifted", "false alarm"),
+        (me, "block", "203.0.113.112/32", "for 2h", "scraper"),
+    ]
+    code, out, _ = cli(site, "history", "--limit", "2")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 and lines[0].split()[:3] == ["WHEN", "WHO", "ACTION"]
+    assert "\\r\\n\\u202e<b>" in lines[2] and "\r" not in out, "stored text printed escaped"
+    assert cli(site, "history", "--limit", "0")[0] == 2
+    admin = ratekeeper.Admin(site["STORE"], prefix=site["PREFIX"], actor="app")
+    admin.set_override("user:8", "5/minute")
+    assert [(c["actor"], c["action"], c["detail"]) for c in admin.history(1)] == [("app", "override", "5/1m")]
+    async def awaited():
+        return await admin.ahistory(5)
+
+    assert [c["action"] for c in asyncio.run(awaited())] == [c["action"] for c in admin.history(5)]
 
 
 def test_the_management_command(site, capsys):

@@ -159,6 +159,35 @@ class TestRackPolicies < Minitest::Test
     assert_equal "pro", @admin.inspect_key("203.0.113.101")[:tier]
   end
 
+  def test_every_admin_change_is_in_the_audit_trail_with_who_and_why
+    ops = Ratekeeper::Admin.new(store: redis_url, prefix: @prefix, actor: "ops-ann")
+    ops.block("203.0.113.60", ttl: 600, reason: "scraper")
+    ops.unblock("203.0.113.60", reason: "false alarm")
+    ops.set_tier("user:3", "pro", reason: "paid")
+    ops.set_override("user:3", "5/minute")
+    ops.set_switches(shadow: true, reason: "trial")
+    # a Python process (the command line's Admin, another operator) writes to the same trail
+    script = 'import sys, ratekeeper; ratekeeper.Admin(sys.argv[1], prefix=sys.argv[2], actor="py-bob")' \
+             '.unsafelist("user:4", key=True, reason="<b>\\r\\n")'
+    _out, err, status = Open3.capture3("python3", "-c", script, redis_url, @prefix)
+    assert status.success?, err
+    seen = @admin.history(limit: 10).map { |c| c.values_at(:actor, :action, :target, :detail, :reason) }
+    assert_equal [["py-bob", "unsafelist", "user:4", "was not listed", "<b>\r\n"],
+                  ["ops-ann", "switches", "", "shadow=1", "trial"],
+                  ["ops-ann", "override", "user:3", "5/1m", ""],
+                  ["ops-ann", "tier", "user:3", "pro", "paid"],
+                  ["ops-ann", "unblock", "203.0.113.60/32", "lifted", "false alarm"],
+                  ["ops-ann", "block", "203.0.113.60/32", "for 10m", "scraper"]], seen
+    assert_in_delta Time.now.to_f, @admin.history(limit: 1).first[:at], 30
+    assert_nil @admin.history(limit: 1).first[:scope]
+    assert_raises(Ratekeeper::ConfigurationError) { @admin.history(limit: 0) }
+    # a limiter's admin, named
+    Ratekeeper::Limiter.new("1/s", store: redis_url, prefix: @prefix).admin(actor: "app").set_tier("user:5", nil)
+    assert_equal %w[app tier cleared], @admin.history(limit: 1).first.values_at(:actor, :action, :detail)
+  ensure
+    @admin.set_switches(shadow: false)
+  end
+
   def test_admin_errors_name_the_problem
     error = assert_raises(Ratekeeper::ConfigurationError) { @admin.block("10.0.0.0/99") }
     assert_includes error.message, "10.0.0.0/99"

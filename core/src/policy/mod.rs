@@ -69,6 +69,14 @@ impl List {
             List::Block => "blocklist",
         }
     }
+
+    /// The audit trail's name of putting a target on it: `safelist` or `block`.
+    pub fn action(self) -> &'static str {
+        match self {
+            List::Safe => "safelist",
+            List::Block => "block",
+        }
+    }
 }
 
 /// A field of a key's policy record.

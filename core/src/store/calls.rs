@@ -122,6 +122,20 @@ impl AsyncPolicyStore for PolicyCalls<'_> {
             None => Box::pin(ready(self.store.strike(tag, rule, now_ms))),
         }
     }
+
+    fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>> {
+        match self.awaitable() {
+            Some(store) => store.push_change_async(change, keep),
+            None => Box::pin(ready(self.store.push_change(change, keep))),
+        }
+    }
+
+    fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>> {
+        match self.awaitable() {
+            Some(store) => store.changes_async(limit),
+            None => Box::pin(ready(self.store.changes(limit))),
+        }
+    }
 }
 
 /// Runs `work`, whose every store call is made in place

@@ -173,6 +173,13 @@ pub trait PolicyStore: Send + Sync {
     /// when `None`); the strike that makes `maxretry` within `findtime` clears
     /// the count and reports that the key is to be banned.
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike>;
+
+    /// Appends one change (encoded, see [`crate::audit`]) to the audit
+    /// trail, which keeps the newest `keep`.
+    fn push_change(&self, change: &[u8], keep: usize) -> Result<()>;
+
+    /// The newest `limit` changes of the audit trail, newest first.
+    fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>>;
 }
 
 /// A whole store: its log, its policies, and how it is reached.
@@ -249,6 +256,12 @@ pub trait AsyncPolicyStore: Send + Sync {
         rule: &'a Fail2Ban,
         now_ms: Option<u64>,
     ) -> BoxFuture<'a, Result<Strike>>;
+
+    /// [`PolicyStore::push_change`], awaited.
+    fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>>;
+
+    /// [`PolicyStore::changes`], awaited.
+    fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>>;
 }
 
 /// The default wait for one Redis command and for a new connection: 250 ms.

@@ -7,7 +7,9 @@ use crate::common;
 
 use ratekeeper_core::policy::Field;
 use ratekeeper_core::store::{self, Store, StoreOptions};
-use ratekeeper_core::{Admin, CheckOptions, Fail2Ban, Limiter, List, Offender, OnError, RuleSet};
+use ratekeeper_core::{
+    Admin, CheckOptions, Fail2Ban, Limiter, List, Offender, OnError, RuleSet, TargetOptions,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,7 +211,11 @@ fn a_stored_override_is_obeyed_on_the_next_check_and_removing_it_restores_the_ru
         assert!(at(&app, "acme", T0 + 1.0).allowed());
         assert!(!at(&app, "acme", T0 + 2.0).allowed(), "{name}");
         admin
-            .set_override(b"acme", Some(&RuleSet::parse("5/minute; 50/hour").unwrap()))
+            .set_override(
+                b"acme",
+                Some(&RuleSet::parse("5/minute; 50/hour").unwrap()),
+                "",
+            )
             .unwrap();
         let d = at(&app, "acme", T0 + 3.0);
         assert!(
@@ -222,7 +228,7 @@ fn a_stored_override_is_obeyed_on_the_next_check_and_removing_it_restores_the_ru
             (5, 2),
             "{name}: units kept"
         );
-        admin.set_override(b"acme", None).unwrap();
+        admin.set_override(b"acme", None, "").unwrap();
         let d = at(&app, "acme", T0 + 4.0);
         assert!(!d.allowed() && !d.overridden, "{name}: back to 2/minute");
         assert_eq!(d.rules.len(), 1);
@@ -249,7 +255,7 @@ fn tiers_come_from_the_caller_or_from_the_store() {
             "{name}"
         );
         Admin::new(here.clone())
-            .set_tier(b"u", Some("pro"))
+            .set_tier(b"u", Some("pro"), "")
             .unwrap();
         let d = app.check_with(b"u", &free(T0 + 2.0)).unwrap();
         assert!(
@@ -270,7 +276,7 @@ fn tiers_come_from_the_caller_or_from_the_store() {
         assert!(err.contains("'gold'") && err.contains("free, pro"), "{err}");
         let inspected = Admin::new(there.clone()).inspect(b"u", None).unwrap();
         assert_eq!(inspected.record.tier.as_deref(), Some("pro"), "{name}");
-        Admin::new(here).set_tier(b"u", None).unwrap();
+        Admin::new(here).set_tier(b"u", None, "").unwrap();
         assert!(
             !app.check_with(b"u", &free(T0 + 3.0)).unwrap().allowed(),
             "{name}"
@@ -284,7 +290,7 @@ fn switches_turn_limiting_off_shadow_it_or_scale_it() {
         let app = limiter(&there, "2/minute");
         let admin = Admin::new(here);
         let wait = || std::thread::sleep(Duration::from_millis(150));
-        admin.set_shadow(true).unwrap();
+        admin.set_shadow(true, "").unwrap();
         wait();
         for i in 0..4 {
             let d = at(&app, "s", T0 + f64::from(i));
@@ -296,22 +302,22 @@ fn switches_turn_limiting_off_shadow_it_or_scale_it() {
             );
         }
         assert_eq!(app.stats().denied, 2, "{name}: shadow denials are counted");
-        admin.set_shadow(false).unwrap();
-        admin.set_multiplier(2.0).unwrap();
+        admin.set_shadow(false, "").unwrap();
+        admin.set_multiplier(2.0, "").unwrap();
         wait();
         let d = at(&app, "s", T0 + 5.0);
         assert!(
             d.allowed() && d.rules[0].limit == 4,
             "{name}: limits doubled"
         );
-        assert!(admin.set_multiplier(0.0).is_err());
-        admin.set_multiplier(1.0).unwrap();
-        admin.set_enabled(false).unwrap();
+        assert!(admin.set_multiplier(0.0, "").is_err());
+        admin.set_multiplier(1.0, "").unwrap();
+        admin.set_enabled(false, "").unwrap();
         wait();
         for _ in 0..5 {
             assert!(at(&app, "s", T0 + 6.0).allowed(), "{name}: switched off");
         }
-        admin.set_enabled(true).unwrap();
+        admin.set_enabled(true, "").unwrap();
         wait();
         assert!(!at(&app, "s", T0 + 7.0).allowed(), "{name}: on again");
         assert_eq!(
@@ -517,12 +523,12 @@ fn a_key_ban_holds_in_the_scope_that_earned_it() {
         };
         assert!(
             !admin
-                .remove_with(List::Block, b"user:42", key, "api")
+                .remove_with(List::Block, b"user:42", key, "api", "")
                 .unwrap(),
             "{name}: not banned in api"
         );
         assert!(admin
-            .remove_with(List::Block, b"user:42", key, "login")
+            .remove_with(List::Block, b"user:42", key, "login", "")
             .unwrap());
         assert!(
             at(&elsewhere_login, "user:42", T0 + 3.0).allowed(),
@@ -588,7 +594,7 @@ fn bad_admin_input_is_a_configuration_error() {
     assert!(admin
         .add(List::Block, b"10.0.0.0/99", None, "", None)
         .is_err());
-    assert!(admin.set_tier(b"k", Some("no spaces")).is_err());
+    assert!(admin.set_tier(b"k", Some("no spaces"), "").is_err());
 }
 
 /// The awaited policy calls (a strike and its ban, an operator's change, a
@@ -660,7 +666,7 @@ fn awaited_policy_calls_match_the_blocking_ones_and_never_block_the_runtime() {
                 "{name}"
             );
             let removed = admin
-                .remove_with_async(List::Block, b"user:9", Default::default(), "")
+                .remove_with_async(List::Block, b"user:9", Default::default(), "", "")
                 .await
                 .unwrap();
             assert!(removed, "{name}");
@@ -753,4 +759,111 @@ fn awaited_policy_calls_match_the_blocking_ones_and_never_block_the_runtime() {
         assert!(start.elapsed() < 3 * (timeout + Duration::from_millis(700)));
     });
     redis.thaw();
+}
+
+#[test]
+fn every_change_an_operator_makes_is_in_the_audit_trail_with_who_and_why() {
+    for (name, here, elsewhere) in pairs() {
+        let admin = Admin::new(here.clone()).with_actor("alice");
+        admin
+            .add(
+                List::Block,
+                b"203.0.113.7",
+                Some(3600.0),
+                "scraper",
+                Some(T0),
+            )
+            .unwrap();
+        admin
+            .set_tier(b"user:7", Some("pro"), "paid on the 3rd")
+            .unwrap();
+        admin
+            .set_override(b"user:7", Some(&RuleSet::parse("5/minute").unwrap()), "")
+            .unwrap();
+        // another process, another operator, hostile text
+        let bob = Admin::new(elsewhere.clone()).with_actor("bob\r\n<b>");
+        let key = TargetOptions {
+            key: true,
+            force: false,
+        };
+        bob.remove_with(
+            List::Block,
+            b"203.0.113.7",
+            TargetOptions::default(),
+            "",
+            "false alarm",
+        )
+        .unwrap();
+        bob.remove_with(List::Safe, b"\xff<script>", key, "", "")
+            .unwrap();
+        bob.set_switches(Some(true), Some(false), Some(2.0), "load test")
+            .unwrap();
+        let history = admin.history(10).unwrap();
+        let seen: Vec<(&str, &str, &str, &str, &str)> = history
+            .iter()
+            .map(|c| {
+                (
+                    c.actor.as_str(),
+                    c.action.as_str(),
+                    c.target.as_str(),
+                    c.detail.as_str(),
+                    c.reason.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "bob\r\n<b>",
+                    "switches",
+                    "",
+                    "multiplier=2 enabled=1 shadow=0",
+                    "load test"
+                ),
+                (
+                    "bob\r\n<b>",
+                    "unsafelist",
+                    "\u{fffd}<script>",
+                    "was not listed",
+                    ""
+                ),
+                (
+                    "bob\r\n<b>",
+                    "unblock",
+                    "203.0.113.7/32",
+                    "lifted",
+                    "false alarm"
+                ),
+                ("alice", "override", "user:7", "5/1m", ""),
+                ("alice", "tier", "user:7", "pro", "paid on the 3rd"),
+                ("alice", "block", "203.0.113.7/32", "for 1h", "scraper"),
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            history[5].at_ms,
+            (T0 * 1000.0) as u64,
+            "{name}: at the time given"
+        );
+        assert!(history[0].at_ms >= history[1].at_ms, "{name}: newest first");
+        assert_eq!(admin.history(2).unwrap().len(), 2, "{name}");
+        assert!(admin.history(0).is_err(), "{name}");
+        assert!(
+            admin.history(ratekeeper_core::audit::KEEP + 1).is_err(),
+            "{name}"
+        );
+        // bounded: the oldest go
+        for i in 0..ratekeeper_core::audit::KEEP + 5 {
+            admin
+                .set_tier(format!("k{i}").as_bytes(), None, "")
+                .unwrap();
+        }
+        let all = admin.history(ratekeeper_core::audit::KEEP).unwrap();
+        assert_eq!(all.len(), ratekeeper_core::audit::KEEP, "{name}");
+        assert!(
+            all.iter().all(|c| c.action == "tier"),
+            "{name}: the first six are gone"
+        );
+    }
 }

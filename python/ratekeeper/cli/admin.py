@@ -1,14 +1,18 @@
 """The admin commands of the ``ratekeeper`` tool: block, unblock, safelist,
-unsafelist, list, inspect, set-tier, set-override, clear-override, switch.
+unsafelist, list, inspect, set-tier, set-override, clear-override, switch,
+history.
 
 Every command takes ``--store URL`` (default ``$RATEKEEPER_STORE`` or
 ``redis://127.0.0.1:6379/0``), ``--prefix`` (default ``$RATEKEEPER_PREFIX``
-or ``rk``: the limiters' prefix) and ``--json``. Exit codes: 0 done, 1 the
-store failed, 2 bad arguments, 3 not found (unblock or unsafelist of a
-target that is not listed).
+or ``rk``: the limiters' prefix) and ``--json``. Every change is recorded in
+the store's audit trail as the OS user's, with ``--reason``; ``history``
+reads it back. Exit codes: 0 done, 1 the store failed, 2 bad arguments, 3
+not found (unblock or unsafelist of a target that is not listed).
 """
 
 import argparse
+import datetime
+import getpass
 import json
 import os
 import sys
@@ -60,8 +64,33 @@ def printable(text: Any) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def os_user() -> str:
+    """The OS user running the command: who its changes are recorded as."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return f"uid {os.getuid()}"
+
+
+def utc(at: float) -> str:
+    """Epoch seconds as ``2026-11-25T14:28:13Z``."""
+    return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _table(header: List[str], rows: List[List[str]]) -> str:
+    """Rows under a header, columns aligned, the last one as it is."""
+    width = [max(len(r[i]) for r in rows + [header]) for i in range(len(header) - 1)]
+    return "\n".join("  ".join(f"{cell:<{width[i]}}" if i < len(width) else cell for i, cell in enumerate(row))
+                     for row in [header, *rows])
+
+
 def _show(value: Any) -> str:
     """A result as plain text, every stored text made printable."""
+    if isinstance(value, list) and value and "action" in value[0]:
+        return _table(["WHEN", "WHO", "ACTION", "TARGET", "SCOPE", "DETAIL", "REASON"],
+                      [[utc(c["at"]), printable(c["actor"] or "-"), c["action"], printable(c["target"] or "-"),
+                        printable(c["scope"] or "-"), printable(c["detail"]), printable(c["reason"] or "-")]
+                       for c in value])
     if isinstance(value, list):
         if not value:
             return "nothing listed"
@@ -98,9 +127,9 @@ def _listing(which: str) -> Action:
 def _unlisting(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         if which == "block":
-            removed = admin.unblock(args.target, key=args.key, scope=args.scope)
+            removed = admin.unblock(args.target, key=args.key, scope=args.scope, reason=args.reason)
         else:
-            removed = admin.unsafelist(args.target, key=args.key)
+            removed = admin.unsafelist(args.target, key=args.key, reason=args.reason)
         if not removed:
             where = f" in scope {printable(args.scope)}" if getattr(args, "scope", None) else ""
             raise LookupError(f"{printable(args.target)} is not on the {which}list{where}")
@@ -127,17 +156,17 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
 
 
 def _set_tier(admin: Admin, args: argparse.Namespace) -> Any:
-    admin.set_tier(args.key, args.tier)
+    admin.set_tier(args.key, args.tier, reason=args.reason)
     return {"key": args.key, "tier": args.tier}
 
 
 def _set_override(admin: Admin, args: argparse.Namespace) -> Any:
-    admin.set_override(args.key, args.rules)
+    admin.set_override(args.key, args.rules, reason=args.reason)
     return {"key": args.key, "override": args.rules}
 
 
 def _clear_override(admin: Admin, args: argparse.Namespace) -> Any:
-    admin.set_override(args.key, None)
+    admin.set_override(args.key, None, reason=args.reason)
     return {"key": args.key, "override": None}
 
 
@@ -153,7 +182,7 @@ def _switch(admin: Admin, args: argparse.Namespace) -> Any:
         if args.state == "status":
             raise ConfigurationError("switch status only reads: give --multiplier with enable, disable, shadow or unshadow")
         change["multiplier"] = args.multiplier
-    return admin.set_switches(**change) if change else admin.switches()
+    return admin.set_switches(**change, reason=args.reason) if change else admin.switches()
 
 
 class Command:
@@ -182,7 +211,7 @@ class Command:
                     "--store memory:// is this command's own memory, gone when it exits: give the Redis URL "
                     "your limiters use (or set RATEKEEPER_STORE)"
                 )
-            admin = Admin(args.store, prefix=args.prefix, redis_module=args.redis_module)
+            admin = Admin(args.store, prefix=args.prefix, redis_module=args.redis_module, actor=os_user())
             result = self.action(admin, args)
         except (ConfigurationError, TypeError) as exc:
             parser.print_usage(sys.stderr)
@@ -204,15 +233,24 @@ def _target(parser: argparse.ArgumentParser) -> None:
                         help="the target is an exact key, even if it reads as an address or a range")
 
 
+def _reason(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reason", default="", help="why (kept in the audit trail, which history prints)")
+
+
 def _listing_args(parser: argparse.ArgumentParser) -> None:
     _target(parser)
     parser.add_argument("--force", action="store_true", help="allow a range wider than a /8 (IPv6: /32)")
     parser.add_argument("--ttl", type=float, default=None, help="seconds the entry lasts (default: one week)")
-    parser.add_argument("--reason", default="", help="why (shown by list and inspect)")
+    parser.add_argument("--reason", default="", help="why (shown by list, inspect and history)")
+
+
+def _unlisting_args(parser: argparse.ArgumentParser) -> None:
+    _target(parser)
+    _reason(parser)
 
 
 def _ban_args(parser: argparse.ArgumentParser, adding: bool) -> None:
-    (_listing_args if adding else _target)(parser)
+    (_listing_args if adding else _unlisting_args)(parser)
     parser.add_argument("--scope", help="a key banned in this scope only (a ban earned by penalize in a scoped "
                                         "limiter: Django's scope, the Rack throttle's name); default: everywhere")
 
@@ -232,16 +270,28 @@ def _inspect_args(parser: argparse.ArgumentParser) -> None:
 def _tier_args(parser: argparse.ArgumentParser) -> None:
     _key(parser)
     parser.add_argument("tier", help="the tier's name, as the limiters configure it")
+    _reason(parser)
 
 
 def _override_args(parser: argparse.ArgumentParser) -> None:
     _key(parser)
     parser.add_argument("rules", help="the key's own rules, such as '100/second; 100000/day'")
+    _reason(parser)
+
+
+def _clear_override_args(parser: argparse.ArgumentParser) -> None:
+    _key(parser)
+    _reason(parser)
 
 
 def _switch_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("state", choices=["enable", "disable", "shadow", "unshadow", "status"])
     parser.add_argument("--multiplier", type=float, help="multiply configured and tier limits (1 restores them)")
+    _reason(parser)
+
+
+def _history_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=20, help="how many changes, newest first (1 to 1000; default 20)")
 
 
 COMMANDS: List[Command] = [
@@ -249,11 +299,14 @@ COMMANDS: List[Command] = [
     Command("unblock", "Remove a key, address or range from the blocklist.", lambda p: _ban_args(p, False),
             _unlisting("block")),
     Command("safelist", "Safelist a key, address or range (never limited) for a TTL.", _listing_args, _listing("safe")),
-    Command("unsafelist", "Remove a key, address or range from the safelist.", _target, _unlisting("safe")),
+    Command("unsafelist", "Remove a key, address or range from the safelist.", _unlisting_args, _unlisting("safe")),
     Command("list", "List blocks, safelists, tiers and overrides.", lambda p: None, lambda a, args: a.entries()),
     Command("inspect", "Show a key's listings, tier, override and usage.", _inspect_args, _inspect),
     Command("set-tier", "Store a key's tier (used from its next check).", _tier_args, _set_tier),
     Command("set-override", "Store a key's own rules (used from its next check).", _override_args, _set_override),
-    Command("clear-override", "Remove a key's override: its configured rules apply again.", _key, _clear_override),
+    Command("clear-override", "Remove a key's override: its configured rules apply again.", _clear_override_args,
+            _clear_override),
     Command("switch", "Enable, disable or shadow limiting everywhere; scale limits.", _switch_args, _switch),
+    Command("history", "Show who changed what, when and why (newest first).", _history_args,
+            lambda a, args: a.history(args.limit)),
 ]

@@ -1,5 +1,7 @@
 """A staff-only page listing the safelist and blocklist, with their time left
-and reason, where staff add and remove entries.
+and reason, where staff add and remove entries, and the history of the
+changes operators made (who, when, what and why: the store's audit trail,
+where this page records its changes as the signed-in user's).
 
     # urls.py
     path("ratekeeper/", include("ratekeeper.django.urls"))
@@ -33,11 +35,21 @@ LISTS = {"block": "blocklist", "safelist": "safelist"}
 LISTINGS = ("safelist", "blocklist")
 
 
-def _admin() -> Admin:
-    """A ratekeeper.Admin on the store and prefix of settings.RATEKEEPER."""
+HISTORY = 50
+"""The changes the page shows, newest first."""
+
+
+def _admin(request: HttpRequest) -> Admin:
+    """A ratekeeper.Admin on the store and prefix of settings.RATEKEEPER, its
+    changes recorded as the signed-in user's."""
     config = get_config()
     assert config.gate is not None
-    return config.gate.admin()
+    return config.gate.admin(actor=request.user.get_username())
+
+
+def _history(changes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The changes with their time as a datetime."""
+    return [dict(change, when=datetime.fromtimestamp(change["at"], tz=timezone.utc)) for change in changes]
 
 
 def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:
@@ -60,8 +72,11 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
     errors = list(errors or [])
     listings: List[Dict[str, Any]] = []
     others: List[Dict[str, Any]] = []
+    history: List[Dict[str, Any]] = []
     try:
-        entries = _admin().entries()
+        admin = _admin(request)
+        entries = admin.entries()
+        history = _history(admin.history(HISTORY))
     except StorageError as exc:
         errors.append(f"The store could not be read: {exc}")
         status = 503
@@ -72,6 +87,7 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
     context = {
         "listings": listings,
         "others": others,
+        "history": history,
         "errors": errors,
         "form": form or {"list": "block", "target": "", "ttl": "", "reason": ""},
         "flash": list(messages.get_messages(request)),
@@ -106,7 +122,7 @@ def add_entry(request: HttpRequest) -> HttpResponse:
         except ValueError:
             errors.append(f"invalid ttl {form['ttl']!r}: give seconds, or leave it blank for one week")
     if not errors:
-        admin = _admin()
+        admin = _admin(request)
         action = admin.block if form["list"] == "block" else admin.safelist
         try:
             entry = action(form["target"], ttl=ttl, reason=form["reason"])
@@ -132,7 +148,7 @@ def remove_entry(request: HttpRequest) -> HttpResponse:
     scope = request.POST.get("scope") or None
     if kind not in LISTINGS or not target:
         return _page(request, errors=["Nothing to remove: give kind (safelist or blocklist) and target."], status=400)
-    admin = _admin()
+    admin = _admin(request)
     try:
         if kind == "safelist":
             removed = admin.unsafelist(target)

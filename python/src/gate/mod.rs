@@ -268,9 +268,12 @@ impl Gate {
         })
     }
 
-    /// The admin interface to this gate's store (its Redis or its memory).
-    fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::wrap(core::Admin::new(self.inner.warden().store()))
+    /// The admin interface to this gate's store (its Redis or its memory),
+    /// its changes recorded in the audit trail as `actor`'s.
+    #[pyo3(signature = (*, actor = None))]
+    fn admin(&self, actor: Option<&str>) -> crate::admin::Admin {
+        let admin = core::Admin::new(self.inner.warden().store());
+        crate::admin::Admin::wrap(admin.with_actor(actor.unwrap_or_default()))
     }
 
     /// Each throttle's limiter stats, by scope.

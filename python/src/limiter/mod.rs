@@ -207,9 +207,12 @@ impl Limiter {
         self.inner.policies_ready()
     }
 
-    /// The admin interface to this limiter's store (its Redis or its memory).
-    fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
+    /// The admin interface to this limiter's store (its Redis or its
+    /// memory), its changes recorded in the audit trail as `actor`'s.
+    #[pyo3(signature = (*, actor = None))]
+    fn admin(&self, actor: Option<&str>) -> crate::admin::Admin {
+        let admin = core::Admin::new(self.inner.store());
+        crate::admin::Admin::wrap(admin.with_actor(actor.unwrap_or_default()))
     }
 
     /// A limiter for other rules sharing this one's store (its Redis pool or

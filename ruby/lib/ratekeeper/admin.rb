@@ -10,13 +10,17 @@ module Ratekeeper
   #   admin.block("203.0.113.7", ttl: 3600, reason: "scanner")
   #   admin.set_override("customer:acme", "100/second; 100000/day")
   #   admin.set_switches(shadow: true)
+  #   admin.history(limit: 20) # who changed what, when and why
   #
   # Limiter#admin gives one on a limiter's own store (the memory store too).
+  # Every change is appended to the store's audit trail with +actor+ (who
+  # makes it: the signed-in user of an admin page, the OS user of a script).
   class Admin
     # An admin for the store a URL names, with the limiters' +prefix+ and
-    # +redis_module+ ("auto", "off" or "require"; nil: auto).
-    def self.new(store: "memory://", prefix: "rk", redis_module: nil)
-      _open(store.to_s, prefix.to_s, redis_module&.to_s)
+    # +redis_module+ ("auto", "off" or "require"; nil: auto); its changes are
+    # recorded as +actor+'s.
+    def self.new(store: "memory://", prefix: "rk", redis_module: nil, actor: nil)
+      _open(store.to_s, prefix.to_s, redis_module&.to_s, actor&.to_s)
     end
 
     # Blocks +target+ (a key, an IP address or a CIDR range) for +ttl+ seconds
@@ -34,14 +38,22 @@ module Ratekeeper
     end
 
     # Removes +target+ from the blocklist (+scope+: a key's ban in that
-    # scope); true when it was on it.
-    def unblock(target, key: false, scope: nil)
-      _remove("block", target, key ? true : false, scope&.to_s)
+    # scope), saying why; true when it was on it.
+    def unblock(target, key: false, scope: nil, reason: "")
+      _remove("block", target, key ? true : false, scope&.to_s, reason.to_s)
     end
 
-    # Removes +target+ from the safelist; true when it was on it.
-    def unsafelist(target, key: false)
-      _remove("safe", target, key ? true : false, nil)
+    # Removes +target+ from the safelist, saying why; true when it was on it.
+    def unsafelist(target, key: false, reason: "")
+      _remove("safe", target, key ? true : false, nil, reason.to_s)
+    end
+
+    # The newest +limit+ changes operators made (1 to 1,000), newest first:
+    # Hashes with :at (epoch seconds), :actor (nil when nobody was named),
+    # :action ("block", "safelist", "unblock", "unsafelist", "tier",
+    # "override" or "switches"), :target, :scope, :detail and :reason.
+    def history(limit: 50)
+      _history(Integer(limit))
     end
 
     # Every standing listing, tier and override: Hashes with :kind
@@ -59,19 +71,20 @@ module Ratekeeper
       _inspect(key, now, scope&.to_s)
     end
 
-    # Stores +tier+ for +key+ (nil removes it).
-    def set_tier(key, tier)
-      _set_tier(key, tier&.to_s)
+    # Stores +tier+ for +key+ (nil removes it), saying why.
+    def set_tier(key, tier, reason: "")
+      _set_tier(key, tier&.to_s, reason.to_s)
     end
 
-    # Stores +rules+ as +key+'s own (nil restores the configured rules).
-    def set_override(key, rules)
-      _set_override(key, rules)
+    # Stores +rules+ as +key+'s own (nil restores the configured rules), saying why.
+    def set_override(key, rules, reason: "")
+      _set_override(key, rules, reason.to_s)
     end
 
-    # Changes the switches given (nil leaves one as it is); returns them all.
-    def set_switches(enabled: nil, shadow: nil, multiplier: nil)
-      _set_switches(enabled.nil? ? nil : enabled == true, shadow.nil? ? nil : shadow == true, multiplier)
+    # Changes the switches given (nil leaves one as it is), saying why;
+    # returns them all.
+    def set_switches(enabled: nil, shadow: nil, multiplier: nil, reason: "")
+      _set_switches(enabled.nil? ? nil : enabled == true, shadow.nil? ? nil : shadow == true, multiplier, reason.to_s)
     end
   end
 end

@@ -71,6 +71,12 @@ module Ratekeeper
       _check_many(keys.map { |key| Limiter.key_text(key) }, cost, now)
     end
 
+    # The admin interface to this limiter's store (its Redis or its memory),
+    # its changes recorded in the audit trail as +actor+'s.
+    def admin(actor: nil)
+      _admin(actor&.to_s)
+    end
+
     # Forgets everything logged for +key+ (and a denial remembered for it here).
     def reset(key)
       _reset(Limiter.key_text(key))

@@ -20,6 +20,8 @@ pub(super) struct Policies {
     pub(super) shared: [HashMap<Vec<u8>, Vec<u8>>; 3],
     /// Per key and fail2ban name: strike times, newest first, and when they all lapse.
     pub(super) strikes: HashMap<Vec<u8>, (VecDeque<i64>, u64)>,
+    /// The audit trail, newest first.
+    pub(super) changes: VecDeque<Vec<u8>>,
 }
 
 fn hash_index(hash: SharedHash) -> usize {
@@ -114,6 +116,25 @@ impl PolicyStore for MemoryStore {
     fn policy_version(&self) -> Result<u64> {
         self.after_reset();
         Ok(self.version.load(Ordering::Acquire))
+    }
+
+    fn push_change(&self, change: &[u8], keep: usize) -> Result<()> {
+        self.after_reset();
+        let mut policies = self.policies();
+        policies.changes.push_front(change.to_vec());
+        policies.changes.truncate(keep);
+        Ok(())
+    }
+
+    fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>> {
+        self.after_reset();
+        Ok(self
+            .policies()
+            .changes
+            .iter()
+            .take(limit)
+            .cloned()
+            .collect())
     }
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {

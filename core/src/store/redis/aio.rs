@@ -428,4 +428,12 @@ impl AsyncPolicyStore for RedisStore {
     ) -> BoxFuture<'a, Result<Strike>> {
         Box::pin(async move { policy::strike(&Awaited(self), tag, rule, now_ms).await })
     }
+
+    fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { policy::push_change(&Awaited(self), change, keep).await })
+    }
+
+    fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>> {
+        Box::pin(async move { policy::changes(&Awaited(self), limit).await })
+    }
 }

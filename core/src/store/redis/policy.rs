@@ -180,6 +180,36 @@ pub(super) async fn strike(
     })
 }
 
+/// The audit trail's list: `<prefix>:audit`.
+fn audit_key(prefix: &str) -> Vec<u8> {
+    format!("{prefix}:audit").into_bytes()
+}
+
+/// [`PolicyStore::push_change`]: the change at the head of the list, which
+/// is cut to its newest `keep`.
+pub(super) async fn push_change(wire: &dyn Wire, change: &[u8], keep: usize) -> Result<()> {
+    let key = audit_key(&wire.store().prefix);
+    let push = redis::cmd("LPUSH").arg(&key).arg(change).clone();
+    read::<i64>(wire.query(&push).await?, "LPUSH")?;
+    let trim = redis::cmd("LTRIM")
+        .arg(&key)
+        .arg(0)
+        .arg(keep.saturating_sub(1))
+        .clone();
+    read::<Value>(wire.query(&trim).await?, "LTRIM")?;
+    Ok(())
+}
+
+/// [`PolicyStore::changes`].
+pub(super) async fn changes(wire: &dyn Wire, limit: usize) -> Result<Vec<Vec<u8>>> {
+    let cmd = redis::cmd("LRANGE")
+        .arg(audit_key(&wire.store().prefix))
+        .arg(0)
+        .arg(limit.saturating_sub(1))
+        .clone();
+    read(wire.query(&cmd).await?, "LRANGE")
+}
+
 impl PolicyStore for RedisStore {
     fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         crate::store::in_place(record(&Blocking(self), tag, scope))
@@ -213,6 +243,14 @@ impl PolicyStore for RedisStore {
 
     fn policy_version(&self) -> Result<u64> {
         crate::store::in_place(policy_version(&Blocking(self)))
+    }
+
+    fn push_change(&self, change: &[u8], keep: usize) -> Result<()> {
+        crate::store::in_place(push_change(&Blocking(self), change, keep))
+    }
+
+    fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>> {
+        crate::store::in_place(changes(&Blocking(self), limit))
     }
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {

@@ -33,17 +33,19 @@ impl Admin {
         Admin { inner }
     }
 
-    /// `Admin._open(store, prefix, redis_module)`.
+    /// `Admin._open(store, prefix, redis_module, actor)`.
     fn open(
         ruby: &Ruby,
         store: String,
         prefix: String,
         redis_module: Option<String>,
+        actor: Option<String>,
     ) -> Result<Admin, Error> {
+        let inner = guard(ruby, || {
+            core::Admin::open(&store, &prefix, redis_module.as_deref())
+        })?;
         Ok(Admin {
-            inner: guard(ruby, || {
-                core::Admin::open(&store, &prefix, redis_module.as_deref())
-            })?,
+            inner: inner.with_actor(actor.as_deref().unwrap_or_default()),
         })
     }
 
@@ -75,7 +77,7 @@ impl Admin {
         entry_hash(ruby, &entry)
     }
 
-    /// `_remove(list, target, key, scope)`: whether it was listed.
+    /// `_remove(list, target, key, scope, reason)`: whether it was listed.
     fn remove(
         ruby: &Ruby,
         rb_self: &Self,
@@ -83,6 +85,7 @@ impl Admin {
         target: Value,
         key: bool,
         scope: Option<String>,
+        reason: String,
     ) -> Result<bool, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
@@ -90,8 +93,19 @@ impl Admin {
         let options = core::TargetOptions { key, force: true };
         let scope = scope.unwrap_or_default();
         run_core(ruby, true, || {
-            admin.remove_with(which, &target, options, &scope)
+            admin.remove_with(which, &target, options, &scope, &reason)
         })
+    }
+
+    /// `_history(limit)`: the newest changes operators made, newest first.
+    fn history(ruby: &Ruby, rb_self: &Self, limit: usize) -> Result<RArray, Error> {
+        let admin = &rb_self.inner;
+        let changes = run_core(ruby, true, || admin.history(limit))?;
+        let out = ruby.ary_new_capa(changes.len());
+        for change in &changes {
+            out.push(to_hash(ruby, &change.plain())?)?;
+        }
+        Ok(out)
     }
 
     /// `_entries(now)`: every standing listing, tier and override.
@@ -122,20 +136,29 @@ impl Admin {
         to_hash(ruby, &seen.plain())
     }
 
-    /// `_set_tier(key, tier)`: nil removes it.
+    /// `_set_tier(key, tier, reason)`: nil removes it.
     fn set_tier(
         ruby: &Ruby,
         rb_self: &Self,
         key: Value,
         tier: Option<String>,
+        reason: String,
     ) -> Result<(), Error> {
         let key = convert::key_bytes(ruby, key)?;
         let admin = &rb_self.inner;
-        run_core(ruby, true, || admin.set_tier(&key, tier.as_deref()))
+        run_core(ruby, true, || {
+            admin.set_tier(&key, tier.as_deref(), &reason)
+        })
     }
 
-    /// `_set_override(key, rules)`: nil restores the configured rules.
-    fn set_override(ruby: &Ruby, rb_self: &Self, key: Value, rules: Value) -> Result<(), Error> {
+    /// `_set_override(key, rules, reason)`: nil restores the configured rules.
+    fn set_override(
+        ruby: &Ruby,
+        rb_self: &Self,
+        key: Value,
+        rules: Value,
+        reason: String,
+    ) -> Result<(), Error> {
         let key = convert::key_bytes(ruby, key)?;
         let rules = if rules.is_nil() {
             None
@@ -143,7 +166,9 @@ impl Admin {
             Some(convert::rule_set(ruby, rules)?)
         };
         let admin = &rb_self.inner;
-        run_core(ruby, true, || admin.set_override(&key, rules.as_ref()))
+        run_core(ruby, true, || {
+            admin.set_override(&key, rules.as_ref(), &reason)
+        })
     }
 
     /// `switches`: {enabled:, shadow:, multiplier:}.
@@ -153,17 +178,18 @@ impl Admin {
         to_hash(ruby, &switches.plain())
     }
 
-    /// `_set_switches(enabled, shadow, multiplier)`: nil leaves one as it is.
+    /// `_set_switches(enabled, shadow, multiplier, reason)`: nil leaves one as it is.
     fn set_switches(
         ruby: &Ruby,
         rb_self: &Self,
         enabled: Option<bool>,
         shadow: Option<bool>,
         multiplier: Option<f64>,
+        reason: String,
     ) -> Result<RHash, Error> {
         let admin = &rb_self.inner;
         let switches = run_core(ruby, true, || {
-            admin.set_switches(enabled, shadow, multiplier)
+            admin.set_switches(enabled, shadow, multiplier, &reason)
         })?;
         to_hash(ruby, &switches.plain())
     }
@@ -172,14 +198,15 @@ impl Admin {
 /// Defines `Ratekeeper::Admin`'s native methods.
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let class = module.define_class("Admin", ruby.class_object())?;
-    class.define_singleton_method("_open", function!(Admin::open, 3))?;
+    class.define_singleton_method("_open", function!(Admin::open, 4))?;
     class.define_method("_add", method!(Admin::add, 8))?;
-    class.define_method("_remove", method!(Admin::remove, 4))?;
+    class.define_method("_remove", method!(Admin::remove, 5))?;
+    class.define_method("_history", method!(Admin::history, 1))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
     class.define_method("_inspect", method!(Admin::inspect, 3))?;
-    class.define_method("_set_tier", method!(Admin::set_tier, 2))?;
-    class.define_method("_set_override", method!(Admin::set_override, 2))?;
+    class.define_method("_set_tier", method!(Admin::set_tier, 3))?;
+    class.define_method("_set_override", method!(Admin::set_override, 3))?;
     class.define_method("switches", method!(Admin::switches, 0))?;
-    class.define_method("_set_switches", method!(Admin::set_switches, 3))?;
+    class.define_method("_set_switches", method!(Admin::set_switches, 4))?;
     Ok(())
 }

@@ -201,9 +201,11 @@ impl Limiter {
         listed.map(|inner| deliver(ruby, inner)).transpose()
     }
 
-    /// `admin`: the admin interface to this limiter's store.
-    fn admin(&self) -> crate::admin::Admin {
-        crate::admin::Admin::wrap(core::Admin::new(self.inner.store()))
+    /// `_admin(actor)`: the admin interface to this limiter's store, its
+    /// changes recorded as `actor`'s.
+    fn admin(&self, actor: Option<String>) -> crate::admin::Admin {
+        let admin = core::Admin::new(self.inner.store());
+        crate::admin::Admin::wrap(admin.with_actor(actor.as_deref().unwrap_or_default()))
     }
 
     /// `_check_many(keys, cost, now)`: one Redis round trip (a pipeline).
@@ -369,7 +371,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_peek", method!(Limiter::peek, -1))?;
     class.define_method("_penalize", method!(Limiter::penalize, -1))?;
     class.define_method("_acquire", method!(Limiter::acquire, -1))?;
-    class.define_method("admin", method!(Limiter::admin, 0))?;
+    class.define_method("_admin", method!(Limiter::admin, 1))?;
     class.define_method("screen", method!(Limiter::screen, 1))?;
     class.define_method("scope", method!(Limiter::scope, 0))?;
     class.define_method("policies_ready?", method!(Limiter::policies_ready, 0))?;
