@@ -322,6 +322,10 @@ fn json(value: &Plain) -> String {
                 .collect();
             format!("{{{}}}", parts.join(", "))
         }
+        Plain::List(items) => {
+            let parts: Vec<String> = items.iter().map(json).collect();
+            format!("[{}]", parts.join(", "))
+        }
     }
 }
 

@@ -66,6 +66,7 @@ pub mod audit;
 pub mod clock;
 pub mod decision;
 pub mod denial_cache;
+pub mod denials;
 pub mod error;
 pub mod gate;
 pub mod http;

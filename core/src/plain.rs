@@ -6,6 +6,7 @@
 use crate::admin::{Entry, Inspection};
 use crate::audit::Change;
 use crate::decision::Decision;
+use crate::denials::{Denied, Top};
 use crate::metrics::Stats;
 use crate::policy::{Listing, Switches};
 use crate::store::StoreStats;
@@ -35,6 +36,8 @@ pub enum Plain {
     Text(String),
     /// Fields in order.
     Map(Vec<(Key, Plain)>),
+    /// Values in order.
+    List(Vec<Plain>),
 }
 
 impl From<bool> for Plain {
@@ -182,6 +185,49 @@ impl Change {
             ("scope", optional(&self.scope).unwrap_or(Plain::Null)),
             ("detail", self.detail.as_str().into()),
             ("reason", self.reason.as_str().into()),
+        ])
+    }
+}
+
+impl Top {
+    /// `{window, keys, addresses, networks, per_minute}`: `keys` as
+    /// `{scope, key, count}`, `addresses` as `{scope, address, count}`,
+    /// `networks` as `{scope, network, count}` (an IPv4 /24, an IPv6 /64),
+    /// each most denied first (`scope` none for a limiter without one);
+    /// `per_minute` as `{at, count}`, oldest first (`at` epoch seconds).
+    pub fn plain(&self) -> Plain {
+        let rows = |rows: &[Denied], name: &'static str| {
+            Plain::List(
+                rows.iter()
+                    .map(|d| {
+                        map(vec![
+                            (
+                                "scope",
+                                (!d.scope.is_empty()).then_some(d.scope.as_str()).into(),
+                            ),
+                            (name, d.target.as_str().into()),
+                            ("count", d.count.into()),
+                        ])
+                    })
+                    .collect(),
+            )
+        };
+        map(vec![
+            ("window", self.window_s.into()),
+            ("keys", rows(&self.keys, "key")),
+            ("addresses", rows(&self.addresses, "address")),
+            ("networks", rows(&self.networks, "network")),
+            (
+                "per_minute",
+                Plain::List(
+                    self.per_minute
+                        .iter()
+                        .map(|&(at, count)| {
+                            map(vec![("at", seconds(at).into()), ("count", count.into())])
+                        })
+                        .collect(),
+                ),
+            ),
         ])
     }
 }

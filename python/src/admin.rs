@@ -225,6 +225,33 @@ impl Twin for History {
     }
 }
 
+/// Who was limited over a window (`top_denied`).
+struct TopDenied {
+    window_s: u64,
+}
+
+impl Twin for TopDenied {
+    type On = core::Admin;
+    type Out = core::denials::Top;
+    fn waits(&self, admin: &core::Admin) -> bool {
+        admin.store().waits_on_io()
+    }
+    fn blocking(&self, admin: &core::Admin) -> core::Result<core::denials::Top> {
+        admin.top_denied(self.window_s)
+    }
+    async fn awaited(&self, admin: &core::Admin) -> core::Result<core::denials::Top> {
+        admin.top_denied_async(self.window_s).await
+    }
+    fn deliver(
+        &self,
+        py: Python<'_>,
+        _: &core::Admin,
+        top: core::denials::Top,
+    ) -> PyResult<Py<PyAny>> {
+        Ok(to_dict(py, &top.plain())?.into_any().unbind())
+    }
+}
+
 fn entry_dict(py: Python<'_>, entry: &core::Entry) -> PyResult<Py<PyDict>> {
     Ok(to_dict(py, &entry.plain())?.unbind())
 }
@@ -272,6 +299,17 @@ twins! {
         #[pyo3(signature = (limit = 50))]
         fn history / ahistory(self, py, limit: usize)
             on self.inner => History { limit };
+
+        /// Who was limited over the last `window` seconds (1 to 3600), by
+        /// every process on this store: a dict with `keys` (`{scope, key,
+        /// count}`), `addresses` (`{scope, address, count}`) and `networks`
+        /// (`{scope, network, count}`: an IPv4 /24, an IPv6 /64), each most
+        /// denied first, `per_minute` (`{at, count}`, oldest first) and
+        /// `window`. A process's denials reach the store within its
+        /// `policy_refresh`.
+        #[pyo3(signature = (window = 300))]
+        fn top_denied / atop_denied(self, py, window: u64)
+            on self.inner => TopDenied { window_s: window };
 
         /// Every standing listing, tier and override: dicts with `kind`
         /// (safelist, blocklist, tier, override), `target`, `network`,

@@ -1,5 +1,6 @@
 //! The core's plain values (see `ratekeeper_core::plain`) as Python values:
-//! maps as dicts with `str` keys (window seconds as floats), text as `str`.
+//! maps as dicts with `str` keys (window seconds as floats), lists as lists,
+//! text as `str`.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -25,6 +26,11 @@ pub fn to_py(py: Python<'_>, plain: &Plain) -> PyResult<Py<PyAny>> {
             }
             dict.into_any().unbind()
         }
+        Plain::List(items) => items
+            .iter()
+            .map(|item| to_py(py, item))
+            .collect::<PyResult<Vec<_>>>()?
+            .into_py_any(py)?,
     })
 }
 

@@ -408,3 +408,45 @@ def test_a_ban_in_a_scope_is_shown_with_it_and_removed_by_it(staff_client, admin
                              follow=True)
     assert b"Removed user:7 from the blocklist in scope login" in done.content
     assert [(e["kind"], e["scope"]) for e in admin.entries() if e["target"] == "user:7"] == [("blocklist", None)]
+
+
+def test_who_is_limited_now_in_a_browser(live_server, browser, config):
+    """A burst from one /24 through the example site's middleware is the
+    top row of the page's denied networks within the policy refresh; its
+    Block button blocks the network (its requests get 403, others not), the
+    chart shows the minute's denials, and the history says who did it."""
+    live = live_server
+    staff = make_user(staff=True)
+    session = Client()
+    session.force_login(staff)
+    browser.get(live + "/health")
+    browser.add_cookie({"name": settings.SESSION_COOKIE_NAME, "value": session.cookies[settings.SESSION_COOKIE_NAME].value,
+                        "path": "/"})
+    # the burst: eight addresses of one /24, eight requests each (5/second: three each denied)
+    denied = 0
+    for host in range(20, 28):
+        statuses = [status_of(live + "/", **{"X-Forwarded-For": f"198.51.100.{host}"}) for _ in range(8)]
+        denied += statuses.count(429)
+    assert denied >= 16, denied
+    page = live + "/ratekeeper/"
+
+    def burst_on_top(driver):
+        driver.get(page)
+        networks = driver.find_elements("css selector", "#denied-network tr.denied-row")
+        return networks and networks[0].get_attribute("data-target") == "198.51.100.0/24" and networks[0]
+
+    top = wait(browser).until(burst_on_top)
+    assert int(top.get_attribute("data-count")) >= 16
+    bars = browser.find_elements("css selector", "#chart rect")
+    assert len(bars) == 5 and any(float(b.get_attribute("height")) > 0 for b in bars)
+    assert browser.find_elements("css selector", '#denied-address tr.denied-row[data-target="198.51.100.20"]')
+
+    # one click blocks the network
+    submit(browser, top.find_element("css selector", "button.block-button"))
+    assert "Added 198.51.100.0/24 to the blocklist" in flash(browser)
+    wait(browser).until(lambda _: status_of(live + "/", **{"X-Forwarded-For": "198.51.100.99"}) == 403)
+    assert status_of(live + "/", **{"X-Forwarded-For": "203.0.113.50"}) == 200
+    change = find(browser, "#history tr.change")
+    assert (change.get_attribute("data-action"), change.get_attribute("data-target")) == ("block", "198.51.100.0/24")
+    assert change.find_element("css selector", ".actor").text == staff.username
+    assert change.find_element("css selector", ".reason").text.startswith("denied ")

@@ -224,6 +224,37 @@ def test_the_command_line_records_each_change_as_the_os_users_and_history_prints
     assert [c["action"] for c in asyncio.run(awaited())] == [c["action"] for c in admin.history(5)]
 
 
+def test_who_is_limited_now_from_every_process_on_the_command_line_and_awaited(site):
+    """Denials made in two processes (this one and a child's) are summed by
+    top_denied and ``ratekeeper top``; hostile keys print escaped."""
+    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], scope="login", policy_refresh=0.1)
+    for _ in range(3):
+        limiter.check("user:\r\n<b>", ip="2001:db8:7:7::1")
+    child = ("import sys, time, ratekeeper; l = ratekeeper.Limiter('1/minute', sys.argv[1], prefix=sys.argv[2], "
+             "scope='login', policy_refresh=0.1); [l.check('user:x', ip='2001:db8:7:7:ffff::2') for _ in range(4)]; "
+             "time.sleep(0.5)")
+    subprocess.run([sys.executable, "-c", child, site["STORE"], site["PREFIX"]], check=True, timeout=60)
+    admin = ratekeeper.Admin(site["STORE"], prefix=site["PREFIX"])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(admin.top_denied(60)["keys"]) < 2:
+        time.sleep(0.05)
+    top = admin.top_denied(60)
+    assert [(k["scope"], k["key"], k["count"]) for k in top["keys"]] == [("login", "user:x", 3),
+                                                                         ("login", "user:\r\n<b>", 2)]
+    assert top["networks"] == [{"scope": "login", "network": "2001:db8:7:7::/64", "count": 5}]
+    assert top["window"] == 60 and len(top["per_minute"]) == 1
+
+    async def awaited():
+        return await admin.atop_denied(60)
+
+    assert asyncio.run(awaited()) == top
+    code, out, _ = cli(site, "top", "--window", "60")
+    assert code == 0 and "2001:db8:7:7::/64" in out and "user:\\r\\n<b>" in out and "\r" not in out
+    code, out, _ = cli(site, "top", "--window", "60", "--json")
+    assert json.loads(out)["keys"][0]["key"] == "user:x"
+    assert cli(site, "top", "--window", "0")[0] == 2
+
+
 def test_the_management_command(site, capsys):
     call_command("ratekeeper", "block", "user:99", "--reason", "spam")
     assert "user:99" in capsys.readouterr().out

@@ -188,6 +188,21 @@ class TestRackPolicies < Minitest::Test
     @admin.set_switches(shadow: false)
   end
 
+  def test_who_is_limited_now_through_the_rack_middleware
+    app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] },
+                                           store: redis_url, prefix: @prefix, policy_refresh: 0.1) do |rk|
+      rk.throttle "req/ip", rules: "2/minute"
+    end
+    (1..3).each { |host| 4.times { app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.#{host}")) } }
+    deadline = Time.now + 5
+    sleep 0.05 while Time.now < deadline && @admin.top_denied(window: 60)[:networks].empty?
+    top = @admin.top_denied(window: 60)
+    assert_equal [{ scope: "req/ip", network: "192.0.2.0/24", count: 6 }], top[:networks]
+    assert_equal 3, top[:addresses].size
+    assert_equal [6], top[:per_minute].map { |m| m[:count] }
+    assert_raises(Ratekeeper::ConfigurationError) { @admin.top_denied(window: 0) }
+  end
+
   def test_admin_errors_name_the_problem
     error = assert_raises(Ratekeeper::ConfigurationError) { @admin.block("10.0.0.0/99") }
     assert_includes error.message, "10.0.0.0/99"

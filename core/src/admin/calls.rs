@@ -242,3 +242,12 @@ pub(super) async fn inspect_key(
         now_ms,
     })
 }
+
+/// [`super::Admin::top_denied`]'s one definition, at the store's time.
+pub(super) async fn top_denied(
+    store: &dyn AsyncPolicyStore,
+    window_s: u64,
+) -> Result<crate::denials::Top> {
+    let now_ms = store.clock_ms_async().await?;
+    crate::denials::top(store, window_s, now_ms).await
+}

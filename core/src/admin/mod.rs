@@ -9,8 +9,9 @@
 
 mod calls;
 
-use self::calls::{add_entry, inspect_key, list_entries, remove_entry};
+use self::calls::{add_entry, inspect_key, list_entries, remove_entry, top_denied};
 use crate::audit::{self, Change};
+use crate::denials::Top;
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
 use crate::policy::encoding::mark;
@@ -285,6 +286,21 @@ impl Admin {
     #[cfg(feature = "async")]
     pub async fn history_async(&self, limit: usize) -> Result<Vec<Change>> {
         audit::read(&self.awaited(), limit).await
+    }
+
+    /// Who was limited over the last `window_s` seconds (1 to
+    /// [`crate::denials::MAX_WINDOW`]), by every process on this store: the most
+    /// denied keys, client addresses and their networks, and the denials
+    /// of each minute. A process's denials reach the store within its
+    /// `policy_refresh` (at once on the memory store).
+    pub fn top_denied(&self, window_s: u64) -> Result<Top> {
+        in_place(top_denied(&self.blocking(), window_s))
+    }
+
+    /// [`Admin::top_denied`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn top_denied_async(&self, window_s: u64) -> Result<Top> {
+        top_denied(&self.awaited(), window_s).await
     }
 
     /// Every standing listing, tier and override, keys first, each group by target.

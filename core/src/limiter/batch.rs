@@ -141,12 +141,15 @@ impl<'i> Batch<'i> {
         Ok(self
             .prepared
             .iter()
-            .map(|p| match p {
+            .zip(self.items)
+            .map(|(p, item)| match p {
                 Prepared::Decided(decision) => decision.clone(),
-                Prepared::Ask { shared, .. } => finish(
-                    concluded.next().expect("one decision per pending check"),
-                    shared,
-                ),
+                Prepared::Ask { shared, tag, .. } => {
+                    let concluded = concluded.next().expect("one decision per pending check");
+                    let decision = finish(concluded, shared);
+                    item.limiter.noted(&decision, Mode::Check, tag, item.ip);
+                    decision
+                }
             })
             .collect())
     }

@@ -5,7 +5,7 @@
 
 use super::view::current_policies;
 use super::{CheckOptions, Limiter, OnError};
-use crate::decision::{Decision, Observation};
+use crate::decision::{Decision, Observation, Outcome};
 use crate::error::{Error, Result};
 use crate::keys::tag_of;
 use crate::policy::{self, Applied, DecidedBy, Shared};
@@ -46,8 +46,9 @@ impl Limiter {
             } => {
                 let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
                 let outcome = self.warden.store.apply(&request);
-                let decision = self.conclude(&request, options.tier, outcome)?;
-                Ok(finish(decision, &shared))
+                let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
+                self.noted(&decision, mode, &tag, options.ip);
+                Ok(decision)
             }
         }
     }
@@ -75,8 +76,9 @@ impl Limiter {
                     Some(log) => log.apply_async(&request).await,
                     None => self.warden.store.apply(&request),
                 };
-                let decision = self.conclude(&request, options.tier, outcome)?;
-                Ok(finish(decision, &shared))
+                let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
+                self.noted(&decision, mode, &tag, options.ip);
+                Ok(decision)
             }
         }
     }
@@ -119,7 +121,12 @@ impl Limiter {
         if let Some(remembered) =
             self.remembered(&denial_key(&tag, options.tier), options.cost, now_ms)
         {
-            return decided(remembered, &shared);
+            if mode == Mode::Check {
+                self.state().metrics.record(&remembered);
+            }
+            let decision = finish(remembered, &shared);
+            self.noted(&decision, mode, &tag, options.ip);
+            return Ok(Prepared::Decided(decision));
         }
         let tiers = if shared.switches.multiplier == 1.0 {
             Cow::Borrowed(self.tiers.as_slice())
@@ -275,6 +282,29 @@ impl Limiter {
         }
     }
 }
+impl Limiter {
+    /// Counts a check's denial by the rules (in shadow mode too) in this
+    /// process's record of denials, against its key and client address; the
+    /// policy reader writes it to the store within `policy_refresh` (on a
+    /// memory store, whose policies need no reader, it starts with the first
+    /// denial).
+    pub(crate) fn noted(&self, decision: &Decision, mode: Mode, tag: &[u8], ip: Option<&str>) {
+        let denied = matches!(
+            decision.outcome,
+            Outcome::Denied | Outcome::Shadowed { blocked: false }
+        );
+        if !denied || mode != Mode::Check {
+            return;
+        }
+        let (view, store) = (&self.warden.shared, &self.warden.store);
+        let local = view.get();
+        local.tally.note(&self.scope, tag, ip, decision.now_ms);
+        if !store.waits_on_io() {
+            super::view::start_reader(view, store, local);
+        }
+    }
+}
+
 /// Where a denial is remembered: per key and the tier the caller named (a
 /// denial under one tier says nothing of another).
 pub(crate) fn denial_key<'t>(tag: &'t [u8], tier: Option<&str>) -> Cow<'t, [u8]> {

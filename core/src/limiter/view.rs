@@ -1,6 +1,8 @@
 //! The shared policies (switches, address lists) as each process holds
-//! them, and when they are read again.
+//! them, and when they are read again; and the process's tally of denials
+//! (see [`crate::denials`]), which the same reader writes.
 
+use crate::denials::Tally;
 use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
 use crate::store::policies::load_shared;
@@ -30,6 +32,8 @@ pub(crate) struct SharedView {
     read_at: Mutex<u64>,
     /// Whether this process's reading thread was started.
     reader: AtomicBool,
+    /// This process's tally of the denials made on the store.
+    pub(crate) tally: Tally,
 }
 
 /// The policy view of each process, shared by the limiters of one store.
@@ -44,6 +48,7 @@ pub(crate) fn policies(refresh: Duration) -> Policies {
         })),
         read_at: Mutex::new(u64::MAX),
         reader: AtomicBool::new(false),
+        tally: Tally::new(),
     }))
 }
 
@@ -131,10 +136,11 @@ pub(crate) async fn current_policies_async(view: &Policies, store: &Arc<dyn Stor
     }
 }
 
-/// Starts this process's thread that reads the policies every `refresh`
-/// (once per view and process). It holds the view and the store weakly and
-/// ends when they are gone.
-fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &SharedView) {
+/// Starts this process's thread that reads the policies, and writes its
+/// tally of denials, every `refresh` (once per view and process; on a
+/// memory store, whose policies need no reader, at the first denial). It
+/// holds the view and the store weakly and ends when they are gone.
+pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &SharedView) {
     if local.reader.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -147,7 +153,11 @@ fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &SharedView) {
             let (Some(view), Some(store)) = (view.upgrade(), store.upgrade()) else {
                 return;
             };
-            view.get().read(&*store);
+            let local = view.get();
+            local.read(&*store);
+            if let Err(e) = local.tally.flush(&*store) {
+                log::debug!("the record of denials was not written: {e}");
+            }
         });
     if spawned.is_err() {
         // no thread to be had: the next caller tries again

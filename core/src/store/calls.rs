@@ -136,6 +136,13 @@ impl AsyncPolicyStore for PolicyCalls<'_> {
             None => Box::pin(ready(self.store.changes(limit))),
         }
     }
+
+    fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>> {
+        match self.awaitable() {
+            Some(store) => store.denials_async(minutes),
+            None => Box::pin(ready(self.store.denials(minutes))),
+        }
+    }
 }
 
 /// Runs `work`, whose every store call is made in place

@@ -180,6 +180,14 @@ pub trait PolicyStore: Send + Sync {
 
     /// The newest `limit` changes of the audit trail, newest first.
     fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>>;
+
+    /// Sets process `process`'s tally of the denials of the minute that
+    /// starts at `minute_ms` (encoded, see [`crate::denials`]), kept `ttl_s`
+    /// seconds.
+    fn put_denials(&self, minute_ms: u64, process: u64, tally: &[u8], ttl_s: u64) -> Result<()>;
+
+    /// Every process's tally of each of `minutes`, in their order.
+    fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>>;
 }
 
 /// A whole store: its log, its policies, and how it is reached.
@@ -262,6 +270,9 @@ pub trait AsyncPolicyStore: Send + Sync {
 
     /// [`PolicyStore::changes`], awaited.
     fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>>;
+
+    /// [`PolicyStore::denials`], awaited.
+    fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>>;
 }
 
 /// The default wait for one Redis command and for a new connection: 250 ms.

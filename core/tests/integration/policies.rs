@@ -867,3 +867,69 @@ fn every_change_an_operator_makes_is_in_the_audit_trail_with_who_and_why() {
         );
     }
 }
+
+#[test]
+fn the_record_of_denials_shows_who_is_limited_and_the_network_they_share() {
+    for (name, here, elsewhere) in pairs() {
+        let limiter = limiter(&here, "2/minute")
+            .with_scope("api")
+            .unwrap()
+            .with_denial_cache(Duration::from_secs(1));
+        // a scraper rotating addresses in one /24, and one noisy key
+        for i in 0..6 {
+            let ip = format!("198.51.100.{}", 10 + i % 3);
+            for _ in 0..4 {
+                let options = CheckOptions {
+                    ip: Some(&ip),
+                    ..CheckOptions::default()
+                };
+                limiter
+                    .check_with(format!("user:{i}").as_bytes(), &options)
+                    .unwrap();
+            }
+        }
+        for _ in 0..5 {
+            limiter.check(b"token:abc", 1, None).unwrap();
+        }
+        // admitted checks are not in it
+        limiter.check(b"user:quiet", 1, None).unwrap();
+        let admin = Admin::new(elsewhere.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let top = loop {
+            let top = admin.top_denied(300).unwrap();
+            if top.keys.len() == 7 || std::time::Instant::now() > deadline {
+                break top;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let keys: Vec<(&str, &str, u64)> = top
+            .keys
+            .iter()
+            .map(|d| (d.scope.as_str(), d.target.as_str(), d.count))
+            .collect();
+        assert_eq!(keys[0], ("api", "token:abc", 3), "{name}: {keys:?}");
+        assert_eq!(
+            keys.len(),
+            7,
+            "{name}: six users and the token, not user:quiet"
+        );
+        assert!(keys[1..].iter().all(|k| k.2 == 2), "{name}: {keys:?}");
+        assert_eq!(
+            top.networks
+                .iter()
+                .map(|d| (d.scope.as_str(), d.target.as_str(), d.count))
+                .collect::<Vec<_>>(),
+            vec![("api", "198.51.100.0/24", 12)],
+            "{name}"
+        );
+        assert_eq!(top.addresses.len(), 3, "{name}");
+        assert_eq!(top.addresses.iter().map(|d| d.count).sum::<u64>(), 12);
+        assert_eq!(top.per_minute.len(), 5, "{name}");
+        assert_eq!(
+            top.per_minute.iter().map(|m| m.1).sum::<u64>(),
+            15,
+            "{name}"
+        );
+        assert!(admin.top_denied(0).is_err() && admin.top_denied(3601).is_err());
+    }
+}

@@ -1,6 +1,6 @@
 """The admin commands of the ``ratekeeper`` tool: block, unblock, safelist,
 unsafelist, list, inspect, set-tier, set-override, clear-override, switch,
-history.
+history, top.
 
 Every command takes ``--store URL`` (default ``$RATEKEEPER_STORE`` or
 ``redis://127.0.0.1:6379/0``), ``--prefix`` (default ``$RATEKEEPER_PREFIX``
@@ -84,8 +84,26 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
                      for row in [header, *rows])
 
 
+def _show_top(top: Dict[str, Any]) -> str:
+    """Who is limited now, as text: the networks, addresses and keys most
+    denied over the window, and the denials of each minute."""
+    out = [f"Denials over the last {time_left(top['window'])}, per minute (oldest first): "
+           + " ".join(str(m["count"]) for m in top["per_minute"])]
+    for title, rows, name in (("Networks", top["networks"], "network"), ("Addresses", top["addresses"], "address"),
+                              ("Keys", top["keys"], "key")):
+        out.append("")
+        if not rows:
+            out.append(f"{title}: none denied")
+            continue
+        out.append(_table(["DENIED", "SCOPE", name.upper()],
+                          [[f"{r['count']:,}", printable(r["scope"] or "-"), printable(r[name])] for r in rows]))
+    return "\n".join(out)
+
+
 def _show(value: Any) -> str:
     """A result as plain text, every stored text made printable."""
+    if isinstance(value, dict) and "per_minute" in value:
+        return _show_top(value)
     if isinstance(value, list) and value and "action" in value[0]:
         return _table(["WHEN", "WHO", "ACTION", "TARGET", "SCOPE", "DETAIL", "REASON"],
                       [[utc(c["at"]), printable(c["actor"] or "-"), c["action"], printable(c["target"] or "-"),
@@ -290,6 +308,11 @@ def _switch_args(parser: argparse.ArgumentParser) -> None:
     _reason(parser)
 
 
+def _top_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--window", type=int, default=300,
+                        help="seconds to look back (1 to 3600; default 300, the last 5 minutes)")
+
+
 def _history_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, help="how many changes, newest first (1 to 1000; default 20)")
 
@@ -309,4 +332,6 @@ COMMANDS: List[Command] = [
     Command("switch", "Enable, disable or shadow limiting everywhere; scale limits.", _switch_args, _switch),
     Command("history", "Show who changed what, when and why (newest first).", _history_args,
             lambda a, args: a.history(args.limit)),
+    Command("top", "Show who is limited now: the most denied networks, addresses and keys.", _top_args,
+            lambda a, args: a.top_denied(args.window)),
 ]

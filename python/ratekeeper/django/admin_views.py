@@ -1,7 +1,10 @@
 """A staff-only page listing the safelist and blocklist, with their time left
-and reason, where staff add and remove entries, and the history of the
-changes operators made (who, when, what and why: the store's audit trail,
-where this page records its changes as the signed-in user's).
+and reason, where staff add and remove entries; who is limited now (the
+most denied networks, addresses and keys over the last 5 or 60 minutes,
+with a chart of the denials per minute, each row one click from a block or
+a safelist); and the history of the changes operators made (who, when, what
+and why: the store's audit trail, where this page records its changes as
+the signed-in user's).
 
     # urls.py
     path("ratekeeper/", include("ratekeeper.django.urls"))
@@ -37,6 +40,10 @@ LISTINGS = ("safelist", "blocklist")
 
 HISTORY = 50
 """The changes the page shows, newest first."""
+WINDOWS = {"5m": 300, "60m": 3600}
+"""The windows the page shows who is limited over."""
+CHART = (360, 60)
+"""The denials-per-minute chart's width and height, in pixels."""
 
 
 def _admin(request: HttpRequest) -> Admin:
@@ -45,6 +52,21 @@ def _admin(request: HttpRequest) -> Admin:
     config = get_config()
     assert config.gate is not None
     return config.gate.admin(actor=request.user.get_username())
+
+
+def _chart(per_minute: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The bars of the denials-per-minute chart (an inline SVG): each
+    minute's x, y, width, height and title."""
+    width, height = CHART
+    peak = max([m["count"] for m in per_minute] + [1])
+    step = width / max(len(per_minute), 1)
+    bars = []
+    for i, minute in enumerate(per_minute):
+        tall = round(height * minute["count"] / peak, 1)
+        when = datetime.fromtimestamp(minute["at"], tz=timezone.utc).strftime("%H:%M UTC")
+        bars.append({"x": round(i * step, 1), "y": round(height - tall, 1), "width": max(round(step - 1, 1), 1),
+                     "height": tall, "title": f"{when}: {minute['count']} denied"})
+    return {"width": width, "height": height, "bars": bars, "peak": peak}
 
 
 def _history(changes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -73,10 +95,14 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
     listings: List[Dict[str, Any]] = []
     others: List[Dict[str, Any]] = []
     history: List[Dict[str, Any]] = []
+    window = request.GET.get("window", "5m")
+    window = window if window in WINDOWS else "5m"
+    top: Dict[str, Any] = {"keys": [], "addresses": [], "networks": [], "per_minute": []}
     try:
         admin = _admin(request)
         entries = admin.entries()
         history = _history(admin.history(HISTORY))
+        top = admin.top_denied(WINDOWS[window])
     except StorageError as exc:
         errors.append(f"The store could not be read: {exc}")
         status = 503
@@ -88,6 +114,16 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
         "listings": listings,
         "others": others,
         "history": history,
+        "top": top,
+        "denied_tables": [
+            (title, [dict(row, target=row[column]) for row in top[rows]], column, column == "key")
+            for title, column, rows in (("Network", "network", "networks"), ("Address", "address", "addresses"),
+                                        ("Key", "key", "keys"))
+        ],
+        "acts": [("block", "Block"), ("safelist", "Safelist")],
+        "chart": _chart(top["per_minute"]),
+        "window": window,
+        "windows": list(WINDOWS),
         "errors": errors,
         "form": form or {"list": "block", "target": "", "ttl": "", "reason": ""},
         "flash": list(messages.get_messages(request)),
@@ -110,6 +146,7 @@ def add_entry(request: HttpRequest) -> HttpResponse:
     """Blocks or safelists the posted target for the posted ttl (seconds; blank: one week)
     with the posted reason, then redirects to the list. Bad input is shown on the page."""
     form = {name: request.POST.get(name, "").strip() for name in ("list", "target", "ttl", "reason")}
+    as_key = request.POST.get("key") == "1"  # a key from the denied table, even one that reads as an address
     errors = []
     ttl: Optional[float] = None
     if form["list"] not in LISTS:
@@ -125,7 +162,7 @@ def add_entry(request: HttpRequest) -> HttpResponse:
         admin = _admin(request)
         action = admin.block if form["list"] == "block" else admin.safelist
         try:
-            entry = action(form["target"], ttl=ttl, reason=form["reason"])
+            entry = action(form["target"], ttl=ttl, reason=form["reason"], key=as_key)
         except ConfigurationError as exc:
             errors.append(str(exc))
         except StorageError as exc:

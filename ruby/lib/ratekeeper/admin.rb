@@ -56,6 +56,16 @@ module Ratekeeper
       _history(Integer(limit))
     end
 
+    # Who was limited over the last +window+ seconds (1 to 3600), by every
+    # process on this store: {keys: [{scope:, key:, count:}], addresses:
+    # [{scope:, address:, count:}], networks: [{scope:, network:, count:}]
+    # (an IPv4 /24, an IPv6 /64), each most denied first, per_minute: [{at:,
+    # count:}] (oldest first), window:}. A process's denials reach the store
+    # within its policy_refresh.
+    def top_denied(window: 300)
+      _top_denied(Integer(window))
+    end
+
     # Every standing listing, tier and override: Hashes with :kind
     # ("safelist", "blocklist", "tier", "override"), :target, :network,
     # :expires_at (epoch seconds; nil for a tier or override), :detail and

@@ -8,7 +8,7 @@ use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::store::{HashFields, PolicyStore};
 use crate::time::system_now_ms;
 use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 
 /// The policies of the memory store: what Redis keeps in records and hashes.
@@ -22,6 +22,8 @@ pub(super) struct Policies {
     pub(super) strikes: HashMap<Vec<u8>, (VecDeque<i64>, u64)>,
     /// The audit trail, newest first.
     pub(super) changes: VecDeque<Vec<u8>>,
+    /// The record of denials: by minute (ms), each process's tally.
+    pub(super) denials: BTreeMap<u64, HashMap<u64, Vec<u8>>>,
 }
 
 fn hash_index(hash: SharedHash) -> usize {
@@ -134,6 +136,34 @@ impl PolicyStore for MemoryStore {
             .iter()
             .take(limit)
             .cloned()
+            .collect())
+    }
+
+    fn put_denials(&self, minute_ms: u64, process: u64, tally: &[u8], ttl_s: u64) -> Result<()> {
+        self.after_reset();
+        let mut policies = self.policies();
+        policies
+            .denials
+            .entry(minute_ms)
+            .or_default()
+            .insert(process, tally.to_vec());
+        // the minutes older than the newest by more than they are kept
+        let horizon = minute_ms.saturating_sub(ttl_s * 1000);
+        policies.denials = policies.denials.split_off(&horizon);
+        Ok(())
+    }
+
+    fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
+        self.after_reset();
+        let policies = self.policies();
+        Ok(minutes
+            .iter()
+            .map(|minute| {
+                policies
+                    .denials
+                    .get(minute)
+                    .map_or_else(Vec::new, |tallies| tallies.values().cloned().collect())
+            })
             .collect())
     }
 

@@ -436,4 +436,8 @@ impl AsyncPolicyStore for RedisStore {
     fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>> {
         Box::pin(async move { policy::changes(&Awaited(self), limit).await })
     }
+
+    fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>> {
+        Box::pin(async move { policy::denials(&Awaited(self), minutes).await })
+    }
 }

@@ -210,6 +210,40 @@ pub(super) async fn changes(wire: &dyn Wire, limit: usize) -> Result<Vec<Vec<u8>
     read(wire.query(&cmd).await?, "LRANGE")
 }
 
+/// A minute's record of denials: `<prefix>:denials:<minute ms>`.
+fn denials_key(prefix: &str, minute_ms: u64) -> Vec<u8> {
+    format!("{prefix}:denials:{minute_ms}").into_bytes()
+}
+
+/// [`PolicyStore::put_denials`]: the process's field of the minute's hash,
+/// which expires `ttl_s` after its last write.
+pub(super) async fn put_denials(
+    wire: &dyn Wire,
+    minute_ms: u64,
+    process: u64,
+    tally: &[u8],
+    ttl_s: u64,
+) -> Result<()> {
+    let key = denials_key(&wire.store().prefix, minute_ms);
+    let set = redis::cmd("HSET").arg(&key).arg(process).arg(tally).clone();
+    read::<i64>(wire.query(&set).await?, "HSET")?;
+    let expire = redis::cmd("EXPIRE").arg(&key).arg(ttl_s).clone();
+    read::<i64>(wire.query(&expire).await?, "EXPIRE")?;
+    Ok(())
+}
+
+/// [`PolicyStore::denials`].
+pub(super) async fn denials(wire: &dyn Wire, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
+    let mut out = Vec::with_capacity(minutes.len());
+    for &minute_ms in minutes {
+        let cmd = redis::cmd("HVALS")
+            .arg(denials_key(&wire.store().prefix, minute_ms))
+            .clone();
+        out.push(read(wire.query(&cmd).await?, "HVALS")?);
+    }
+    Ok(out)
+}
+
 impl PolicyStore for RedisStore {
     fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         crate::store::in_place(record(&Blocking(self), tag, scope))
@@ -251,6 +285,15 @@ impl PolicyStore for RedisStore {
 
     fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>> {
         crate::store::in_place(changes(&Blocking(self), limit))
+    }
+
+    fn put_denials(&self, minute_ms: u64, process: u64, tally: &[u8], ttl_s: u64) -> Result<()> {
+        let wire = Blocking(self);
+        crate::store::in_place(put_denials(&wire, minute_ms, process, tally, ttl_s))
+    }
+
+    fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
+        crate::store::in_place(denials(&Blocking(self), minutes))
     }
 
     fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike> {

@@ -97,6 +97,13 @@ impl Admin {
         })
     }
 
+    /// `_top_denied(window)`: who was limited over the last `window` seconds.
+    fn top_denied(ruby: &Ruby, rb_self: &Self, window: u64) -> Result<RHash, Error> {
+        let admin = &rb_self.inner;
+        let top = run_core(ruby, true, || admin.top_denied(window))?;
+        to_hash(ruby, &top.plain())
+    }
+
     /// `_history(limit)`: the newest changes operators made, newest first.
     fn history(ruby: &Ruby, rb_self: &Self, limit: usize) -> Result<RArray, Error> {
         let admin = &rb_self.inner;
@@ -202,6 +209,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_add", method!(Admin::add, 8))?;
     class.define_method("_remove", method!(Admin::remove, 5))?;
     class.define_method("_history", method!(Admin::history, 1))?;
+    class.define_method("_top_denied", method!(Admin::top_denied, 1))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
     class.define_method("_inspect", method!(Admin::inspect, 3))?;
     class.define_method("_set_tier", method!(Admin::set_tier, 3))?;

@@ -1,5 +1,5 @@
 //! The core's plain values (see `ratekeeper_core::plain`) as Ruby values:
-//! maps as Hashes with Symbol keys (window seconds as Floats).
+//! maps as Hashes with Symbol keys (window seconds as Floats), lists as Arrays.
 
 use magnus::{value::ReprValue, Error, IntoValue, RHash, Ruby, Value};
 use ratekeeper_core::plain::{Key, Plain};
@@ -22,6 +22,13 @@ pub fn to_ruby(ruby: &Ruby, plain: &Plain) -> Result<Value, Error> {
                 }
             }
             hash.as_value()
+        }
+        Plain::List(items) => {
+            let array = ruby.ary_new_capa(items.len());
+            for item in items {
+                array.push(to_ruby(ruby, item)?)?;
+            }
+            array.as_value()
         }
     })
 }

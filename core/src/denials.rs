@@ -1,0 +1,372 @@
+//! The record of denials: who is limited now. Each process tallies the
+//! throttle denials its limiters make (a remembered denial too), per minute,
+//! by key and by client address, each with its limiter's scope; an
+//! admitted check touches nothing. The tally is written to the store as one
+//! value per process and minute (`<prefix>:denials:<minute>`, a hash of
+//! process to its tally, which expires after an hour): on the memory store
+//! as it changes, on Redis by the process's policy reader every
+//! `policy_refresh` (one write a refresh, however many keys were denied).
+//! [`top`] reads the minutes of a window back from every process: the most
+//! denied keys, addresses and the networks they share (an IPv4 /24, an IPv6
+//! /64), and the denials of each minute.
+
+use crate::error::{Error, Result};
+use crate::net::Cidr;
+use crate::store::{AsyncPolicyStore, PolicyStore};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+/// One minute, in ms.
+const MINUTE_MS: u64 = 60_000;
+
+/// How long a minute's record is kept, in seconds (the longest window read, and a minute).
+pub const KEPT_SECONDS: u64 = 3_660;
+
+/// The longest window [`top`] reads, in seconds.
+pub const MAX_WINDOW: u64 = 3_600;
+
+/// Most entries a process keeps of one minute (the most denied first).
+const MAX_ENTRIES: usize = 500;
+
+/// Most keys (and addresses) a process tallies in one scope and minute:
+/// the denials of others are counted, not by whom (a flood of distinct
+/// keys cannot grow the tally without bound).
+const MAX_TALLIED: usize = 4_096;
+
+/// Most rows [`top`] gives of each kind.
+const TOP: usize = 50;
+
+/// What a denial is counted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+enum Kind {
+    /// The key checked.
+    #[serde(rename = "k")]
+    Key,
+    /// The client address the check was made for.
+    #[serde(rename = "a")]
+    Address,
+    /// Denials of keys past the tally's bound, counted in their scope only.
+    #[serde(rename = "o")]
+    Other,
+}
+
+/// One tallied count, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Counted {
+    #[serde(rename = "k")]
+    kind: Kind,
+    #[serde(rename = "s")]
+    scope: String,
+    #[serde(rename = "v")]
+    value: String,
+    #[serde(rename = "n")]
+    count: u64,
+}
+
+/// Counts by scope, then by key or address (a denial of a key counted
+/// before allocates nothing).
+type Counts = HashMap<String, HashMap<Vec<u8>, u64>>;
+
+/// This process's tally of the current minute.
+#[derive(Debug, Default)]
+struct Minute {
+    /// The minute's start (ms since the epoch).
+    start_ms: u64,
+    keys: Counts,
+    addresses: Counts,
+    /// Denials of keys the tally had no room for, by scope.
+    others: HashMap<String, u64>,
+    /// Whether it changed since it was last written.
+    dirty: bool,
+}
+
+/// Adds one to `value`'s count in `scope`; false when the scope has no room
+/// for a value it does not count yet.
+fn bump(counts: &mut Counts, scope: &str, value: &[u8]) -> bool {
+    let in_scope = match counts.get_mut(scope) {
+        Some(found) => found,
+        None => counts.entry(scope.to_owned()).or_default(),
+    };
+    if let Some(count) = in_scope.get_mut(value) {
+        *count += 1;
+        return true;
+    }
+    if in_scope.len() >= MAX_TALLIED {
+        return false;
+    }
+    in_scope.insert(value.to_vec(), 1);
+    true
+}
+
+/// A process's tally of denials (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Tally {
+    /// This process in the store's record (random: a forked child has its own).
+    process: u64,
+    current: Mutex<Minute>,
+    /// A minute that ended before it was written.
+    ended: Mutex<Option<Minute>>,
+}
+
+impl Tally {
+    /// An empty tally of a process of its own.
+    pub(crate) fn new() -> Tally {
+        let state = std::collections::hash_map::RandomState::new();
+        let process = std::hash::BuildHasher::hash_one(&state, crate::time::system_now_ms());
+        Tally {
+            process,
+            current: Mutex::new(Minute::default()),
+            ended: Mutex::new(None),
+        }
+    }
+
+    /// Counts one denial at `now_ms` of `key` (its tag) in `scope`, made
+    /// for the client address `ip` when one was given.
+    pub(crate) fn note(&self, scope: &str, key: &[u8], ip: Option<&str>, now_ms: u64) {
+        let start_ms = now_ms - now_ms % MINUTE_MS;
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.start_ms != start_ms {
+            let ended = std::mem::replace(
+                &mut *current,
+                Minute {
+                    start_ms,
+                    ..Minute::default()
+                },
+            );
+            if ended.dirty {
+                *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(ended);
+            }
+        }
+        if !bump(&mut current.keys, scope, key) {
+            match current.others.get_mut(scope) {
+                Some(count) => *count += 1,
+                None => {
+                    current.others.insert(scope.to_owned(), 1);
+                }
+            }
+        }
+        if let Some(ip) = ip {
+            // an address counted before, as given (the doors give it canonical)
+            let counted = current
+                .addresses
+                .get_mut(scope)
+                .and_then(|a| a.get_mut(ip.as_bytes()));
+            match counted {
+                Some(count) => *count += 1,
+                None => {
+                    if let Some(ip) = crate::net::parse_hop(ip) {
+                        bump(&mut current.addresses, scope, ip.to_string().as_bytes());
+                    }
+                }
+            }
+        }
+        current.dirty = true;
+    }
+
+    /// Writes what changed since the last write (a minute that ended, then
+    /// the current one) to `store`.
+    pub(crate) fn flush(&self, store: &dyn PolicyStore) -> Result<()> {
+        let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(ended) = ended {
+            self.write(store, &ended)?;
+        }
+        let (start_ms, blob) = {
+            let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+            if !current.dirty {
+                return Ok(());
+            }
+            current.dirty = false;
+            (current.start_ms, encode(&current))
+        };
+        store.put_denials(start_ms, self.process, &blob, KEPT_SECONDS)
+    }
+
+    fn write(&self, store: &dyn PolicyStore, minute: &Minute) -> Result<()> {
+        store.put_denials(minute.start_ms, self.process, &encode(minute), KEPT_SECONDS)
+    }
+}
+
+/// A minute's counts as the store keeps them: the most denied first, at most [`MAX_ENTRIES`].
+fn encode(minute: &Minute) -> Vec<u8> {
+    let mut entries: Vec<Counted> = [
+        (Kind::Key, &minute.keys),
+        (Kind::Address, &minute.addresses),
+    ]
+    .into_iter()
+    .flat_map(|(kind, counts)| {
+        counts.iter().flat_map(move |(scope, values)| {
+            values.iter().map(move |(value, &count)| Counted {
+                kind,
+                scope: scope.clone(),
+                value: String::from_utf8_lossy(value).into_owned(),
+                count,
+            })
+        })
+    })
+    .collect();
+    entries.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.value.cmp(&b.value)));
+    entries.truncate(MAX_ENTRIES);
+    entries.extend(minute.others.iter().map(|(scope, &count)| Counted {
+        kind: Kind::Other,
+        scope: scope.clone(),
+        value: String::new(),
+        count,
+    }));
+    serde_json::to_vec(&entries).unwrap_or_default()
+}
+
+/// One row of [`Top`]: what was denied (a key, an address or a network), in
+/// which scope, and how many times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The limiter's scope ("" for none).
+    pub scope: String,
+    /// The key, the address, or the network (`198.51.100.0/24`, `2001:db8:1:2::/64`).
+    pub target: String,
+    /// The denials counted.
+    pub count: u64,
+}
+
+/// Who was limited over a window, most denied first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Top {
+    /// The window, in seconds.
+    pub window_s: u64,
+    /// The keys.
+    pub keys: Vec<Denied>,
+    /// The client addresses.
+    pub addresses: Vec<Denied>,
+    /// The networks the addresses share: an IPv4 /24, an IPv6 /64.
+    pub networks: Vec<Denied>,
+    /// Each minute of the window, oldest first: its start (ms) and its denials.
+    pub per_minute: Vec<(u64, u64)>,
+}
+
+/// The network an address shares with its neighbours: its /24 or /64.
+fn network_of(address: &str) -> Option<String> {
+    let ip: IpAddr = address.parse().ok()?;
+    let prefix = if ip.is_ipv4() { 24 } else { 64 };
+    Cidr::parse(&format!("{ip}/{prefix}"))
+        .ok()
+        .map(|net| net.network_range().to_string())
+}
+
+/// The rows of `counts`, most first, at most [`TOP`].
+fn ranked(counts: HashMap<(String, String), u64>) -> Vec<Denied> {
+    let mut rows: Vec<Denied> = counts
+        .into_iter()
+        .map(|((scope, target), count)| Denied {
+            scope,
+            target,
+            count,
+        })
+        .collect();
+    rows.sort_by(|a, b| (b.count, &a.scope, &a.target).cmp(&(a.count, &b.scope, &b.target)));
+    rows.truncate(TOP);
+    rows
+}
+
+/// Who was limited over the `window_s` seconds (1 to [`MAX_WINDOW`]) up to
+/// `now_ms`, by every process that writes to `store`.
+pub(crate) async fn top(store: &dyn AsyncPolicyStore, window_s: u64, now_ms: u64) -> Result<Top> {
+    if !(1..=MAX_WINDOW).contains(&window_s) {
+        return Err(Error::config(format!(
+            "invalid window {window_s}: give 1 to {MAX_WINDOW} seconds"
+        )));
+    }
+    let last = now_ms - now_ms % MINUTE_MS;
+    let minutes: Vec<u64> = (0..window_s.div_ceil(60))
+        .rev()
+        .map(|back| last.saturating_sub(back * MINUTE_MS))
+        .collect();
+    let written = store.denials_async(&minutes).await?;
+    let mut keys = HashMap::new();
+    let mut addresses = HashMap::new();
+    let mut networks = HashMap::new();
+    let mut per_minute = Vec::with_capacity(minutes.len());
+    for (&start_ms, blobs) in minutes.iter().zip(written) {
+        let mut total = 0;
+        for blob in blobs {
+            let Ok(entries) = serde_json::from_slice::<Vec<Counted>>(&blob) else {
+                continue;
+            };
+            for e in entries {
+                match e.kind {
+                    Kind::Key => {
+                        total += e.count;
+                        *keys.entry((e.scope, e.value)).or_insert(0) += e.count;
+                    }
+                    Kind::Address => {
+                        if let Some(net) = network_of(&e.value) {
+                            *networks.entry((e.scope.clone(), net)).or_insert(0) += e.count;
+                        }
+                        *addresses.entry((e.scope, e.value)).or_insert(0) += e.count;
+                    }
+                    Kind::Other => total += e.count,
+                }
+            }
+        }
+        per_minute.push((start_ms, total));
+    }
+    Ok(Top {
+        window_s,
+        keys: ranked(keys),
+        addresses: ranked(addresses),
+        networks: ranked(networks),
+        per_minute,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_share_their_24_or_64() {
+        assert_eq!(network_of("198.51.100.77").unwrap(), "198.51.100.0/24");
+        assert_eq!(
+            network_of("2001:db8:1:2:aa::5").unwrap(),
+            "2001:db8:1:2::/64"
+        );
+        assert_eq!(network_of("not an address"), None);
+    }
+
+    #[test]
+    fn a_flood_of_distinct_keys_is_counted_in_a_bounded_tally() {
+        let tally = Tally::new();
+        for i in 0..MAX_TALLIED + 100 {
+            tally.note(
+                "api",
+                format!("k{i}").as_bytes(),
+                Some("203.0.113.9"),
+                60_000,
+            );
+        }
+        let minute = tally.current.lock().unwrap();
+        assert_eq!(minute.keys["api"].len(), MAX_TALLIED);
+        assert_eq!(minute.others["api"], 100);
+        assert_eq!(
+            minute.addresses["api"][&b"203.0.113.9"[..]],
+            MAX_TALLIED as u64 + 100
+        );
+    }
+
+    #[test]
+    fn a_minute_keeps_its_most_denied() {
+        let mut minute = Minute::default();
+        for i in 0..MAX_ENTRIES as u64 + 10 {
+            for _ in 0..=i {
+                bump(&mut minute.keys, "", format!("k{i}").as_bytes());
+            }
+        }
+        let kept: Vec<Counted> = serde_json::from_slice(&encode(&minute)).unwrap();
+        assert_eq!(kept.len(), MAX_ENTRIES);
+        assert_eq!(kept[0].count, MAX_ENTRIES as u64 + 10);
+        assert!(
+            kept.iter().all(|c| c.count > 10),
+            "the least denied dropped"
+        );
+    }
+}
