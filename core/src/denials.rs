@@ -240,7 +240,8 @@ pub struct Top {
     pub addresses: Vec<Denied>,
     /// The networks the addresses share: an IPv4 /24, an IPv6 /64.
     pub networks: Vec<Denied>,
-    /// Each minute of the window, oldest first: its start (ms) and its denials.
+    /// Each minute that holds a moment of the window (the first and the
+    /// last in part), oldest first: its start (ms) and its denials.
     pub per_minute: Vec<(u64, u64)>,
 }
 
@@ -276,11 +277,13 @@ pub(crate) async fn top(store: &dyn AsyncPolicyStore, window_s: u64, now_ms: u64
             "invalid window {window_s}: give 1 to {MAX_WINDOW} seconds"
         )));
     }
-    let last = now_ms - now_ms % MINUTE_MS;
-    let minutes: Vec<u64> = (0..window_s.div_ceil(60))
-        .rev()
-        .map(|back| last.saturating_sub(back * MINUTE_MS))
-        .collect();
+    // every minute that holds a moment of (now - window, now]
+    let minute_of = |ms: u64| ms - ms % MINUTE_MS;
+    let (first, last) = (
+        minute_of((now_ms + 1).saturating_sub(window_s * 1000)),
+        minute_of(now_ms),
+    );
+    let minutes: Vec<u64> = (first..=last).step_by(MINUTE_MS as usize).collect();
     let written = store.denials_async(&minutes).await?;
     let mut keys = HashMap::new();
     let mut addresses = HashMap::new();

@@ -388,6 +388,27 @@ impl Admin {
         })
     }
 
+    /// What `key` has used of each of `rules` in `scope` (none: no scope),
+    /// as a limiter of those rules sees its log now, whatever its listings,
+    /// tier or override: a Decision (logging nothing).
+    #[pyo3(signature = (key, rules, *, scope = None))]
+    fn usage(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        rules: &Bound<'_, PyAny>,
+        scope: Option<&str>,
+    ) -> PyResult<crate::types::Decision> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let rules = convert::rule_set(py, rules)?;
+        let admin = &self.inner;
+        let scope = scope.unwrap_or_default();
+        let decision = run_core(py, admin.store().waits_on_io(), || {
+            admin.usage(&key, scope, &rules)
+        })?;
+        crate::call::deliver(py, decision)
+    }
+
     /// The global switches: a dict with `enabled`, `shadow` and `multiplier`.
     fn switches(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let admin = &self.inner;

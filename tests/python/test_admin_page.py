@@ -438,7 +438,7 @@ def test_who_is_limited_now_in_a_browser(live_server, browser, config):
     top = wait(browser).until(burst_on_top)
     assert int(top.get_attribute("data-count")) >= 16
     bars = browser.find_elements("css selector", "#chart rect")
-    assert len(bars) == 5 and any(float(b.get_attribute("height")) > 0 for b in bars)
+    assert len(bars) in (5, 6) and any(float(b.get_attribute("height")) > 0 for b in bars)
     assert browser.find_elements("css selector", '#denied-address tr.denied-row[data-target="198.51.100.20"]')
 
     # one click blocks the network
@@ -450,3 +450,62 @@ def test_who_is_limited_now_in_a_browser(live_server, browser, config):
     assert (change.get_attribute("data-action"), change.get_attribute("data-target")) == ("block", "198.51.100.0/24")
     assert change.find_element("css selector", ".actor").text == staff.username
     assert change.find_element("css selector", ".reason").text.startswith("denied ")
+
+
+def test_extend_the_switches_with_a_confirmation_and_a_keys_card(staff_client, admin, config):
+    """Extend keeps an entry's reason and pushes its expiry a week out; the
+    switches change only once confirmed; a key's card shows its usage per
+    scope, its listings and bans, and sets and clears its tier and override."""
+    admin.block("user:5", ttl=60, reason="slow down", key=True)
+    done = staff_client.post("/ratekeeper/extend", {"kind": "blocklist", "target": "user:5", "reason": "slow down",
+                                                    "key": "1"}, follow=True)
+    assert b"Extended user:5 on the blocklist for 7d 0h" in done.content
+    (entry,) = [e for e in admin.entries() if e["target"] == "user:5"]
+    assert entry["detail"] == "slow down" and entry["expires_at"] - time.time() > 6 * 86400
+
+    asked = staff_client.post("/ratekeeper/switches", {"shadow": "on", "multiplier": "2", "reason": "load test"})
+    assert asked.status_code == 200 and b'id="confirm-button"' in asked.content
+    assert admin.switches()["shadow"] is False, "nothing changes before the confirmation"
+    page = asked.content.decode()
+    assert 'name="shadow" value="on"' in page and 'name="confirm" value="yes"' in page
+    done = staff_client.post("/ratekeeper/switches", {"shadow": "on", "multiplier": "2", "reason": "load test",
+                                                      "confirm": "yes"}, follow=True)
+    assert b"Switches are now" in done.content
+    assert admin.switches() == {"enabled": True, "shadow": True, "multiplier": 2.0}
+    assert staff_client.post("/ratekeeper/switches", {"shadow": "maybe"}).status_code == 400
+    staff_client.post("/ratekeeper/switches", {"shadow": "off", "multiplier": "1", "confirm": "yes"})
+
+    Limiter(config["RULES"], config["STORE"], prefix=config["PREFIX"], scope="default").check("user:6")
+    admin.block("user:6", ttl=600, reason="fail2ban logins", key=True, scope="default")
+    card = staff_client.get("/ratekeeper/key", {"key": "user:6"})
+    page = card.content.decode()
+    assert card.status_code == 200 and '<code id="key">user:6</code>' in page
+    assert 'data-scope="default"' in page and "Banned in <code>default</code>" in page
+    used = re.findall(r'<tr class="usage" data-scope="default">.*?<td class="used">(\d+)</td>', page)
+    assert used and int(used[0]) >= 1, used
+    done = staff_client.post("/ratekeeper/key", {"key": "user:6", "action": "tier", "value": "pro", "reason": "paid"},
+                             follow=True)
+    assert b"Set user:6&#x27;s tier" in done.content and b'<td id="tier">pro</td>' in done.content
+    staff_client.post("/ratekeeper/key", {"key": "user:6", "action": "override", "value": "9/minute"})
+    assert admin.inspect("user:6")["override"] == "9/1m"
+    staff_client.post("/ratekeeper/key", {"key": "user:6", "action": "override", "value": ""})
+    assert admin.inspect("user:6")["override"] is None
+    bad = staff_client.post("/ratekeeper/key", {"key": "user:6", "action": "override", "value": "9/fortnight"})
+    assert bad.status_code == 400 and b"fortnight" in bad.content
+    hostile = staff_client.get("/ratekeeper/key", {"key": "<script>alert(1)</script>"}).content.decode()
+    assert "<script>alert" not in hostile and "&lt;script&gt;" in hostile
+    assert [c["action"] for c in admin.history(4)] == ["override", "override", "tier", "block"]
+
+
+def test_the_new_forms_need_staff_and_the_csrf_token(config, admin):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(staff=True))
+    for path, form in (("/ratekeeper/extend", {"kind": "blocklist", "target": "user:1"}),
+                       ("/ratekeeper/switches", {"shadow": "on", "confirm": "yes"}),
+                       ("/ratekeeper/key", {"key": "user:1", "action": "tier", "value": "pro"})):
+        assert client.post(path, form).status_code == 403, path
+    outsider = Client()
+    outsider.force_login(make_user(staff=False))
+    assert outsider.post("/ratekeeper/switches", {"shadow": "on", "confirm": "yes"}).status_code == 302
+    assert outsider.get("/ratekeeper/key", {"key": "user:1"}).status_code == 302
+    assert admin.switches()["shadow"] is False and admin.inspect("user:1")["tier"] is None

@@ -236,13 +236,15 @@ def test_who_is_limited_now_from_every_process_on_the_command_line_and_awaited(s
     subprocess.run([sys.executable, "-c", child, site["STORE"], site["PREFIX"]], check=True, timeout=60)
     admin = ratekeeper.Admin(site["STORE"], prefix=site["PREFIX"])
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and len(admin.top_denied(60)["keys"]) < 2:
+    # (a reader may have written part of the denials: wait for all of them)
+    while time.monotonic() < deadline and sum(k["count"] for k in admin.top_denied(60)["keys"]) < 5:
         time.sleep(0.05)
     top = admin.top_denied(60)
     assert [(k["scope"], k["key"], k["count"]) for k in top["keys"]] == [("login", "user:x", 3),
                                                                          ("login", "user:\r\n<b>", 2)]
     assert top["networks"] == [{"scope": "login", "network": "2001:db8:7:7::/64", "count": 5}]
-    assert top["window"] == 60 and len(top["per_minute"]) == 1
+    assert top["window"] == 60 and len(top["per_minute"]) in (1, 2)
+    assert sum(m["count"] for m in top["per_minute"]) == 5
 
     async def awaited():
         return await admin.atop_denied(60)

@@ -11,6 +11,7 @@ mod calls;
 
 use self::calls::{add_entry, inspect_key, list_entries, remove_entry, top_denied};
 use crate::audit::{self, Change};
+use crate::decision::Decision;
 use crate::denials::Top;
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
@@ -19,7 +20,7 @@ pub use crate::policy::Entry;
 use crate::policy::TargetOptions;
 use crate::policy::{self, encode_rules, Field, List, Listing, Record, SharedHash, Switches};
 use crate::rule::RuleSet;
-use crate::store::{self, in_place, ModuleUse, PolicyCalls, Store, StoreOptions};
+use crate::store::{self, in_place, Mode, ModuleUse, PolicyCalls, Request, Store, StoreOptions};
 use std::sync::Arc;
 
 /// What is stored for one key or address.
@@ -286,6 +287,23 @@ impl Admin {
     #[cfg(feature = "async")]
     pub async fn history_async(&self, limit: usize) -> Result<Vec<Change>> {
         audit::read(&self.awaited(), limit).await
+    }
+
+    /// What `key` has used of each of `rules` in `scope` ("" for none), as a
+    /// limiter of those rules would see its log now, whatever its listings,
+    /// tier or override (an operator's look at a key, logging nothing).
+    pub fn usage(&self, key: &[u8], scope: &str, rules: &RuleSet) -> Result<Decision> {
+        crate::keys::check_scope(scope)?;
+        if key.is_empty() {
+            return Err(Error::config("the key is empty"));
+        }
+        let tag = key_tag(key);
+        let request = Request {
+            scope,
+            ..Request::plain(&tag, rules, 1, None, Mode::Peek)
+        };
+        let seen = self.store.apply(&request)?;
+        Ok(Decision::from_observation(rules, 1, &seen, false))
     }
 
     /// Who was limited over the last `window_s` seconds (1 to

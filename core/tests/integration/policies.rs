@@ -897,7 +897,9 @@ fn the_record_of_denials_shows_who_is_limited_and_the_network_they_share() {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let top = loop {
             let top = admin.top_denied(300).unwrap();
-            if top.keys.len() == 7 || std::time::Instant::now() > deadline {
+            // (a reader may have written part of them: wait for all 15)
+            let counted: u64 = top.per_minute.iter().map(|m| m.1).sum();
+            if counted == 15 || std::time::Instant::now() > deadline {
                 break top;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -924,12 +926,58 @@ fn the_record_of_denials_shows_who_is_limited_and_the_network_they_share() {
         );
         assert_eq!(top.addresses.len(), 3, "{name}");
         assert_eq!(top.addresses.iter().map(|d| d.count).sum::<u64>(), 12);
-        assert_eq!(top.per_minute.len(), 5, "{name}");
+        assert!(
+            (5..=6).contains(&top.per_minute.len()),
+            "{name}: 300 s over 5 or 6 minutes"
+        );
         assert_eq!(
             top.per_minute.iter().map(|m| m.1).sum::<u64>(),
             15,
             "{name}"
         );
         assert!(admin.top_denied(0).is_err() && admin.top_denied(3601).is_err());
+    }
+}
+
+#[test]
+fn an_operator_sees_what_a_key_used_whatever_its_listings() {
+    for (name, here, elsewhere) in pairs() {
+        let rules = RuleSet::parse("5/minute; 50/hour").unwrap();
+        let limiter = limiter(&here, "5/minute; 50/hour")
+            .with_scope("api")
+            .unwrap();
+        for _ in 0..3 {
+            limiter.check(b"user:8", 1, None).unwrap();
+        }
+        let admin = Admin::new(elsewhere.clone());
+        admin
+            .add_with(
+                List::Block,
+                b"user:8",
+                TargetOptions {
+                    key: true,
+                    force: false,
+                },
+                "api",
+                None,
+                "",
+                None,
+            )
+            .unwrap();
+        assert!(
+            limiter.peek(b"user:8", 1, None).unwrap().blocked(),
+            "{name}"
+        );
+        let usage = admin.usage(b"user:8", "api", &rules).unwrap();
+        let used: Vec<u64> = usage.rules.iter().map(|r| r.used()).collect();
+        assert_eq!(used, vec![3, 3], "{name}");
+        assert_eq!(
+            admin.usage(b"user:8", "", &rules).unwrap().rules[0].used(),
+            0,
+            "{name}: another scope"
+        );
+        assert!(
+            admin.usage(b"", "api", &rules).is_err() && admin.usage(b"k", "a b", &rules).is_err()
+        );
     }
 }

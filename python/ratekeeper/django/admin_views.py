@@ -20,6 +20,7 @@ against CSRF, with or without ``CsrfViewMiddleware``.
 import time
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -98,11 +99,13 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
     window = request.GET.get("window", "5m")
     window = window if window in WINDOWS else "5m"
     top: Dict[str, Any] = {"keys": [], "addresses": [], "networks": [], "per_minute": []}
+    switches: Dict[str, Any] = {}
     try:
         admin = _admin(request)
         entries = admin.entries()
         history = _history(admin.history(HISTORY))
         top = admin.top_denied(WINDOWS[window])
+        switches = admin.switches()
     except StorageError as exc:
         errors.append(f"The store could not be read: {exc}")
         status = 503
@@ -114,6 +117,7 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
         "listings": listings,
         "others": others,
         "history": history,
+        "switches": switches,
         "top": top,
         "denied_tables": [
             (title, [dict(row, target=row[column]) for row in top[rows]], column, column == "key")
@@ -201,3 +205,135 @@ def remove_entry(request: HttpRequest) -> HttpResponse:
     else:
         messages.warning(request, f"{target} was not on the {kind}{where} (it may have expired).")
     return HttpResponseRedirect(reverse("ratekeeper:policies"))
+
+
+WEEK = 7 * 86400
+
+
+@staff_member_required
+@csrf_protect
+@require_POST
+def extend_entry(request: HttpRequest) -> HttpResponse:
+    """Extends the posted entry (kind, target, scope) by the posted ttl
+    (seconds; blank: one week) from now, keeping its reason."""
+    kind = request.POST.get("kind", "")
+    target = request.POST.get("target", "")
+    scope = request.POST.get("scope") or None
+    raw_ttl = request.POST.get("ttl", "").strip()
+    if kind not in LISTINGS or not target:
+        return _page(request, errors=["Nothing to extend: give kind (safelist or blocklist) and target."], status=400)
+    try:
+        ttl = float(raw_ttl) if raw_ttl else float(WEEK)
+    except ValueError:
+        return _page(request, errors=[f"invalid ttl {raw_ttl!r}: give seconds, or leave it blank for one week"],
+                     status=400)
+    admin = _admin(request)
+    reason = request.POST.get("reason", "")
+    try:
+        if kind == "safelist":
+            entry = admin.safelist(target, ttl=ttl, reason=reason, key=request.POST.get("key") == "1")
+        else:
+            entry = admin.block(target, ttl=ttl, reason=reason, key=scope is not None or request.POST.get("key") == "1",
+                                scope=scope)
+    except ConfigurationError as exc:
+        return _page(request, errors=[str(exc)], status=400)
+    except StorageError as exc:
+        return _page(request, errors=[f"The store could not be written: {exc}"], status=503)
+    messages.success(request, f"Extended {entry['target']} on the {entry['kind']} for {time_left(ttl)}.")
+    return HttpResponseRedirect(reverse("ratekeeper:policies"))
+
+
+SWITCHES = ("enabled", "shadow")
+
+
+@staff_member_required
+@csrf_protect
+@require_POST
+def set_switches(request: HttpRequest) -> HttpResponse:
+    """Changes the global switches posted (enabled, shadow: "on" or "off";
+    multiplier: a number): first a confirmation page saying what will
+    change, then, posted again with confirm=yes, the change."""
+    change: Dict[str, Any] = {}
+    errors: List[str] = []
+    for name in SWITCHES:
+        value = request.POST.get(name, "")
+        if value in ("on", "off"):
+            change[name] = value == "on"
+        elif value:
+            errors.append(f"{name} is on or off, not {value!r}")
+    raw = request.POST.get("multiplier", "").strip()
+    if raw:
+        try:
+            change["multiplier"] = float(raw)
+        except ValueError:
+            errors.append(f"invalid multiplier {raw!r}: give a number above 0")
+    if errors or not change:
+        return _page(request, errors=errors or ["Nothing to change: choose a switch."], status=400)
+    reason = request.POST.get("reason", "").strip()
+    if request.POST.get("confirm") != "yes":
+        context = {"change": change, "reason": reason, "current": _admin(request).switches()}
+        return render(request, "ratekeeper/confirm_switches.html", context)
+    try:
+        switches = _admin(request).set_switches(**change, reason=reason)
+    except ConfigurationError as exc:
+        return _page(request, errors=[str(exc)], status=400)
+    except StorageError as exc:
+        return _page(request, errors=[f"The store could not be written: {exc}"], status=503)
+    shown = ", ".join(f"{k}={v}" for k, v in switches.items())
+    messages.success(request, f"Switches are now {shown}.")
+    return HttpResponseRedirect(reverse("ratekeeper:policies"))
+
+
+def _usage(admin: Admin, key: str) -> List[Dict[str, Any]]:
+    """The key's usage per rule in each scope the settings' throttles (and
+    the decorators') keep, whatever its listings (nothing logged)."""
+    usage = []
+    for scope, limiter in sorted(get_config().limiters().items()):
+        decision = admin.usage(key, limiter.rules, scope=scope)
+        usage.append({"scope": scope, "rules": [
+            {"rule": f"{r.limit}/{r.window:g}s", "used": r.used, "remaining": r.remaining,
+             "reset_after": round(r.reset_after, 1)} for r in decision.rules]})
+    return usage
+
+
+@staff_member_required
+@csrf_protect
+def key_card(request: HttpRequest) -> HttpResponse:
+    """A key's card (GET ?key=): its usage per rule in each scope, its
+    listings and bans, tier and override; a POST sets or clears its tier
+    (action tier) or override (action override), then shows the card."""
+    key = (request.POST.get("key") if request.method == "POST" else request.GET.get("key", "")) or ""
+    if not key:
+        return _page(request, errors=["Give a key to look up."], status=400)
+    admin = _admin(request)
+    errors: List[str] = []
+    if request.method == "POST":
+        action = request.POST.get("action")
+        value = request.POST.get("value", "").strip() or None
+        reason = request.POST.get("reason", "")
+        try:
+            if action == "tier":
+                admin.set_tier(key, value, reason=reason)
+            elif action == "override":
+                admin.set_override(key, value, reason=reason)
+            else:
+                errors.append("Choose a tier or an override to set.")
+        except ConfigurationError as exc:
+            errors.append(str(exc))
+        except StorageError as exc:
+            errors.append(f"The store could not be written: {exc}")
+        if not errors:
+            what = "tier" if action == "tier" else "override"
+            messages.success(request, f"{'Set' if value else 'Cleared'} {key}'s {what}.")
+            return HttpResponseRedirect(f"{reverse('ratekeeper:key')}?{urlencode({'key': key})}")
+    scopes = sorted(get_config().limiters())
+    try:
+        seen = admin.inspect(key)
+        bans = [(scope, admin.inspect(key, scope=scope)["scope_blocklist"]) for scope in scopes]
+        usage = _usage(admin, key)
+    except StorageError as exc:
+        return _page(request, errors=[f"The store could not be read: {exc}"], status=503)
+    context = {"key": key, "seen": seen, "bans": [(s, b) for s, b in bans if b], "usage": usage,
+               "errors": errors, "flash": list(messages.get_messages(request)),
+               "actions": [("tier", "Tier", "pro"), ("override", "Override", "100/minute; 5000/day")]}
+    return render(request, "ratekeeper/key.html", context, status=400 if errors else 200)

@@ -11,4 +11,7 @@ urlpatterns = [
     path("", admin_views.policies, name="policies"),
     path("add", admin_views.add_entry, name="add"),
     path("remove", admin_views.remove_entry, name="remove"),
+    path("extend", admin_views.extend_entry, name="extend"),
+    path("switches", admin_views.set_switches, name="switches"),
+    path("key", admin_views.key_card, name="key"),
 ]

@@ -81,6 +81,13 @@ module Ratekeeper
       _inspect(key, now, scope&.to_s)
     end
 
+    # What +key+ has used of each of +rules+ in +scope+, as a limiter of those
+    # rules sees its log now, whatever its listings, tier or override: a
+    # Decision (logging nothing).
+    def usage(key, rules, scope: nil)
+      _usage(key, rules, scope&.to_s)
+    end
+
     # Stores +tier+ for +key+ (nil removes it), saying why.
     def set_tier(key, tier, reason: "")
       _set_tier(key, tier&.to_s, reason.to_s)

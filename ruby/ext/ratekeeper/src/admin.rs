@@ -158,6 +158,22 @@ impl Admin {
         })
     }
 
+    /// `_usage(key, rules, scope)`: what the key used of each rule in the scope.
+    fn usage(
+        ruby: &Ruby,
+        rb_self: &Self,
+        key: Value,
+        rules: Value,
+        scope: Option<String>,
+    ) -> Result<crate::types::Decision, Error> {
+        let key = convert::key_bytes(ruby, key)?;
+        let rules = convert::rule_set(ruby, rules)?;
+        let admin = &rb_self.inner;
+        let scope = scope.unwrap_or_default();
+        let decision = run_core(ruby, true, || admin.usage(&key, &scope, &rules))?;
+        crate::call::deliver(ruby, decision)
+    }
+
     /// `_set_override(key, rules, reason)`: nil restores the configured rules.
     fn set_override(
         ruby: &Ruby,
@@ -210,6 +226,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_remove", method!(Admin::remove, 5))?;
     class.define_method("_history", method!(Admin::history, 1))?;
     class.define_method("_top_denied", method!(Admin::top_denied, 1))?;
+    class.define_method("_usage", method!(Admin::usage, 3))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
     class.define_method("_inspect", method!(Admin::inspect, 3))?;
     class.define_method("_set_tier", method!(Admin::set_tier, 3))?;
