@@ -24,7 +24,8 @@ Gem::Specification.new do |spec|
     spec.platform = Gem::Platform.local
     # an extension works with the Ruby it was compiled for
     spec.required_ruby_version = "~> #{RUBY_VERSION[/\A\d+\.\d+/]}.0"
-    spec.files = Dir["Cargo.toml", "LICENSE", "README.md", "CHANGELOG.md", "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"] +
+    spec.files = Dir["Cargo.toml", "LICENSE", "README.md", "CHANGELOG.md", "ruby/lib/**/*.rb", "ruby/lib/ratekeeper/web/*.erb",
+                 "ruby/sig/**/*.rbs"] +
                  [native]
     next
   end
@@ -34,11 +35,11 @@ Gem::Specification.new do |spec|
   spec.files = Dir[
     "Cargo.toml", "Cargo.lock", "LICENSE", "README.md", "CHANGELOG.md",
     "engine/Cargo.toml", "engine/src/**/*.rs", "engine/lua/*.lua", "module/Cargo.toml", "module/src/**/*.rs",
-    "core/Cargo.toml", "core/src/**/*.rs", "core/benches/*.rs",
+    "core/Cargo.toml", "core/src/**/*.rs", "core/src/**/*.css", "core/benches/*.rs",
     "python/Cargo.toml", "python/src/**/*.rs",
     "server/Cargo.toml", "server/build.rs", "server/src/**/*.rs", "server/proto/**/*",
     "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",
-    "ruby/lib/**/*.rb", "ruby/sig/**/*.rbs"
+    "ruby/lib/**/*.rb", "ruby/lib/ratekeeper/web/*.erb", "ruby/sig/**/*.rbs"
   ]
   spec.extensions = ["ruby/ext/ratekeeper/extconf.rb"]
 end

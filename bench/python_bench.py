@@ -115,6 +115,8 @@ def main():
     report("py_denied_cached", median_ns=median_ns(n, lambda i: denied.check("hammer")))
     report("py_denied_cached_redis_calls", calls=denied.store_stats["attempts"] - attempts)
 
+    denial_record(url, r, n, limiter, keys, prefix)
+
     # 100,000 keys x 60 logged units, by INFO used_memory
     before = r.info("memory")["used_memory"]
     units = ratekeeper.Limiter(FOUR_RULES, url, prefix=prefix + "-mem")
@@ -126,6 +128,31 @@ def main():
             assert all(units.check_many(chunk, 30, now=1_700_000_000.0 + 2 * step))
     after = r.info("memory")["used_memory"]
     report("redis_memory_keys_x_60_units", keys=scale, bytes=after - before)
+
+
+def denial_record(url, r, n, limiter, keys, prefix):
+    """What the record of who is limited costs: an admitted check by the
+    limiter of py_check_4_rules once its process has denials to record (the
+    same checks, timed again), and the writes to the store while one key is
+    denied as fast as one thread can ask, against one per denial-cache
+    period (its default, 1 s)."""
+    flooded = limiter.with_rules("1/hour", scope="bench-flood")
+    flooded.check("flood")
+    assert not flooded.check("flood")
+    report("py_check_4_rules_denials_recorded", median_ns=median_ns(n, lambda i: limiter.check(keys[i % KEYS])))
+    seconds = 4.0 if n >= 5000 else 1.0
+    r.config_resetstat()
+    denials = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(100):
+            flooded.check("flood")
+        denials += 100
+    writes = r.info("commandstats").get("cmdstat_hset", {}).get("calls", 0)
+    report("denial_record_writes_per_s", per_s=writes / seconds, denials=denials)
+    report("denial_cache_periods_per_s", per_s=1.0)
+    top = ratekeeper.Admin(url, prefix=prefix).top_denied(window=300)
+    assert top["keys"] and top["keys"][0]["key"] == "flood", top
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ ROWS = [
     ("Django middleware under gunicorn, memory store, `wrk` p50 (the door without the round trip)", "django_ratekeeper_memory_p50", "django_none_p50", "no limiter", 1.3, "le"),
     ("a check against a full 100,000/day log", "rust_check_100000_per_day_full", "rust_check_10_per_second_full", "a full 10/second log", 1.2, "le"),
     ("a denied key hammered (in-process denial cache)", "rust_denied_cached", "rust_denied_round_trip", "the same denial from Redis", 20.0, "ge"),
+    ("Python `check()`, 4 rules, admitted, the process recording denials", "py_check_4_rules_denials_recorded", "py_check_4_rules", "the same before any denial", 1.1, "le"),
+    ("a flood of one denied key: writes to the denial record per second", "denial_record_writes_per_s", "denial_cache_periods_per_s", "one per denial-cache period (1 s)", 1.0, "le"),
     ("Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 1.0, "le"),
     ("memory store `check()` from Python, 1 rule", "py_memory_check_1_rule", "py_dict_lookup_and_time", "dict lookup + `time.time()`", 10.0, "le"),
     ("FastAPI + ASGI middleware under uvicorn, `wrk -c32` p50", "fastapi_ratekeeper_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
@@ -86,7 +88,7 @@ def shown(record):
     if "usec" in record:
         return f"{record['usec']:.1f} µs"
     if "per_s" in record:
-        return f"{record['per_s']:,.0f}/s"
+        return f"{record['per_s']:,.0f}/s" if record["per_s"] >= 10 else f"{record['per_s']:.2f}/s"
     return f"{record['p50_us']:.0f} µs"
 
 

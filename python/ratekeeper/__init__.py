@@ -11,6 +11,7 @@ package adds the WSGI middleware (``ratekeeper.wsgi``) and the Django app
 """
 
 from ratekeeper._ratekeeper import (
+    CONSOLE_STYLE,
     DEFAULTS,
     Admin,
     Answer,
@@ -37,6 +38,7 @@ from ratekeeper._ratekeeper import (
 )
 
 __all__ = [
+    "CONSOLE_STYLE",
     "DEFAULTS",
     "Admin",
     "Answer",

@@ -6,6 +6,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 __version__: str
 DEFAULTS: Dict[str, Any]
+CONSOLE_STYLE: str
+"""The operations consoles' style sheet (the Django page's and Ratekeeper::Web's)."""
 
 def _panic_for_tests() -> None: ...
 def check_all(

@@ -193,3 +193,12 @@ def http_servers(commands: Dict[str, List[str]], ports: Dict[str, int], env: Dic
             process.wait(timeout=20)
         for log in logs.values():
             log.close()
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium (browsing.chromium): skipped when it is missing,
+    failed under CI."""
+    from browsing import chromium
+
+    yield from chromium()

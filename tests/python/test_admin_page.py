@@ -4,16 +4,12 @@ test Redis: login required, add, list with reason and time left, remove,
 bad input shown on the page. A few checks through Django's test client
 cover CSRF and an unreachable store.
 
-Needs Debian's chromium and chromium-driver and selenium from PyPI: without
-them the browser test is skipped, except under CI (CI set), where it fails."""
+The browser (browsing.py) needs Debian's chromium and chromium-driver and
+selenium from PyPI: without them it is skipped, except under CI."""
 
-import os
 import re
-import shutil
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from django.conf import settings
@@ -24,11 +20,10 @@ from django.test import Client, override_settings
 from django.test.testcases import LiveServerThread, _StaticFilesHandler
 
 from ratekeeper import Admin, Limiter
+from browsing import (add, block_from_the_top, burst_from_one_network, burst_on_top, find, flash, listed, rows,
+                      status_of, submit, wait)
 from conftest import unique_prefix
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-WAIT = 15  # seconds an explicit wait may take before the test fails
 FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
@@ -88,131 +83,6 @@ def live_server(config):
                 thread.join(timeout=10)
         for conn in shared.values():
             conn.dec_thread_sharing()
-
-
-def _missing():
-    missing = []
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("selenium (pip install selenium)")
-    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
-        if not os.access(path, os.X_OK):
-            missing.append(f"{path} (apt-get install {package})")
-    return missing
-
-
-@pytest.fixture
-def browser():
-    """Headless Chromium through chromedriver. Skipped when they or selenium are
-    missing, but failed under CI, where they must be there."""
-    missing = _missing()
-    if missing:
-        message = "the browser test needs " + ", ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI is set: not skipping)")
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1024"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(WAIT)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-# -- helpers driving the page ------------------------------------------------
-
-
-def wait(driver):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT)
-
-
-def find(driver, css):
-    """Waits for the element the CSS selector finds, and returns it."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-
-    return wait(driver).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
-
-
-def submit(driver, button):
-    """Clicks a submit button and waits until the next page has replaced this one."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-
-    from selenium.common.exceptions import WebDriverException
-
-    old = driver.find_element(By.TAG_NAME, "html")
-    button.click()
-
-    def replaced(_):
-        # Chromium reports a replaced page's node as stale or as "not in the document"
-        try:
-            old.is_enabled()
-            return False
-        except WebDriverException:
-            return True
-
-    wait(driver).until(replaced)
-    find(driver, "body")
-
-
-def rows(driver):
-    """The entries the page lists: {(kind, target): {reason, seconds, left, expires}}."""
-    from selenium.webdriver.common.by import By
-
-    table = find(driver, "#entries")
-    found = {}
-    for row in table.find_elements(By.CSS_SELECTOR, "tr.entry"):
-        left = row.find_element(By.CSS_SELECTOR, "td.left")
-        found[(row.get_attribute("data-kind"), row.get_attribute("data-target"))] = {
-            "reason": row.find_element(By.CSS_SELECTOR, "td.reason").text,
-            "seconds": int(left.get_attribute("data-seconds")),
-            "left": left.text,
-            "expires": row.find_element(By.CSS_SELECTOR, "td.expires").text,
-        }
-    return found
-
-
-def add(driver, live, kind, target, ttl="", reason=""):
-    """Fills in and submits the add form."""
-    from selenium.webdriver.support.ui import Select
-
-    if not driver.current_url.startswith(live + "/ratekeeper/"):
-        driver.get(live + "/ratekeeper/")
-    Select(find(driver, "select[name=list]")).select_by_value(kind)
-    for name, value in (("target", target), ("ttl", ttl), ("reason", reason)):
-        field = find(driver, f"input[name={name}]")
-        field.clear()
-        field.send_keys(value)
-    submit(driver, find(driver, "#add-button"))
-
-
-def flash(driver):
-    return find(driver, "#messages").text
-
-
-def status_of(url, **headers):
-    """The HTTP status of a GET of the live server, sent with these headers."""
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=WAIT) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-def listed(admin):
-    return {(e["kind"], e["target"]): e for e in admin.entries() if e["kind"] in ("safelist", "blocklist")}
 
 
 # -- the browser test --------------------------------------------------------
@@ -422,34 +292,9 @@ def test_who_is_limited_now_in_a_browser(live_server, browser, config):
     browser.get(live + "/health")
     browser.add_cookie({"name": settings.SESSION_COOKIE_NAME, "value": session.cookies[settings.SESSION_COOKIE_NAME].value,
                         "path": "/"})
-    # the burst: eight addresses of one /24, eight requests each (5/second: three each denied)
-    denied = 0
-    for host in range(20, 28):
-        statuses = [status_of(live + "/", **{"X-Forwarded-For": f"198.51.100.{host}"}) for _ in range(8)]
-        denied += statuses.count(429)
-    assert denied >= 16, denied
-    page = live + "/ratekeeper/"
-
-    def burst_on_top(driver):
-        driver.get(page)
-        networks = driver.find_elements("css selector", "#denied-network tr.denied-row")
-        return networks and networks[0].get_attribute("data-target") == "198.51.100.0/24" and networks[0]
-
-    top = wait(browser).until(burst_on_top)
-    assert int(top.get_attribute("data-count")) >= 16
-    bars = browser.find_elements("css selector", "#chart rect")
-    assert len(bars) in (5, 6) and any(float(b.get_attribute("height")) > 0 for b in bars)
-    assert browser.find_elements("css selector", '#denied-address tr.denied-row[data-target="198.51.100.20"]')
-
-    # one click blocks the network
-    submit(browser, top.find_element("css selector", "button.block-button"))
-    assert "Added 198.51.100.0/24 to the blocklist" in flash(browser)
-    wait(browser).until(lambda _: status_of(live + "/", **{"X-Forwarded-For": "198.51.100.99"}) == 403)
-    assert status_of(live + "/", **{"X-Forwarded-For": "203.0.113.50"}) == 200
-    change = find(browser, "#history tr.change")
-    assert (change.get_attribute("data-action"), change.get_attribute("data-target")) == ("block", "198.51.100.0/24")
-    assert change.find_element("css selector", ".actor").text == staff.username
-    assert change.find_element("css selector", ".reason").text.startswith("denied ")
+    denied = burst_from_one_network(live)
+    top = burst_on_top(browser, live + "/ratekeeper/", denied)
+    block_from_the_top(browser, live, top, staff.username)
 
 
 def test_extend_the_switches_with_a_confirmation_and_a_keys_card(staff_client, admin, config):

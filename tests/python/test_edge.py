@@ -101,6 +101,33 @@ def test_fail2ban_bans_the_client_at_the_edge(redis_url, tmp_path):
         assert server.stop() == 0
 
 
+def test_the_edge_servers_denials_are_in_the_record(redis_url, tmp_path):
+    """Denials at the edge reach the store's record of who is limited (as
+    the apps' do): Admin.top_denied names the key, the client address and
+    its /24, with the exact count, within the server's policy refresh."""
+    prefix = unique_prefix()
+    server = EdgeServer(tmp_path, API_POLICY.format(prefix=prefix, rules="2/minute"), store=redis_url)
+    try:
+        statuses = [request(server.port, "/auth", {"X-Forwarded-Uri": "/api/items", "X-Api-Key": "k-7",
+                                                   "X-Forwarded-For": f"198.51.100.{20 + i % 3}"})[0]
+                    for i in range(7)]
+        assert statuses == [200, 200, 429, 429, 429, 429, 429], statuses
+        admin = Admin(redis_url, prefix=prefix)
+        deadline = time.monotonic() + 15
+        while True:
+            top = admin.top_denied(window=300)
+            if top["keys"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        assert server.stop() == 0
+    assert top["keys"] == [{"scope": "api", "key": "k-7", "count": 5}], top
+    assert top["networks"] == [{"scope": "api", "network": "198.51.100.0/24", "count": 5}], top
+    assert sorted((a["address"], a["count"]) for a in top["addresses"]) == [
+        ("198.51.100.20", 2), ("198.51.100.21", 1), ("198.51.100.22", 2)], top
+    assert sum(m["count"] for m in top["per_minute"]) == 5
+
+
 @pytest.mark.parametrize("where", ["redis", "cluster"])
 @pytest.mark.parametrize("app_kind", ["django", "rack"])
 def test_one_quota_two_doors(redis_url, tmp_path, where, app_kind):

@@ -4,6 +4,7 @@ require_relative "test_helper"
 require "rbs"
 require "ratekeeper/testing"
 require "ratekeeper/sidekiq"
+require "ratekeeper/web"
 
 # ruby/sig/ratekeeper.rbs against the loaded gem, as stubtest checks the .pyi:
 # every method the signature names exists, every public method of the gem is

@@ -23,6 +23,11 @@ use crate::rule::RuleSet;
 use crate::store::{self, in_place, Mode, ModuleUse, PolicyCalls, Request, Store, StoreOptions};
 use std::sync::Arc;
 
+/// The style sheet of the operations consoles (the Django page and
+/// `Ratekeeper::Web`), one for both: `ratekeeper.CONSOLE_STYLE`,
+/// `Ratekeeper::CONSOLE_STYLE`.
+pub const CONSOLE_STYLE: &str = include_str!("console.css");
+
 /// What is stored for one key or address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspection {

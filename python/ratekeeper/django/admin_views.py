@@ -30,7 +30,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from ratekeeper._ratekeeper import Admin, ConfigurationError, StorageError
+from ratekeeper._ratekeeper import CONSOLE_STYLE, Admin, ConfigurationError, StorageError
 from ratekeeper.cli.admin import time_left
 from ratekeeper.django.conf import get_config
 
@@ -53,6 +53,12 @@ def _admin(request: HttpRequest) -> Admin:
     config = get_config()
     assert config.gate is not None
     return config.gate.admin(actor=request.user.get_username())
+
+
+def _render(request: HttpRequest, template: str, context: Dict[str, Any], status: int = 200) -> HttpResponse:
+    """A page of the console: `template` with `context` and the style sheet
+    both consoles share (the core's)."""
+    return render(request, template, {**context, "console_style": CONSOLE_STYLE}, status=status)
 
 
 def _chart(per_minute: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -132,7 +138,7 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
         "form": form or {"list": "block", "target": "", "ttl": "", "reason": ""},
         "flash": list(messages.get_messages(request)),
     }
-    return render(request, TEMPLATE, context, status=status)
+    return _render(request, TEMPLATE, context, status)
 
 
 @staff_member_required
@@ -272,7 +278,7 @@ def set_switches(request: HttpRequest) -> HttpResponse:
     reason = request.POST.get("reason", "").strip()
     if request.POST.get("confirm") != "yes":
         context = {"change": change, "reason": reason, "current": _admin(request).switches()}
-        return render(request, "ratekeeper/confirm_switches.html", context)
+        return _render(request, "ratekeeper/confirm_switches.html", context)
     try:
         switches = _admin(request).set_switches(**change, reason=reason)
     except ConfigurationError as exc:
@@ -336,4 +342,4 @@ def key_card(request: HttpRequest) -> HttpResponse:
     context = {"key": key, "seen": seen, "bans": [(s, b) for s, b in bans if b], "usage": usage,
                "errors": errors, "flash": list(messages.get_messages(request)),
                "actions": [("tier", "Tier", "pro"), ("override", "Override", "100/minute; 5000/day")]}
-    return render(request, "ratekeeper/key.html", context, status=400 if errors else 200)
+    return _render(request, "ratekeeper/key.html", context, 400 if errors else 200)

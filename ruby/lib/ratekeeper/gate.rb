@@ -46,6 +46,12 @@ module Ratekeeper
       _decide(method, path, host, peer, headers, query, context, @callables || [], body, user, cost)
     end
 
+    # The admin interface to this gate's store (its Redis or its memory),
+    # its changes recorded in the audit trail as +actor+'s.
+    def admin(actor: nil)
+      _admin(actor&.to_s)
+    end
+
     # Counts a strike of the fail2ban or allow2ban entry +name+ against the
     # client of a request from +peer+ (REMOTE_ADDR) with +headers+ (the Rack
     # env; its X-Forwarded-For believed from the policy's trusted proxies),

@@ -218,8 +218,10 @@ impl Admin {
     }
 }
 
-/// Defines `Ratekeeper::Admin`'s native methods.
+/// Defines `Ratekeeper::Admin`'s native methods and
+/// `Ratekeeper::CONSOLE_STYLE` (the consoles' style sheet).
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
+    module.const_set("CONSOLE_STYLE", core::admin::CONSOLE_STYLE)?;
     let class = module.define_class("Admin", ruby.class_object())?;
     class.define_singleton_method("_open", function!(Admin::open, 4))?;
     class.define_method("_add", method!(Admin::add, 8))?;

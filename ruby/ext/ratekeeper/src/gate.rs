@@ -328,6 +328,23 @@ impl Gate {
             .collect()
     }
 
+    /// `throttle_rules`: `{scope => rules}` of the policy's throttles, in
+    /// order (the rules as text, as Admin#usage takes them).
+    fn throttle_rules(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        let out = ruby.hash_new();
+        for t in &rb_self.inner.spec().throttles {
+            out.aset(t.scope.as_str(), t.rules.to_string())?;
+        }
+        Ok(out)
+    }
+
+    /// `_admin(actor)`: the admin interface to this gate's store (its Redis
+    /// or its memory), its changes recorded as `actor`'s.
+    fn admin(&self, actor: Option<String>) -> crate::admin::Admin {
+        let admin = core::Admin::new(self.inner.warden().store());
+        crate::admin::Admin::wrap(admin.with_actor(actor.as_deref().unwrap_or_default()))
+    }
+
     /// `enabled?`: whether the policy limits at all.
     fn enabled(&self) -> bool {
         self.inner.spec().enabled
@@ -416,6 +433,8 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("stats", method!(Gate::stats, 0))?;
     class.define_method("store_stats", method!(Gate::store_stats, 0))?;
     class.define_method("scopes", method!(Gate::scopes, 0))?;
+    class.define_method("throttle_rules", method!(Gate::throttle_rules, 0))?;
+    class.define_method("_admin", method!(Gate::admin, 1))?;
     class.define_method("enabled?", method!(Gate::enabled, 0))?;
     class.define_method("inspect", method!(Gate::inspect, 0))?;
     let verdict = module.define_class("Verdict", ruby.class_object())?;

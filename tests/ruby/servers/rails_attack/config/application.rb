@@ -8,19 +8,12 @@
 # then adds Rack::Attack to the middleware as rack-attack's does.
 #
 # RATEKEEPER_STORE (a Redis URL) is the cache store's Redis, RATEKEEPER_PREFIX its prefix.
-require "logger"
-require "rails"
-require "action_controller/railtie"
+require_relative "../../rails_app"
 require "ratekeeper/rack_attack"
 
 module RailsAttack
   # The app: no database, no assets; what rack-attack sees of a request.
   class Application < Rails::Application
-    config.load_defaults 6.1
-    config.eager_load = true
-    config.secret_key_base = "test-only-#{"x" * 32}"
-    config.logger = Logger.new(nil)
-    config.hosts.clear
-    config.consider_all_requests_local = false
+    TestRailsApp.configure(config)
   end
 end
