@@ -6,7 +6,7 @@
 //! process to its tally, which expires after an hour): on the memory store
 //! as it changes, on Redis by the process's policy reader every
 //! `policy_refresh` (one write a refresh, however many keys were denied).
-//! [`top`] reads the minutes of a window back from every process: the most
+//! `Admin::top_denied` reads the minutes of a window back from every process: the most
 //! denied keys, addresses and the networks they share (an IPv4 /24, an IPv6
 //! /64), and the denials of each minute.
 
@@ -24,7 +24,7 @@ const MINUTE_MS: u64 = 60_000;
 /// How long a minute's record is kept, in seconds (the longest window read, and a minute).
 pub const KEPT_SECONDS: u64 = 3_660;
 
-/// The longest window [`top`] reads, in seconds.
+/// The longest window `Admin::top_denied` reads, in seconds.
 pub const MAX_WINDOW: u64 = 3_600;
 
 /// Most entries a process keeps of one minute (the most denied first).

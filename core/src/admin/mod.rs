@@ -103,7 +103,7 @@ impl Admin {
     }
 
     /// Puts `target` (a key, an address or a CIDR range, read as
-    /// [`Target::given`] reads it with the default options) on `list` for
+    /// [`Target::given`](crate::policy::Target::given) reads it with the default options) on `list` for
     /// `ttl_seconds` (a week when `None`), with a reason. Replaces an entry
     /// already there; returns the entry made.
     pub fn add(
