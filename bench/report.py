@@ -132,6 +132,12 @@ def table(results):
     if "redis_usec_per_check_4_rules_module" in results:
         usec = results["redis_usec_per_check_4_rules_module"]["usec"]
         lines.append(f"| **module:** Redis CPU per check, 4 rules, absolute | {usec:.2f} µs | – | – | – | ≤ 3 µs | {'yes' if usec <= 3 else '**no**'} |")
+    if "analyze_lines_per_cpu_s" in results:
+        run = results["analyze_lines_per_cpu_s"]
+        fast, small = run["per_s"] >= 1_000_000, run["max_rss_mib"] <= 100
+        what = f"`ratekeeper analyze`, {run['lines']:,} combined-format lines, {run['users']:,} users, 2 rule sets"
+        lines.append(f"| {what}: lines per CPU-second | {run['per_s']:,} | – | – | – | ≥ 1,000,000 | {'yes' if fast else '**no**'} |")
+        lines.append(f"| {what}: peak memory | {run['max_rss_mib']:.0f} MiB | – | – | – | ≤ 100 MiB | {'yes' if small else '**no**'} |")
     if "py_denied_cached_redis_calls" in results:
         calls = results["py_denied_cached_redis_calls"]["calls"]
         lines.append(f"| Redis calls while a denied key is hammered from Python | {calls} | – | – | – | 0 | {'yes' if calls == 0 else '**no**'} |")

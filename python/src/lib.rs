@@ -12,6 +12,7 @@ mod http;
 mod limiter;
 mod net;
 mod plain;
+mod replay;
 mod settings;
 mod twin;
 mod types;
@@ -55,6 +56,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_reset, m)?)?;
     m.add_function(wrap_pyfunction!(types::parse_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay_log, m)?)?;
     m.add_function(wrap_pyfunction!(settings::check_option, m)?)?;
     Ok(())
 }

@@ -354,3 +354,109 @@ def test_plot_and_tier_rules_errors_are_usage_errors(known_log, tmp_path):
         assert not list(tmp_path.glob(path + "*"))
     done = run_cli("inspect", "user:1", "--rules", "1/s", "--tier-rules", "pro", "--store", "redis://127.0.0.1:1/0")
     assert done.returncode == 2 and "NAME=RULES" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_hostile_lines_are_bad_lines_or_requests_never_a_crash(tmp_path, capsys):
+    """Bytes that are not UTF-8, NUL, CR, lone surrogates, times past any
+    float and nesting past any stack: each line is replayed or counted bad
+    (these crashed the replay when it was written in Python)."""
+    clf = clf_line(T0 + 1, "10.6.0.1", "-", "+0000").encode()
+    lines = [
+        clf,
+        clf.replace(b"10.6.0.1", b"\xff\xfe"),  # a key that is not UTF-8: replaced, replayed
+        clf.replace(b"10.6.0.1", b"a\x00b"),
+        b"10.6.0.1 - - [05/Mar/2024:00:00:0\r",  # a lone CR ends a (cut) line
+        clf.replace(b"05/Mar/2024", b"05/Mar/0000"),
+        clf.replace(b"+0000", b"+2400"),
+    ]
+    path = tmp_path / "hostile.log"
+    path.write_bytes(b"".join(lines))
+    report = analyze_json(capsys, str(path), "--rules", "2/second")
+    assert (report["lines"], report["requests"], report["bad_lines"], report["users"]) == (6, 3, 3, 3)
+    reasons = [e["reason"] for e in report["bad_line_examples"]]
+    assert reasons == [
+        "not in common or combined log format",
+        "bad date 05/Mar/0000 +0000: year 0 is out of range",
+        "bad date 05/Mar/2024 +2400: offset must be a timedelta strictly between -timedelta(hours=24) and "
+        "timedelta(hours=24), not datetime.timedelta(days=1).",
+    ]
+    records = [
+        '{"ts": 1709596800, "ip": "\\ud800"}',  # a lone surrogate: replaced, replayed
+        '{"ts": 1' + "0" * 400 + ', "ip": "a"}',
+        "[" * 100_000 + "]" * 100_000,
+        '{"ts": "2024-W10-2", "ip": "b"}',  # an ISO week date
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join(records) + "\n")
+    report = analyze_json(capsys, str(path), "--rules", "2/second")
+    assert (report["requests"], report["bad_lines"]) == (2, 2)
+    assert report["first_time"] == "2024-03-05T00:00:00Z" == report["last_time"]
+    reasons = [e["reason"] for e in report["bad_line_examples"]]
+    assert reasons == ["bad time 1" + "0" * 400 + ": give a time from 1970 up to 2200", "not valid JSON"]
+
+
+def test_the_replay_reports_progress_and_stops_when_asked(tmp_path):
+    """The core calls back every 4096 lines with the bytes read, the file's
+    size and the lines read; an exception in the callback (as Ctrl-C raises)
+    stops the replay and is raised."""
+    from ratekeeper._ratekeeper import replay_log
+
+    path = tmp_path / "access.log"
+    path.write_text("".join(clf_line(T0 + i / 100, "10.7.0.1", "-", "+0000") for i in range(10_000)))
+    calls = []
+    replayed = replay_log(str(path), ["5/second"], "ip", 86400, lambda *args: calls.append(args))
+    size = path.stat().st_size
+    assert [lines for _, _, lines in calls] == [4096, 8192]
+    assert all(total == size and 0 < done <= size for done, total, _ in calls)
+    assert replayed["requests"] == 10_000 and replayed["candidates"][0]["denied_requests"] == 9_500  # 100 a second, 5 admitted
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_):
+        raise Stop()
+
+    with pytest.raises(Stop):
+        replay_log(str(path), ["5/second"], "ip", 86400, stop)
+
+
+def test_a_gzip_of_several_members_is_read_whole(tmp_path, capsys):
+    text = known_log_text()
+    half = len(text) // 2
+    cut = text.rindex("\n", 0, half) + 1
+    path = tmp_path / "rotated.log.gz"
+    path.write_bytes(gzip.compress(text[:cut].encode()) + gzip.compress(text[cut:].encode()))
+    plain = tmp_path / "plain.log"
+    plain.write_text(text)
+    zipped = analyze_json(capsys, str(path), "--rules", RULES)
+    assert zipped["lines"] == analyze_json(capsys, str(plain), "--rules", RULES)["lines"] == 1025
+
+
+def test_ctrl_c_stops_a_long_replay_at_once(tmp_path):
+    """SIGINT, as Ctrl-C sends it, while the core replays without the GIL:
+    the command stops within the next 4,096 lines, exits 130, and prints no
+    traceback."""
+    import signal
+    import time
+
+    chunk = "".join(clf_line(T0 + i, f"10.8.{i % 200}.1", "-", "+0000") for i in range(100_000)).encode()
+    member = gzip.compress(chunk, compresslevel=1)
+    path = tmp_path / "long.log.gz"
+    path.write_bytes(member * 300)  # 30,000,000 lines: far longer than the wait below
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ratekeeper", "analyze", str(path), "--rules", "1/second", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.5)
+        assert child.poll() is None, "the replay ended before it could be interrupted"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err, err

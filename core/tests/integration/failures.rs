@@ -404,8 +404,12 @@ fn wrong_urls_are_configuration_errors() {
 
 /// A replica of the test Cluster taking over from its master (CLUSTER
 /// FAILOVER) under load: checks stay in time, then run exactly on the new
-/// topology (MOVED is followed on a fresh connection).
+/// topology (MOVED is followed on a fresh connection). Run alone (scripts/test
+/// runs the ignored tests after the rest): while the slots move, a check of
+/// another test on the shared Cluster may be answered MOVED twice, which
+/// `OnError::Raise` rightly raises.
 #[test]
+#[ignore = "changes the shared Cluster's topology: scripts/test runs it alone"]
 fn cluster_failover_under_load_recovers() {
     let Ok(url) = std::env::var("RATEKEEPER_TEST_CLUSTER") else {
         return;

@@ -6,6 +6,7 @@ adding a command means adding its module to ``COMMANDS``.
 """
 
 import argparse
+import sys
 from typing import Dict, List, Optional, Tuple
 
 from ratekeeper import __version__
@@ -33,3 +34,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return code
     except SystemExit as exc:  # argparse reports bad arguments (and --help) by exiting
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except KeyboardInterrupt:  # Ctrl-C: a long `analyze` stops within 4,096 lines
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130

@@ -4,14 +4,12 @@ reads the log, replays it and prints (and plots) the report."""
 import argparse
 import importlib.util
 import json
-import os
 import sys
-import zlib
 from typing import Any
 
-from ratekeeper.cli.analyze.parse import detect_format, make_parser, open_log, split_head
+from ratekeeper._ratekeeper import ConfigurationError
 from ratekeeper.cli.analyze.plot import plot_peaks
-from ratekeeper.cli.analyze.replay import BadLines, Candidate, Progress, Replay, replay_lines
+from ratekeeper.cli.analyze.replay import replay
 from ratekeeper.cli.analyze.report import build_report, render_text
 from ratekeeper.cli.analyze.rules import rule_set
 
@@ -65,37 +63,23 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Runs ``analyze``: 0 when done, 1 when the log cannot be read; bad
     arguments exit through ``parser.error`` (code 2)."""
     check_plot(args, parser)
-    candidates = [Candidate(text, i) for i, text in enumerate([args.rules] + args.candidates)]
-    replay = Replay(candidates, PERIOD_SECONDS[args.period])
-    bad = BadLines()
+    show_progress = not args.no_progress and sys.stderr.isatty()
     try:
-        with open_log(args.logfile) as (text, raw, gzipped):
-            head, lines = split_head(text)
-            log_format = detect_format(head)
-            if log_format is None:
-                print(f"{parser.prog}: error: no line of {args.logfile} is in the combined log format or a JSON "
-                      f"object (read the first {len(head)} lines)", file=sys.stderr)
-                return 1
-            try:
-                parse = make_parser(log_format, args.key)
-            except ValueError as exc:
-                parser.error(str(exc))
-            progress = Progress(
-                os.fstat(raw.fileno()).st_size, sys.stderr, not args.no_progress and sys.stderr.isatty()
-            )
-            try:
-                count = replay_lines(lines, parse, replay, bad, lambda n: progress.update(raw.tell(), n))
-            finally:
-                progress.close()
-    except (OSError, EOFError, zlib.error) as exc:
+        replayed = replay(args.logfile, [args.rules] + args.candidates, args.key, PERIOD_SECONDS[args.period], show_progress)
+    except ConfigurationError as exc:
+        parser.error(str(exc))
+    except OSError as exc:
         print(f"{parser.prog}: error: cannot read {args.logfile}: {exc}", file=sys.stderr)
         return 1
-    peaks = replay.sorted_peaks()
-    report = build_report(args.logfile, log_format, gzipped, args, count, replay, bad, peaks)
+    if replayed["format"] is None:
+        print(f"{parser.prog}: error: no line of {args.logfile} is in the combined log format or a JSON "
+              f"object (read the first {replayed['head_lines']} lines)", file=sys.stderr)
+        return 1
+    report = build_report(args.logfile, args, replayed)
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else render_text(report))
     if args.plot:
         try:
-            plot_peaks(report, peaks, args.plot)
+            plot_peaks(report, replayed["peaks"], args.plot)
         except OSError as exc:
             print(f"{parser.prog}: error: cannot write {args.plot}: {exc}", file=sys.stderr)
             return 1

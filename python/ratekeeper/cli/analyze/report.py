@@ -6,9 +6,11 @@ import datetime
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ratekeeper.cli.analyze.replay import PEAK_LIMIT, REORDER_SECONDS, BadLines, Candidate, Replay
+from ratekeeper.cli.analyze.replay import REORDER_SECONDS
 from ratekeeper.cli.analyze.rules import rule_name, window_name
 
+PEAK_LIMIT = 10_000_000
+"""The core's largest limit: no suggestion goes above it."""
 SUGGEST_FACTOR = 3
 QUANTILES = (("p50", 1, 2), ("p99", 99, 100), ("p99_9", 999, 1000))
 """Name, numerator, denominator: nearest-rank percentiles in exact integer arithmetic."""
@@ -52,63 +54,54 @@ def share(part: int, whole: int) -> float:
 
 
 def candidate_report(
-    candidate: Candidate, replay: Replay, stats_by_window: Dict[float, Dict[str, Any]]
+    candidate: Dict[str, Any], replayed: Dict[str, Any], stats_by_window: Dict[float, Dict[str, Any]]
 ) -> Dict[str, Any]:
-    """The JSON report of one candidate rule set."""
-    windows = [dict(stats_by_window[rule.window], limit=rule.limit) for rule in candidate.rules]
+    """The JSON report of one candidate rule set, from the core's counts of it."""
+    windows = [dict(stats_by_window[window], limit=limit) for limit, window in candidate["rule_list"]]
     suggested = [rule_name(w["suggested_limit"], w["window_seconds"]) for w in windows if w["suggested_limit"]]
     return {
-        "rules": candidate.name,
-        "denied_requests": candidate.denied,
-        "denied_requests_pct": share(candidate.denied, replay.requests),
-        "users_affected": candidate.users_affected,
-        "users_affected_pct": share(candidate.users_affected, len(replay.users)),
-        "user_periods_affected": candidate.user_periods_affected,
-        "user_periods_affected_pct": share(candidate.user_periods_affected, replay.user_periods),
+        "rules": candidate["rules"],
+        "denied_requests": candidate["denied_requests"],
+        "denied_requests_pct": share(candidate["denied_requests"], replayed["requests"]),
+        "users_affected": candidate["users_affected"],
+        "users_affected_pct": share(candidate["users_affected"], replayed["users"]),
+        "user_periods_affected": candidate["user_periods_affected"],
+        "user_periods_affected_pct": share(candidate["user_periods_affected"], replayed["user_periods"]),
         "windows": windows,
         "suggested_rules": "; ".join(suggested) or None,
     }
 
 
-def iso_time(timestamp: float) -> Optional[str]:
+def iso_time(timestamp: Optional[float]) -> Optional[str]:
     """``2024-03-05T10:00:00Z`` (None for no time)."""
-    if not math.isfinite(timestamp):
+    if timestamp is None or not math.isfinite(timestamp):
         return None
     moment = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def build_report(
-    path: str,
-    log_format: str,
-    gzipped: bool,
-    args: argparse.Namespace,
-    lines: int,
-    replay: Replay,
-    bad: BadLines,
-    peaks: List[List[int]],
-) -> Dict[str, Any]:
-    """The whole report, as printed by ``--json``; ``peaks`` is ``replay.sorted_peaks()``."""
-    stats = [window_stats(w, ascending) for w, ascending in zip(replay.windows, peaks)]
-    stats_by_window = dict(zip(replay.windows, stats))
+def build_report(path: str, args: argparse.Namespace, replayed: Dict[str, Any]) -> Dict[str, Any]:
+    """The whole report, as printed by ``--json``, from the core's replay."""
+    stats = [window_stats(w, ascending) for w, ascending in zip(replayed["windows"], replayed["peaks"])]
+    stats_by_window = dict(zip(replayed["windows"], stats))
     return {
         "file": path,
-        "format": log_format,
-        "gzip": gzipped,
+        "format": replayed["format"],
+        "gzip": replayed["gzip"],
         "key": args.key,
         "period": args.period,
-        "lines": lines,
-        "requests": replay.requests,
-        "unkeyed_lines": replay.unkeyed,
-        "late_lines": replay.late,
-        "bad_lines": bad.count,
-        "bad_line_examples": bad.examples,
-        "first_time": iso_time(replay.first_time),
-        "last_time": iso_time(replay.last_time),
-        "users": len(replay.users),
-        "user_periods": replay.user_periods,
+        "lines": replayed["lines"],
+        "requests": replayed["requests"],
+        "unkeyed_lines": replayed["unkeyed_lines"],
+        "late_lines": replayed["late_lines"],
+        "bad_lines": replayed["bad_lines"],
+        "bad_line_examples": replayed["bad_line_examples"],
+        "first_time": iso_time(replayed["first_time"]),
+        "last_time": iso_time(replayed["last_time"]),
+        "users": replayed["users"],
+        "user_periods": replayed["user_periods"],
         "windows": stats,
-        "candidates": [candidate_report(c, replay, stats_by_window) for c in replay.candidates],
+        "candidates": [candidate_report(c, replayed, stats_by_window) for c in replayed["candidates"]],
     }
 
 
