@@ -415,7 +415,18 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     assert_eq!(acked, 1, "the replica did not acknowledge the writes");
     let on_master = logs(&mut mcon);
     assert_eq!(on_master.len(), 42);
-    assert_eq!(logs(&mut rcon), on_master, "the replica's logs differ");
+    let on_replica = logs(&mut rcon);
+    let differ: Vec<String> = on_master
+        .iter()
+        .zip(&on_replica)
+        .filter(|(m, r)| m != r)
+        .map(|(m, r)| format!("{}: {:?} / {:?}", String::from_utf8_lossy(&m.0), m.1, r.1))
+        .collect();
+    assert!(
+        on_replica.len() == on_master.len() && differ.is_empty(),
+        "the replica's logs differ ({} on the replica): {differ:?}",
+        on_replica.len()
+    );
     let ttl: i64 = redis::cmd("PTTL")
         .arg(&on_master[0].0)
         .query(&mut rcon)

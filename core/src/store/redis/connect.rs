@@ -25,6 +25,23 @@ pub(super) struct Conn {
     pub(super) broken: bool,
     /// The manager's generation when this connection was made.
     pub(super) generation: u64,
+    /// The socket timeouts last set on it (reading, writing): each is set
+    /// again only when a call's time left differs by more than
+    /// [`timeout_slack`], saving two system calls a check.
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+/// How far a socket timeout already set may be from what is left of a call
+/// and still be kept: 1/64 of it, 1 ms at most (the wait for a pooled
+/// connection is what makes them differ, usually by microseconds).
+fn timeout_slack(left: Duration) -> Duration {
+    (left / 64).min(Duration::from_millis(1))
+}
+
+/// Whether a timeout `set` on a socket stands for a call with `left` to go.
+fn stands(set: Option<Duration>, left: Duration) -> bool {
+    set.is_some_and(|set| set.abs_diff(left) <= timeout_slack(left))
 }
 
 pub(super) enum Link {
@@ -33,23 +50,32 @@ pub(super) enum Link {
 }
 
 impl Conn {
-    /// Makes the next command wait at most until `deadline`: what is left of
-    /// the one call's `timeout` after getting this connection.
+    /// Makes the next command wait at most until `deadline` (give or take
+    /// [`timeout_slack`]): what is left of the one call's `timeout` after
+    /// getting this connection.
     pub(super) fn limit(&mut self, deadline: Instant) -> redis::RedisResult<()> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(timed_out());
         }
-        match &self.link {
-            Link::Single(c) => {
-                c.set_read_timeout(Some(left))?;
-                c.set_write_timeout(Some(left))
+        if !stands(self.read_timeout, left) {
+            // (forgotten first: a failed call leaves it unknown)
+            self.read_timeout = None;
+            match &self.link {
+                Link::Single(c) => c.set_read_timeout(Some(left))?,
+                Link::Cluster(c) => c.set_read_timeout(Some(left))?,
             }
-            Link::Cluster(c) => {
-                c.set_read_timeout(Some(left))?;
-                c.set_write_timeout(Some(left))
-            }
+            self.read_timeout = Some(left);
         }
+        if !stands(self.write_timeout, left) {
+            self.write_timeout = None;
+            match &self.link {
+                Link::Single(c) => c.set_write_timeout(Some(left))?,
+                Link::Cluster(c) => c.set_write_timeout(Some(left))?,
+            }
+            self.write_timeout = Some(left);
+        }
+        Ok(())
     }
 
     pub(super) fn as_like(&mut self) -> &mut dyn ConnectionLike {
@@ -79,7 +105,11 @@ impl Conn {
             if left.is_zero() {
                 return Err(timed_out());
             }
-            con.set_read_timeout(Some(left))?;
+            if !stands(self.read_timeout, left) {
+                self.read_timeout = None;
+                con.set_read_timeout(Some(left))?;
+                self.read_timeout = Some(left);
+            }
             replies.push(match con.recv_response()? {
                 Value::ServerError(e) => Err(e.into()),
                 value => redis::from_redis_value(value).map_err(Into::into),
@@ -173,6 +203,8 @@ impl Manager {
             generation: self.generation.load(Ordering::Acquire),
             link,
             broken: false,
+            read_timeout: None,
+            write_timeout: None,
         })
     }
 }
