@@ -74,11 +74,6 @@ impl Source {
         })
     }
 
-    /// Bytes of the file read so far.
-    pub fn bytes_read(&self) -> u64 {
-        self.read.get()
-    }
-
     /// The count of the file's bytes read, as it grows.
     pub fn read_count(&self) -> Rc<Cell<u64>> {
         Rc::clone(&self.read)
@@ -124,7 +119,7 @@ mod tests {
         while let Some((line, ended)) = source.next_line().unwrap() {
             out.push(format!("{line}{}", if ended { "\n" } else { "" }));
         }
-        assert_eq!(source.bytes_read(), bytes.len() as u64);
+        assert_eq!(source.read_count().get(), bytes.len() as u64);
         std::fs::remove_file(dir).unwrap();
         out
     }
