@@ -22,7 +22,7 @@ be a coroutine function.
 
 import inspect
 from functools import partial
-from typing import Any, Awaitable, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
 from ratekeeper.body import MAX_BODY, field, readable_length
@@ -42,11 +42,6 @@ def header(scope: Scope, name: bytes) -> Optional[str]:
         if key.lower() == name:
             return value.decode("latin-1")  # type: ignore[no-any-return]
     return None
-
-
-def encoded(headers: Iterable[Tuple[str, str]]) -> List[Tuple[bytes, bytes]]:
-    """Headers as ASGI sends them: lower-case Latin-1 bytes."""
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
 async def read_body(scope: Scope, receive: Receive) -> Tuple[Optional[bytes], Receive]:
@@ -80,7 +75,7 @@ def _replaying(read: List[dict], receive: Receive) -> Receive:
 async def send_answer(answer: Answer, send: Send) -> None:
     """Sends an answer that ends an HTTP request (status, headers, body)."""
     await send({"type": "http.response.start", "status": answer.status,
-                "headers": encoded(answer.headers.items())})
+                "headers": answer.asgi_headers})
     await send({"type": "http.response.body", "body": answer.body})
 
 
@@ -181,7 +176,7 @@ class RateLimitMiddleware:
                 log_verdict(self.log_level, verdict)
             await self.refuse(scope, receive, send, verdict.decision, verdict.answer, verdict.ending == "deny")
             return
-        extra = encoded(verdict.answer.headers.items())
+        extra = verdict.answer.asgi_headers
         if not extra or scope["type"] != "http":
             await self.app(scope, receive, send)
             return

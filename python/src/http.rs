@@ -4,7 +4,7 @@
 use crate::errors::guard;
 use crate::types::Decision;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use ratekeeper_core as core;
 
 /// How an adapter answers: `status` of a denial (429), `blocked_status` of a
@@ -163,6 +163,25 @@ impl Answer {
     #[getter]
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         headers_dict(py, &self.inner.headers)
+    }
+
+    /// The headers as ASGI sends them: a list of (name, value) pairs of
+    /// bytes, names in lower case, values in Latin-1 (a character past it,
+    /// which no header the core writes holds, as `?`).
+    #[getter]
+    fn asgi_headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let latin1 = |text: &str| -> Vec<u8> {
+            text.chars()
+                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+                .collect()
+        };
+        let pairs = self.inner.headers.iter().map(|(name, value)| {
+            (
+                PyBytes::new(py, name.to_ascii_lowercase().as_bytes()),
+                PyBytes::new(py, &latin1(value)),
+            )
+        });
+        PyList::new(py, pairs)
     }
 
     /// The body (empty when the request passes on).

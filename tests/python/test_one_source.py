@@ -131,6 +131,9 @@ def test_responses_render_one_answer():
     assert draft.status == 503 and "X-RateLimit-Limit" not in draft.headers and "RateLimit" in draft.headers
     assert set(Responses(headers="none").answer(denied).headers) == {"Retry-After", "Content-Type", "Content-Length"}
     assert Responses().blocked().body == b'{"error":"blocked"}'
+    for given in (passing, answer, draft):  # the ASGI form: every header, lower-case Latin-1 bytes
+        assert given.asgi_headers == [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in given.headers.items()]
+        assert given.asgi_headers
     with pytest.raises(ConfigurationError, match="'loud'"):
         Responses(headers="loud")
     with pytest.raises(ConfigurationError, match="blocked_status 200"):
