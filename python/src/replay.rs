@@ -6,7 +6,8 @@ use crate::errors;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ratekeeper_core::replay::{replay_file, Options, ReplayError, Replayed};
+use ratekeeper_core::replay::tally::PEAK_LIMIT;
+use ratekeeper_core::replay::{replay_file, Options, ReplayError, Replayed, REORDER_SECONDS};
 use std::sync::Mutex;
 
 /// Replays the access log at `path` (common/combined log format or JSON
@@ -15,7 +16,8 @@ use std::sync::Mutex;
 /// user-periods `period_seconds` long. `progress(bytes_read, file_size,
 /// lines)` is called every 4096 lines. Returns the replay's counts as a
 /// dict (`format` None when no line of the first 1000 is in a format it
-/// reads); raises `ConfigurationError` for a key the format has not and
+/// reads), with the bounds the report quotes (`reorder_seconds`, and
+/// `peak_limit`, the largest limit a suggestion may name); raises `ConfigurationError` for a key the format has not and
 /// `OSError` when the file cannot be read.
 #[pyfunction]
 #[pyo3(signature = (path, rule_sets, key, period_seconds, progress = None))]
@@ -123,5 +125,7 @@ fn report<'py>(py: Python<'py>, replayed: &Replayed) -> PyResult<Bound<'py, PyDi
         candidates.append(entry)?;
     }
     dict.set_item("candidates", candidates)?;
+    dict.set_item("reorder_seconds", REORDER_SECONDS)?;
+    dict.set_item("peak_limit", PEAK_LIMIT)?;
     Ok(dict)
 }

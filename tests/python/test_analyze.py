@@ -408,7 +408,8 @@ def test_the_replay_reports_progress_and_stops_when_asked(tmp_path):
     size = path.stat().st_size
     assert [lines for _, _, lines in calls] == [4096, 8192]
     assert all(total == size and 0 < done <= size for done, total, _ in calls)
-    assert replayed["requests"] == 10_000 and replayed["candidates"][0]["denied_requests"] == 9_500  # 100 a second, 5 admitted
+    # 100 lines a second, 5 of them admitted
+    assert replayed["requests"] == 10_000 and replayed["candidates"][0]["denied_requests"] == 9_500
 
     class Stop(Exception):
         pass

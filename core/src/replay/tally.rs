@@ -10,8 +10,9 @@ use super::sliding::{Log, Rules};
 use crate::rule::RuleSet;
 use std::collections::HashMap;
 
-/// The core's largest limit: the measuring log never denies below it.
-pub const PEAK_LIMIT: i64 = 10_000_000;
+/// The core's largest limit: the measuring log never denies below it, and
+/// no suggested limit goes above it.
+pub const PEAK_LIMIT: i64 = crate::rule::MAX_LIMIT as i64;
 
 /// What is counted of one user.
 #[derive(Clone, Copy)]

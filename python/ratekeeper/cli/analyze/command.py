@@ -65,7 +65,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     check_plot(args, parser)
     show_progress = not args.no_progress and sys.stderr.isatty()
     try:
-        replayed = replay(args.logfile, [args.rules] + args.candidates, args.key, PERIOD_SECONDS[args.period], show_progress)
+        rule_sets = [args.rules] + args.candidates
+        replayed = replay(args.logfile, rule_sets, args.key, PERIOD_SECONDS[args.period], show_progress)
     except ConfigurationError as exc:
         parser.error(str(exc))
     except OSError as exc:
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"object (read the first {replayed['head_lines']} lines)", file=sys.stderr)
         return 1
     report = build_report(args.logfile, args, replayed)
-    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else render_text(report))
+    text = json.dumps(report, indent=2) + "\n" if args.json else render_text(report, replayed["reorder_seconds"])
+    sys.stdout.write(text)
     if args.plot:
         try:
             plot_peaks(report, replayed["peaks"], args.plot)

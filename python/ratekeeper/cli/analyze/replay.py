@@ -7,11 +7,6 @@ from typing import Any, Dict, List, TextIO
 
 from ratekeeper._ratekeeper import replay_log
 
-REORDER_SECONDS = 60.0
-"""How far out of order (seconds behind the newest line) a line may come and
-still be replayed in time order (the core's ``replay::REORDER_SECONDS``)."""
-
-
 class Progress:
     """A progress bar on stderr: bytes read out of the file's size, redrawn at
     most four times a second, first shown after half a second."""

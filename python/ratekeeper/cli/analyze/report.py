@@ -6,11 +6,8 @@ import datetime
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ratekeeper.cli.analyze.replay import REORDER_SECONDS
 from ratekeeper.cli.analyze.rules import rule_name, window_name
 
-PEAK_LIMIT = 10_000_000
-"""The core's largest limit: no suggestion goes above it."""
 SUGGEST_FACTOR = 3
 QUANTILES = (("p50", 1, 2), ("p99", 99, 100), ("p99_9", 999, 1000))
 """Name, numerator, denominator: nearest-rank percentiles in exact integer arithmetic."""
@@ -29,18 +26,18 @@ def percentile(ascending: Sequence[int], numerator: int, denominator: int) -> Op
     return ascending[max(rank, 1) - 1]
 
 
-def suggested_limit(p99_9: Optional[int]) -> Optional[int]:
-    """ceil(3 x the p99.9 peak), within the core's limits."""
-    return None if p99_9 is None else min(max(math.ceil(SUGGEST_FACTOR * p99_9), 1), PEAK_LIMIT)
+def suggested_limit(p99_9: Optional[int], peak_limit: int) -> Optional[int]:
+    """ceil(3 x the p99.9 peak), from 1 up to the core's largest limit."""
+    return None if p99_9 is None else min(max(math.ceil(SUGGEST_FACTOR * p99_9), 1), peak_limit)
 
 
-def window_stats(window: float, ascending: Sequence[int]) -> Dict[str, Any]:
+def window_stats(window: float, ascending: Sequence[int], peak_limit: int) -> Dict[str, Any]:
     """Percentiles, maximum and suggested limit of the per-user peaks in ``window``."""
     stats: Dict[str, Any] = {"window": window_name(window), "window_seconds": window}
     for name, numerator, denominator in QUANTILES:
         stats[name] = percentile(ascending, numerator, denominator)
     stats["max"] = ascending[-1] if ascending else None
-    stats["suggested_limit"] = suggested_limit(stats["p99_9"])
+    stats["suggested_limit"] = suggested_limit(stats["p99_9"], peak_limit)
     return stats
 
 
@@ -82,7 +79,8 @@ def iso_time(timestamp: Optional[float]) -> Optional[str]:
 
 def build_report(path: str, args: argparse.Namespace, replayed: Dict[str, Any]) -> Dict[str, Any]:
     """The whole report, as printed by ``--json``, from the core's replay."""
-    stats = [window_stats(w, ascending) for w, ascending in zip(replayed["windows"], replayed["peaks"])]
+    peak_limit = replayed["peak_limit"]
+    stats = [window_stats(w, ascending, peak_limit) for w, ascending in zip(replayed["windows"], replayed["peaks"])]
     stats_by_window = dict(zip(replayed["windows"], stats))
     return {
         "file": path,
@@ -126,15 +124,16 @@ def _table(rows: List[List[str]], right_from: int = 1) -> List[str]:
     ]
 
 
-def render_text(report: Dict[str, Any]) -> str:
-    """The report as a readable table."""
+def render_text(report: Dict[str, Any], reorder_seconds: float) -> str:
+    """The report as a readable table (lines further than ``reorder_seconds``
+    out of order are said to be)."""
     unit = "user-" + report["period"] + "s"
     kind = {"clf": "common/combined log format", "json": "JSON lines"}[report["format"]]
     out = [
         f"{report['file']}: {kind}{', gzip' if report['gzip'] else ''}; key: {report['key']}",
         f"  {report['lines']:,} lines: {report['requests']:,} requests replayed, "
         f"{report['unkeyed_lines']:,} without a key, {report['bad_lines']:,} bad"
-        + (f", {report['late_lines']:,} more than {REORDER_SECONDS:g} s out of order" if report["late_lines"] else ""),
+        + (f", {report['late_lines']:,} more than {reorder_seconds:g} s out of order" if report["late_lines"] else ""),
     ]
     for example in report["bad_line_examples"]:
         out.append(f"    line {example['line']}: {example['reason']}: {example['text'][:80]!r}")
