@@ -124,7 +124,7 @@ module Ratekeeper
 
     # The templates (web/*.erb), each rendered with its locals and the helpers.
     module Page
-      TEMPLATES = %w[index confirm key forbidden].to_h do |view|
+      TEMPLATES = %w[index confirm key forbidden messages].to_h do |view|
         [view, ERB.new(File.read(File.join(VIEWS, "#{view}.erb")), trim_mode: "-")]
       end.freeze
 
@@ -154,6 +154,11 @@ module Ratekeeper
       # +text+ escaped for HTML (every stored text passes through it).
       def h(text)
         ERB::Util.html_escape(text.to_s)
+      end
+
+      # The template +view+ (a part of a page) rendered with these locals.
+      def partial(view)
+        Page::TEMPLATES.fetch(view).result(binding_here)
       end
 
       # The pages' style sheet (the Django page's too).
