@@ -39,14 +39,42 @@ fn timeout_slack(left: Duration) -> Duration {
     (left / 64).min(Duration::from_millis(1))
 }
 
-/// Whether a timeout `set` on a socket stands for a call with `left` to go.
-fn stands(set: Option<Duration>, left: Duration) -> bool {
-    set.is_some_and(|set| set.abs_diff(left) <= timeout_slack(left))
+/// Sets a socket timeout to `left` by `apply` unless the one last `set`
+/// stands for a call with `left` to go (within [`timeout_slack`]); `set`
+/// keeps what was set (forgotten first: a failed call leaves it unknown).
+fn renew(
+    set: &mut Option<Duration>,
+    left: Duration,
+    apply: impl FnOnce(Duration) -> redis::RedisResult<()>,
+) -> redis::RedisResult<()> {
+    if set.is_some_and(|set| set.abs_diff(left) <= timeout_slack(left)) {
+        return Ok(());
+    }
+    *set = None;
+    apply(left)?;
+    *set = Some(left);
+    Ok(())
 }
 
 pub(super) enum Link {
     Single(redis::Connection),
     Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl Link {
+    fn set_read_timeout(&self, timeout: Duration) -> redis::RedisResult<()> {
+        match self {
+            Link::Single(c) => c.set_read_timeout(Some(timeout)),
+            Link::Cluster(c) => c.set_read_timeout(Some(timeout)),
+        }
+    }
+
+    fn set_write_timeout(&self, timeout: Duration) -> redis::RedisResult<()> {
+        match self {
+            Link::Single(c) => c.set_write_timeout(Some(timeout)),
+            Link::Cluster(c) => c.set_write_timeout(Some(timeout)),
+        }
+    }
 }
 
 impl Conn {
@@ -58,24 +86,9 @@ impl Conn {
         if left.is_zero() {
             return Err(timed_out());
         }
-        if !stands(self.read_timeout, left) {
-            // (forgotten first: a failed call leaves it unknown)
-            self.read_timeout = None;
-            match &self.link {
-                Link::Single(c) => c.set_read_timeout(Some(left))?,
-                Link::Cluster(c) => c.set_read_timeout(Some(left))?,
-            }
-            self.read_timeout = Some(left);
-        }
-        if !stands(self.write_timeout, left) {
-            self.write_timeout = None;
-            match &self.link {
-                Link::Single(c) => c.set_write_timeout(Some(left))?,
-                Link::Cluster(c) => c.set_write_timeout(Some(left))?,
-            }
-            self.write_timeout = Some(left);
-        }
-        Ok(())
+        let link = &self.link;
+        renew(&mut self.read_timeout, left, |t| link.set_read_timeout(t))?;
+        renew(&mut self.write_timeout, left, |t| link.set_write_timeout(t))
     }
 
     pub(super) fn as_like(&mut self) -> &mut dyn ConnectionLike {
@@ -105,11 +118,9 @@ impl Conn {
             if left.is_zero() {
                 return Err(timed_out());
             }
-            if !stands(self.read_timeout, left) {
-                self.read_timeout = None;
-                con.set_read_timeout(Some(left))?;
-                self.read_timeout = Some(left);
-            }
+            renew(&mut self.read_timeout, left, |t| {
+                con.set_read_timeout(Some(t))
+            })?;
             replies.push(match con.recv_response()? {
                 Value::ServerError(e) => Err(e.into()),
                 value => redis::from_redis_value(value).map_err(Into::into),
