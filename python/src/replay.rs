@@ -102,7 +102,7 @@ fn report<'py>(py: Python<'py>, replayed: &Replayed) -> PyResult<Bound<'py, PyDi
     let finite = |t: f64| t.is_finite().then_some(t);
     dict.set_item("first_time", finite(tally.first_time))?;
     dict.set_item("last_time", finite(tally.last_time))?;
-    dict.set_item("users", tally.users_fed)?;
+    dict.set_item("users", tally.users())?;
     dict.set_item("user_periods", tally.user_periods)?;
     let seconds = |ms: u64| ms as f64 / 1000.0;
     let windows: Vec<f64> = tally.windows_ms.iter().map(|&ms| seconds(ms)).collect();

@@ -58,8 +58,6 @@ pub struct Tally {
     pub requests: u64,
     /// Lines without a key.
     pub unkeyed: u64,
-    /// Users whose first request has been replayed.
-    pub users_fed: u64,
     /// User-periods seen.
     pub user_periods: u64,
     /// The earliest replayed time (epoch seconds).
@@ -115,7 +113,6 @@ impl Tally {
             peaks: Vec::new(),
             requests: 0,
             unkeyed: 0,
-            users_fed: 0,
             user_periods: 0,
             first_time: f64::INFINITY,
             last_time: f64::NEG_INFINITY,
@@ -163,11 +160,9 @@ impl Tally {
         let counts = &mut self.counts[..windows];
         let admitted = user_logs[0].check(&mut user_starts[..windows], now, measure, counts);
         let period = floor_div(at, self.period_seconds) as i64;
-        let first = user.period.is_none();
         match user.period {
             None => {
                 user.period = Some(period);
-                self.users_fed += 1;
                 self.user_periods += 1;
             }
             Some(current) if period > current => {
@@ -179,7 +174,7 @@ impl Tally {
         }
         for (peak, &count) in peaks.iter_mut().zip(counts.iter()) {
             let used = (count + i64::from(admitted)).min(PEAK_LIMIT) as u64;
-            *peak = if first { used } else { (*peak).max(used) };
+            *peak = (*peak).max(used);
         }
         for (i, candidate) in self.candidates.iter_mut().enumerate() {
             let rules = &self.rules[i + 1];
@@ -204,17 +199,23 @@ impl Tally {
         self.last_time = self.last_time.max(at);
     }
 
-    /// Per measured window, every replayed user's peak, ascending.
+    /// The users seen (each line held is replayed before the counts are
+    /// read, so every one has been replayed).
+    pub fn users(&self) -> u64 {
+        self.users.len() as u64
+    }
+
+    /// Per measured window, every user's peak, ascending.
     pub fn sorted_peaks(&self) -> Vec<Vec<u64>> {
         let windows = self.windows_ms.len();
         (0..windows)
             .map(|w| {
                 let mut column: Vec<u64> = self
-                    .users
+                    .peaks
                     .iter()
-                    .enumerate()
-                    .filter(|(_, u)| u.period.is_some())
-                    .map(|(id, _)| self.peaks[id * windows + w])
+                    .skip(w)
+                    .step_by(windows)
+                    .copied()
                     .collect();
                 column.sort_unstable();
                 column
