@@ -144,12 +144,18 @@ def listed(admin):
 
 
 def burst_from_one_network(live):
-    """Eight addresses of 198.51.100.0/24, eight requests each, to the
-    live site (5/second: three of each eight denied); the denials."""
+    """Eight addresses of 198.51.100.0/24 to the live site (5/second), each
+    until three of its requests are denied (40 at most: a busy machine that
+    serves fewer than five a second spreads them over more seconds); the
+    denials."""
     denied = 0
     for host in range(20, 28):
-        statuses = [status_of(live + "/", **{"X-Forwarded-For": f"198.51.100.{host}"}) for _ in range(8)]
-        denied += statuses.count(429)
+        mine = 0
+        for _ in range(40):
+            mine += status_of(live + "/", **{"X-Forwarded-For": f"198.51.100.{host}"}) == 429
+            if mine == 3:
+                break
+        denied += mine
     assert denied >= 16, denied
     return denied
 
