@@ -88,8 +88,8 @@ fn report(name: &str, ns: f64) {
     println!("{{\"name\": \"{name}\", \"median_ns\": {ns:.1}}}");
 }
 
-/// The arguments of one 4-rule check as the script and the module take them
-/// (mode, cost, now "" for the server clock, the rules).
+/// The arguments of one 4-rule check as the script takes them (mode, cost,
+/// now "" for the server clock, the rules).
 fn check_args() -> Vec<Vec<u8>> {
     let rules = RuleSet::parse(FOUR_RULES).unwrap();
     let mut args: Vec<Vec<u8>> = vec![b"c".to_vec(), b"1".to_vec(), Vec::new()];
@@ -114,6 +114,18 @@ fn check_args() -> Vec<Vec<u8>> {
             .map(|r| r.window_ms.to_string().into_bytes()),
     );
     args
+}
+
+/// The same check packed into one argument, as clients send it to the module.
+fn packed_args() -> Vec<Vec<u8>> {
+    let rules = RuleSet::parse(FOUR_RULES).unwrap();
+    vec![ratekeeper_core::engine::packed::pack_check(
+        true,
+        1,
+        None,
+        rules.log_rules(),
+        std::iter::empty(),
+    )]
 }
 
 /// The call of one check of `key`: the module's command, or the script by its SHA-1.
@@ -165,7 +177,7 @@ fn pipelined(
 ) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
-    let args = check_args();
+    let args = if module { packed_args() } else { check_args() };
     std::thread::scope(|scope| {
         for t in 0..threads {
             let (stop, done, args) = (stop.clone(), done.clone(), args.clone());

@@ -43,7 +43,8 @@
 //!
 //! [`command`] reads the check's arguments and the key's policy record
 //! (safelist, blocklist, tier, override) as `check.lua` does and picks the
-//! rules; [`log::check`] runs the check and says what to write
+//! rules ([`packed`]: the same arguments and reply, each as one string, as
+//! clients send them to the module); [`log::check`] runs the check and says what to write
 //! ([`log::Write`]): nothing, a patch of ranges (`SETRANGE`s) with the TTL
 //! maybe renewed, or a whole new string. [`policy`] reads the arguments of
 //! `policy.lua` (a record change, a fail2ban strike).
@@ -51,6 +52,7 @@
 pub mod command;
 pub mod layout;
 pub mod log;
+pub mod packed;
 pub mod policy;
 
 /// The engine's Lua twins, for Redis servers that load no modules (most

@@ -1,10 +1,14 @@
 //! `RATEKEEPER.CHECK numkeys log [record [scope-record]] ARGV...`: the check script's call
 //! (`EVALSHA <sha> numkeys ...`) with the same keys, arguments, reply and
-//! stored bytes, run by the engine inside Redis.
+//! stored bytes, run by the engine inside Redis; or, as clients send it,
+//! `RATEKEEPER.CHECK numkeys keys... packed`: the same arguments as one
+//! string, answered with the same reply as one string
+//! ([`ratekeeper_engine::packed`]).
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{checked_reply, listed_reply, number, Item};
+use ratekeeper_engine::packed::{pack_reply, parse_packed};
 use ratekeeper_engine::{check, parse_check, select, Check, Record, Selected, Write};
 use std::os::raw::c_int;
 
@@ -14,18 +18,26 @@ pub extern "C" fn command(ctx: Ctx, argv: *mut Arg, argc: c_int) -> c_int {
 }
 
 fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
-    let args = argv
-        .iter()
-        .map(|a| api::bytes(*a))
-        .collect::<Result<Vec<&[u8]>, _>>()?;
-    let Some(numkeys) = args.get(1) else {
+    let Some(&numkeys) = argv.get(1) else {
         return Err(wrong_arity());
     };
-    let numkeys = number(numkeys, "numkeys", 1, 3)? as usize;
-    if args.len() < 2 + numkeys {
+    let numkeys = number(api::bytes(numkeys)?, "numkeys", 1, 3)? as usize;
+    let Some(after_keys) = argv.get(2 + numkeys..).filter(|rest| !rest.is_empty()) else {
         return Err(wrong_arity());
-    }
-    let parsed = parse_check(&args[2 + numkeys..])?;
+    };
+    // one argument after the keys, not the script's mode: a packed check,
+    // answered packed
+    let first = api::bytes(after_keys[0])?;
+    let packed = after_keys.len() == 1 && first != b"c" && first != b"p";
+    let parsed = match packed {
+        true => parse_packed(first)?,
+        false => parse_check(
+            &after_keys
+                .iter()
+                .map(|a| api::bytes(*a))
+                .collect::<Result<Vec<&[u8]>, _>>()?,
+        )?,
+    };
     let clock = api::clock_ms()?;
     let now = parsed.now.unwrap_or(clock);
 
@@ -72,7 +84,13 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             kind,
             reason,
             until,
-        } => return send(ctx, listed_reply(now, kind, reason, until).into_iter()),
+        } => {
+            return send(
+                ctx,
+                packed,
+                listed_reply(now, kind, reason, until).into_iter(),
+            )
+        }
         Selected::Rules { rules, detail } => (rules, detail),
     };
 
@@ -92,12 +110,12 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         writing: parsed.writing,
     })?;
     apply(ctx, &mut log, stored_len, &write, clock)?;
-    send(ctx, checked_reply(&seen, &detail))
+    send(ctx, packed, checked_reply(&seen, &detail))
 }
 
 fn wrong_arity() -> Failure {
     Failure::Arg(ratekeeper_engine::ArgError(
-        "wrong number of arguments: RATEKEEPER.CHECK numkeys log [record [scope-record]] c|p cost now rules..."
+        "wrong number of arguments: RATEKEEPER.CHECK numkeys log [record [scope-record]] packed-check|(c|p cost now rules...)"
             .into(),
     ))
 }
@@ -156,8 +174,26 @@ fn apply(
     Ok(())
 }
 
-/// Sends a reply of integers and bulk strings.
-pub fn send<'a>(ctx: Ctx, items: impl ExactSizeIterator<Item = Item<'a>>) -> Result<(), Failure> {
+thread_local! {
+    /// Where a packed reply is made (kept, so that a check allocates none;
+    /// commands run on Redis's main thread).
+    static PACKED_REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Sends a reply of integers and bulk strings: as one string when `packed`
+/// (see [`ratekeeper_engine::packed`]), else as an array.
+pub fn send<'a>(
+    ctx: Ctx,
+    packed: bool,
+    items: impl ExactSizeIterator<Item = Item<'a>>,
+) -> Result<(), Failure> {
+    if packed {
+        return PACKED_REPLY.with_borrow_mut(|buffer| {
+            buffer.clear();
+            pack_reply(items, buffer);
+            Ok(reply::bulk(ctx, buffer)?)
+        });
+    }
     reply::array(ctx, items.len())?;
     for item in items {
         match item {

@@ -6,8 +6,12 @@
 //! loaded and the script when it has not, and a fleet can switch at any
 //! time. The log itself is [`ratekeeper_engine`]'s.
 //!
-//! * `RATEKEEPER.CHECK numkeys log [record] c|p cost now n windows limits...
-//!   windows... [tier n windows limits... windows...]...`: `check.lua`.
+//! * `RATEKEEPER.CHECK numkeys log [record [scope-record]] c|p cost now n
+//!   windows limits... windows... [tier n windows limits... windows...]...`:
+//!   `check.lua`; or, as clients send it, `RATEKEEPER.CHECK numkeys keys...
+//!   packed`: the same arguments packed into one and the same reply as one
+//!   string (`ratekeeper_engine::packed`), which spares Redis most of a
+//!   call's cost of parsing arguments and building a reply.
 //! * `RATEKEEPER.POLICY 1 key set now field [value]` and
 //!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `policy.lua`.
 //!

@@ -95,6 +95,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             }
             send(
                 ctx,
+                false,
                 [
                     Item::Int(now),
                     Item::Int(count),

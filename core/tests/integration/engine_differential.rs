@@ -4,11 +4,17 @@
 //! the script and once through the module to two keys on one Redis: every
 //! reply and every stored byte must be equal. A third key takes each step
 //! through either, at random (a fleet switching), and must stay equal too.
+//! The module's call is, at random, the script's arguments or the same
+//! packed into one (as clients send it), whose one-string reply must hold
+//! the script's items.
 //!
 //! Runs on `RATEKEEPER_TEST_REDIS_MODULE` (scripts/test starts it).
 
 use crate::common;
 
+use ratekeeper_core::engine::command::Item;
+use ratekeeper_core::engine::packed::{pack_check, unpack_reply};
+use ratekeeper_core::engine::Rules;
 use ratekeeper_core::store::REDIS_SCRIPT;
 use redis::Value;
 
@@ -82,6 +88,36 @@ fn call(
     };
     cmd.arg(keys.len()).arg(keys).arg(args);
     cmd.query::<Value>(con).map_err(|e| e.to_string())
+}
+
+/// The module's packed check of these keys, its reply read back into the
+/// script's array.
+fn call_packed(con: &mut redis::Connection, keys: &[&str], packed: &[u8]) -> Result<Value, String> {
+    let reply: Value = redis::cmd("RATEKEEPER.CHECK")
+        .arg(keys.len())
+        .arg(keys)
+        .arg(packed)
+        .query(con)
+        .map_err(|e| e.to_string())?;
+    let Value::BulkString(bytes) = reply else {
+        panic!("a packed check's reply is one string: {reply:?}");
+    };
+    let items = unpack_reply(&bytes).expect("a packed reply");
+    Ok(Value::Array(
+        items
+            .into_iter()
+            .map(|item| match item {
+                Item::Int(n) => Value::Int(n),
+                Item::Bytes(b) => Value::BulkString(b.to_vec()),
+            })
+            .collect(),
+    ))
+}
+
+/// Rules as the engine takes them.
+fn engine_rules(rules: &[(u64, u64)]) -> Rules {
+    let pairs: Vec<(i64, i64)> = rules.iter().map(|&(l, w)| (l as i64, w as i64)).collect();
+    Rules::new(&pairs)
 }
 
 /// The server clock (ms).
@@ -292,13 +328,28 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
                 _ => vec![log.to_owned()],
             }
         };
+        let tier_rules: Vec<(&[u8], Rules)> = tiers
+            .iter()
+            .filter(|_| policy)
+            .map(|(name, tier)| (name.as_bytes(), engine_rules(tier)))
+            .collect();
+        let packed = pack_check(
+            mode == "c",
+            cost,
+            (!clock).then_some(now as u64),
+            &engine_rules(&rules),
+            tier_rules.iter().map(|(name, tier)| (*name, tier)),
+        );
         let ks = with(&keys.script, 0);
         let km = with(&keys.module, 1);
         let kx = with(&keys.mixed, 2);
         let through_module = rng.chance(50);
         let before = server_ms(con);
         let a = call(con, sha, false, &refs(&ks), &args);
-        let b = call(con, sha, true, &refs(&km), &args);
+        let b = match rng.chance(50) {
+            true => call_packed(con, &refs(&km), &packed),
+            false => call(con, sha, true, &refs(&km), &args),
+        };
         let x = call(con, sha, through_module, &refs(&kx), &args);
         widest = widest.max(server_ms(con).saturating_sub(before) as i64 + 1);
         let at = format!(

@@ -95,6 +95,19 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
             b"1000".to_vec(),
         ]
     };
+    // the same check packed (as clients send it), with the limit given
+    let packed = |limit: u32| -> Vec<u8> {
+        let mut p = ratekeeper_core::engine::packed::pack_check(
+            true,
+            1,
+            Some(1000),
+            &ratekeeper_core::engine::Rules::new(&[(5, 1000)]),
+            std::iter::empty(),
+        );
+        let end = p.len();
+        p[end - 4..].copy_from_slice(&limit.to_be_bytes());
+        p
+    };
     let fixed: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
         ("RATEKEEPER.CHECK", vec![], "wrong number of arguments"),
         (
@@ -163,6 +176,21 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
                 a
             },
             "a limit must be from 1 to 10000000",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"1".to_vec(), b"k".to_vec(), vec![9, 1]],
+            "the packed check's format is 9",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"1".to_vec(), b"k".to_vec(), packed(5)[..21].to_vec()],
+            "the packed check ends before the windows",
+        ),
+        (
+            "RATEKEEPER.CHECK",
+            vec![b"1".to_vec(), b"k".to_vec(), packed(0)],
+            "the rules: a limit must be from 1",
         ),
         ("RATEKEEPER.CHECK", good(&hash), "WRONGTYPE"),
         ("RATEKEEPER.CHECK", good(&list), "WRONGTYPE"),

@@ -283,10 +283,7 @@ impl RedisStore {
         let reply = self
             .script_async(route.as_deref(), |via| self.check_command(request, via))
             .await?;
-        let values: Vec<Value> = redis::from_redis_value(reply).map_err(|e| {
-            Error::storage(format!("unexpected reply from the ratekeeper script: {e}"))
-        })?;
-        parse_reply(&values, request)
+        parse_reply(&reply, request)
     }
 
     /// Several checks in one pipeline (a single Redis), each on its own.
@@ -323,9 +320,7 @@ impl RedisStore {
                 Err(e) => Err(storage_error(e)),
                 Ok(reply) => {
                     paths.answered(path);
-                    redis::from_redis_value::<Vec<Value>>(reply)
-                        .map_err(|e| Error::storage(e.to_string()))
-                        .and_then(|values| parse_reply(&values, request))
+                    parse_reply(&reply, request)
                 }
             });
         }

@@ -107,7 +107,7 @@ impl Conn {
         pipe: &redis::Pipeline,
         count: usize,
         deadline: Instant,
-    ) -> redis::RedisResult<Vec<redis::RedisResult<Vec<Value>>>> {
+    ) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
         let Link::Single(con) = &mut self.link else {
             return pipe.query(self.as_like());
         };
@@ -121,10 +121,7 @@ impl Conn {
             renew(&mut self.read_timeout, left, |t| {
                 con.set_read_timeout(Some(t))
             })?;
-            replies.push(match con.recv_response()? {
-                Value::ServerError(e) => Err(e.into()),
-                value => redis::from_redis_value(value).map_err(Into::into),
-            });
+            replies.push(con.recv_response()?.extract_error());
         }
         Ok(replies)
     }

@@ -30,7 +30,7 @@ use self::connect::{Conn, Connections, Manager};
 use self::failure::{describe, storage_error, unreachable, unreadable, Step};
 pub use self::module::ModuleUse;
 use self::module::{probe, Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
-use self::wire::{is_noscript, parse_reply, pipeline_replies, script_args, Lua, Via};
+use self::wire::{check_args, is_noscript, parse_reply, pipeline_replies, Lua, Via};
 
 use super::breaker::{Failure, StoreStats};
 use super::pool::{GetError, Lent};
@@ -221,7 +221,7 @@ impl RedisStore {
             (true, false) => &[&log, &record, &banned],
         };
         let mut cmd = self.check.command(via, keys);
-        script_args(&mut cmd, r);
+        check_args(&mut cmd, r, via);
         cmd
     }
 
@@ -328,8 +328,7 @@ impl RedisStore {
 impl LogStore for RedisStore {
     fn apply(&self, request: &Request<'_>) -> Result<Observation> {
         let route = self.route(request);
-        let reply: Vec<Value> =
-            self.script(route.as_deref(), |via| self.check_command(request, via))?;
+        let reply: Value = self.script(route.as_deref(), |via| self.check_command(request, via))?;
         parse_reply(&reply, request)
     }
 

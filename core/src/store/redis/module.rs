@@ -11,7 +11,8 @@
 //! in that answer, and a key that is not UTF-8 would make it unreadable.
 //! A module call that meets "unknown command" later (a server restarted
 //! without it) goes through the script at once, without an error; so does a
-//! Redis user whose ACL lacks the module's commands. The process then uses
+//! Redis user whose ACL lacks the module's commands, and a module older than
+//! the client, which asks a packed check for the script's arguments. The process then uses
 //! the script and asks again after [`PROBE_AGAIN`] (a module loaded later, or
 //! a server restarted with it, is picked up by then). A reply that cannot be
 //! read fails that one call and sends the next through the probe again.
@@ -34,6 +35,9 @@ pub const PROBE_AGAIN: Duration = Duration::from_secs(10);
 pub fn probe() -> redis::Cmd {
     redis::cmd(CHECK_COMMAND)
 }
+
+/// What a module older than packed checks answers one (lowercase).
+const OUTDATED: &str = "ratekeeper: wrong number of arguments: give c|p, cost, now";
 
 /// `Paths::state` before the server was asked.
 const UNKNOWN: u64 = 0;
@@ -86,6 +90,8 @@ pub enum Lack {
     NotLoaded,
     /// The Redis user's ACL does not let it run the module's commands.
     NotPermitted,
+    /// The module is older than this client: it takes no packed check.
+    Outdated,
 }
 
 /// The way one call goes.
@@ -171,17 +177,18 @@ impl Paths {
 
     /// Why a module call's error says the module cannot answer: the server
     /// has none ("unknown command", quoted '...' by Redis 7 and `...` by
-    /// Redis 6), or this Redis user may not run it (an ACL without its
-    /// commands); notes it. (The command then did not run.)
+    /// Redis 6), this Redis user may not run it (an ACL without its
+    /// commands), or the module predates packed checks (it asks for the
+    /// script's arguments); notes it. (The command then did not run.)
     pub fn lacks_module(&self, e: &RedisError) -> Option<Lack> {
         let text = e.to_string().to_ascii_lowercase();
-        if !text.contains("ratekeeper.") {
-            return None;
-        }
-        let lack = if text.contains("unknown command") {
+        let named = text.contains("ratekeeper.");
+        let lack = if named && text.contains("unknown command") {
             Lack::NotLoaded
-        } else if text.contains("noperm") {
+        } else if named && text.contains("noperm") {
             Lack::NotPermitted
+        } else if text.contains(OUTDATED) {
+            Lack::Outdated
         } else {
             return None;
         };
@@ -210,6 +217,11 @@ impl Paths {
                 "the Redis user at {shown} may not run the ratekeeper module's commands \
                  (redis_module is \"require\"): add +ratekeeper.check +ratekeeper.policy to \
                  its ACL, or set redis_module to \"auto\""
+            ),
+            Lack::Outdated => format!(
+                "the ratekeeper module at {shown} is older than this client and takes no \
+                 packed checks (redis_module is \"require\"): load this version's module, \
+                 or set redis_module to \"auto\""
             ),
         })
     }
@@ -260,11 +272,18 @@ mod tests {
             "NOPERM this user has no permissions to run the 'ratekeeper.check' command",
         );
         let other = server_error("ERR unknown command 'EVALSHA', with args beginning with: ");
+        // what a module before packed checks answers one
+        let outdated = server_error(
+            "ERR ratekeeper: wrong number of arguments: give c|p, cost, now, then the rules",
+        );
+        let refused = server_error("ERR ratekeeper: the packed check's format is 9, not 1");
         for (e, lack) in [
             (&redis7, Some(Lack::NotLoaded)),
             (&redis6, Some(Lack::NotLoaded)),
             (&noperm, Some(Lack::NotPermitted)),
+            (&outdated, Some(Lack::Outdated)),
             (&other, None),
+            (&refused, None),
         ] {
             let paths = Paths::new(ModuleUse::Auto);
             assert_eq!(paths.choose(), Path::Module);
@@ -284,6 +303,10 @@ mod tests {
             .missing("redis://h:1/0", Lack::NotPermitted)
             .to_string();
         assert!(told.contains("+ratekeeper.check"), "{told}");
+        let told = required
+            .missing("redis://h:1/0", Lack::Outdated)
+            .to_string();
+        assert!(told.contains("older than this client"), "{told}");
     }
 
     #[test]

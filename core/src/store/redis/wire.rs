@@ -5,6 +5,8 @@
 use super::failure::storage_error;
 use super::module::Path;
 use crate::decision::{Observation, RuleObservation};
+use crate::engine::command::Item;
+use crate::engine::packed::unpack_reply;
 use crate::error::{Error, Result};
 use crate::policy::{Applied, DecidedBy, Listing};
 use crate::rule::RuleSet;
@@ -74,10 +76,23 @@ pub(super) fn is_noscript(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
-/// Appends a check's arguments (see [`super::SCRIPT`]) to `cmd`.
-pub(super) fn script_args(cmd: &mut redis::Cmd, r: &Request<'_>) {
-    cmd.arg(if r.mode == Mode::Check { "c" } else { "p" })
-        .arg(r.cost);
+/// Appends a check's arguments to `cmd`: as the script takes them (see
+/// [`super::SCRIPT`]), or for the module packed into one
+/// ([`crate::engine::packed`]).
+pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
+    let writing = r.mode == Mode::Check;
+    if via == Via::Module {
+        let tiers = r.tiers.iter().filter(|_| r.policy);
+        cmd.arg(crate::engine::packed::pack_check(
+            writing,
+            r.cost,
+            r.now_ms,
+            r.rules.log_rules(),
+            tiers.map(|(name, rules)| (name.as_bytes(), rules.log_rules())),
+        ));
+        return;
+    }
+    cmd.arg(if writing { "c" } else { "p" }).arg(r.cost);
     match r.now_ms {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
@@ -124,21 +139,44 @@ pub(super) fn pipeline_replies<T>(
     Err((0..count).map(|_| Err(failed.clone())).collect())
 }
 
-/// The observation in the check script's reply (see [`super::SCRIPT`]).
-pub(super) fn parse_reply(reply: &[Value], request: &Request<'_>) -> Result<Observation> {
+/// The observation in a check's reply: the script's array (see
+/// [`super::SCRIPT`]), or the same items packed into one string by the module.
+pub(super) fn parse_reply(reply: &Value, request: &Request<'_>) -> Result<Observation> {
     let bad = || {
         Error::storage(format!(
             "unexpected reply from the ratekeeper script: {reply:?}"
         ))
     };
-    let int = |v: &Value| match v {
-        Value::Int(i) if *i >= -1 => Ok(*i),
+    let items: Vec<Item<'_>> = match reply {
+        Value::Array(values) => values
+            .iter()
+            .map(|v| match v {
+                Value::Int(i) => Ok(Item::Int(*i)),
+                Value::BulkString(b) => Ok(Item::Bytes(b)),
+                Value::SimpleString(s) => Ok(Item::Bytes(s.as_bytes())),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_>>()?,
+        Value::BulkString(b) => unpack_reply(b).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    observation(&items, request, bad)
+}
+
+/// The observation the reply's items give; `bad` is the error when they are
+/// not a check's reply.
+fn observation(
+    reply: &[Item<'_>],
+    request: &Request<'_>,
+    bad: impl Fn() -> Error,
+) -> Result<Observation> {
+    let int = |item: &Item<'_>| match item {
+        Item::Int(i) if *i >= -1 => Ok(*i),
         _ => Err(bad()),
     };
-    let text = |v: &Value| match v {
-        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Ok(s.clone()),
-        _ => Err(bad()),
+    let text = |item: &Item<'_>| match item {
+        Item::Bytes(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Item::Int(_) => Err(bad()),
     };
     if reply.len() < 5 {
         return Err(bad());
