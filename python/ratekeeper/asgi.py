@@ -169,12 +169,14 @@ class RateLimitMiddleware:
             scope.get("method", "GET"), scope.get("path") or "/", header(scope, b"host") or "", peer, headers,
             (scope.get("query_string") or b"").decode("latin-1"), context=scope, body=body,
             cost=self.cost(scope) if self.cost else None)
-        if verdict.decision is not None:
-            scope["ratekeeper.decision"] = verdict.decision
-        if verdict.ending != "pass":
-            if verdict.ending == "deny":
+        decision = verdict.decision  # (each read of a verdict's field makes a new object)
+        if decision is not None:
+            scope["ratekeeper.decision"] = decision
+        ending = verdict.ending
+        if ending != "pass":
+            if ending == "deny":
                 log_verdict(self.log_level, verdict)
-            await self.refuse(scope, receive, send, verdict.decision, verdict.answer, verdict.ending == "deny")
+            await self.refuse(scope, receive, send, decision, verdict.answer, ending == "deny")
             return
         extra = verdict.answer.asgi_headers
         if not extra or scope["type"] != "http":

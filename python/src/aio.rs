@@ -1,8 +1,11 @@
 //! Awaitables: the core's async calls run on a tokio runtime of this
 //! process's own, their outcome handed to the asyncio loop that awaits them.
 //!
-//! An `acheck` creates a future on the running loop, spawns the check on
-//! the runtime and returns; the event loop never waits on Redis. When the
+//! An `acheck` creates a future on the running loop, holds the check for
+//! the runtime and returns; the event loop never waits on Redis. The calls
+//! of one turn of the loop are handed to the runtime together, by a callback
+//! the first of them schedules (`loop.call_soon`): one wake of a runtime
+//! thread for a turn's checks rather than one each. When the
 //! check ends, the runtime thread queues its outcome for that loop and, if
 //! the queue was empty, writes to an eventfd the loop watches
 //! (`loop.add_reader`): it never takes the GIL, so it never waits for the
@@ -18,6 +21,7 @@
 //! than one global to every extension.
 
 use crate::errors::{panic_message, to_py};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -53,10 +57,17 @@ type Done = (
     Box<dyn FnOnce(Python<'_>) -> (bool, Py<PyAny>) + Send>,
 );
 
-/// One event loop's inbox: finished calls, and the eventfd that wakes it.
+/// A call not yet handed to the runtime.
+type Job = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One event loop's inbox: finished calls, and the eventfd that wakes it;
+/// and its outbox: the calls made in the loop's current turn, handed to the
+/// runtime together at its next (one wake of the runtime for all of them,
+/// not one each).
 struct Link {
     fd: i32,
     queue: Mutex<Vec<Done>>,
+    outbox: Mutex<Vec<Job>>,
 }
 
 impl Link {
@@ -71,6 +82,43 @@ impl Link {
             // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
             unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
         }
+    }
+}
+
+impl Link {
+    /// Holds `job` for the runtime; true when it is the first since the
+    /// last hand-over (the caller then schedules one: [`Submit`]).
+    fn hold(&self, job: Job) -> bool {
+        let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        outbox.push(job);
+        outbox.len() == 1
+    }
+
+    /// Hands every held call to the runtime, as one task that runs them
+    /// side by side.
+    fn submit(&self) {
+        let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()));
+        if jobs.is_empty() {
+            return;
+        }
+        runtime().spawn(async move {
+            let mut running: FuturesUnordered<Job> = jobs.into_iter().collect();
+            while running.next().await.is_some() {}
+        });
+    }
+}
+
+/// What `loop.call_soon` runs after a turn that made calls: hands them to
+/// the runtime ([`Link::submit`]).
+#[pyclass(frozen, module = "ratekeeper")]
+struct Submit {
+    link: Arc<Link>,
+}
+
+#[pymethods]
+impl Submit {
+    fn __call__(&self) {
+        self.link.submit();
     }
 }
 
@@ -131,6 +179,7 @@ fn link_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<Link>
     let link = Arc::new(Link {
         fd,
         queue: Mutex::new(Vec::new()),
+        outbox: Mutex::new(Vec::new()),
     });
     let waker = Bound::new(py, Waker { link: link.clone() })?;
     event_loop.call_method1("add_reader", (fd, waker.clone()))?;
@@ -167,7 +216,8 @@ where
     let future = event_loop.call_method0("create_future")?;
     let link = link_for(py, &event_loop)?;
     let future_ref = future.clone().unbind();
-    runtime().spawn(async move {
+    let held = link.clone();
+    let job: Job = Box::pin(async move {
         let outcome = AssertUnwindSafe(work).catch_unwind().await;
         let make = move |py: Python<'_>| -> (bool, Py<PyAny>) {
             match outcome {
@@ -184,5 +234,11 @@ where
         };
         link.post((future_ref, Box::new(make)));
     });
+    if held.hold(job) {
+        let submit = Bound::new(py, Submit { link: held.clone() })?;
+        if event_loop.call_method1("call_soon", (submit,)).is_err() {
+            held.submit(); // (a running loop takes callbacks: not seen)
+        }
+    }
     Ok(future)
 }
