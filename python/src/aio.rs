@@ -83,9 +83,7 @@ impl Link {
             unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
         }
     }
-}
 
-impl Link {
     /// Holds `job` for the runtime; true when it is the first since the
     /// last hand-over (the caller then schedules one: [`Submit`]).
     fn hold(&self, job: Job) -> bool {
@@ -235,8 +233,9 @@ where
         link.post((future_ref, Box::new(make)));
     });
     if held.hold(job) {
-        let submit = Bound::new(py, Submit { link: held.clone() })?;
-        if event_loop.call_method1("call_soon", (submit,)).is_err() {
+        let scheduled = Bound::new(py, Submit { link: held.clone() })
+            .and_then(|submit| event_loop.call_method1("call_soon", (submit,)));
+        if scheduled.is_err() {
             held.submit(); // (a running loop takes callbacks: not seen)
         }
     }
