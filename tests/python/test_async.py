@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -130,6 +131,31 @@ def test_500_concurrent_checks_admit_exactly_the_limit(store, prefix):
         return sum(d.allowed for d in decisions)
 
     assert asyncio.run(main()) == 100
+
+
+def test_event_loops_in_eight_threads_each_settle_their_own_checks(store, prefix):
+    """Each loop holds the checks of its turn and hands them over at its next
+    (one outbox per loop): eight loops in eight threads, released at once,
+    share one limiter; every check settles on the loop that made it, and
+    exactly the limit is admitted."""
+    limiter = Limiter("300/minute", store, prefix=prefix, on_error="raise")
+    start = threading.Barrier(8)
+
+    def one_loop(_: int) -> list:
+        async def main() -> list:
+            start.wait(timeout=30)
+            loop = asyncio.get_running_loop()
+            decisions = await asyncio.wait_for(
+                asyncio.gather(*(limiter.acheck("shared") for _ in range(100))), timeout=60)
+            assert asyncio.get_running_loop() is loop
+            return decisions
+
+        return asyncio.run(main())
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = [d for ds in pool.map(one_loop, range(8)) for d in ds]
+    assert len(outcomes) == 800 and not any(d.degraded for d in outcomes)
+    assert sum(d.allowed for d in outcomes) == 300
 
 
 CHILD = """
