@@ -39,6 +39,11 @@ pub fn number(arg: &[u8], what: &str, min: i64, max: i64) -> Result<i64, ArgErro
         return bad(format!("{what} must be a whole number"));
     }
     let n = arg.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
+    within(n, what, min, max)
+}
+
+/// `n` when it is within `min..=max`, else the error that names `what`.
+pub fn within(n: i64, what: &str, min: i64, max: i64) -> Result<i64, ArgError> {
     if n < min || n > max {
         return bad(format!("{what} must be from {min} to {max}"));
     }

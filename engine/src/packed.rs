@@ -18,7 +18,9 @@
 //! The reply is [`crate::command::Item`]s in order: an integer as `i` and
 //! 8 bytes, a string as `s`, its length (4 bytes) and its bytes.
 
-use crate::command::{ArgError, CheckArgs, Item, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS};
+use crate::command::{
+    within, ArgError, CheckArgs, Item, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS,
+};
 use crate::layout::{dec5, MAX5};
 use crate::log::Rules;
 
@@ -101,29 +103,19 @@ impl<'a> Reader<'a> {
         self.at == self.bytes.len()
     }
 
-    /// A rule set; `whose` names it in an error.
+    /// A rule set, held to the bounds the script's arguments are
+    /// ([`crate::command::parse_check`]); `whose` names it in an error.
     fn rules(&mut self, whose: &str) -> Result<Rules, ArgError> {
-        let n = self.number(1, "the number of rules")? as usize;
-        if n == 0 {
-            return Err(ArgError(format!(
-                "{whose}: the number of rules must be from 1 to {MAX_RULES}"
-            )));
-        }
+        let named = |e: ArgError| ArgError(format!("{whose}: {}", e.0));
+        let count = self.number(1, "the number of rules")? as i64;
+        let n = within(count, "the number of rules", 1, MAX_RULES as i64).map_err(named)? as usize;
         let windows = self.take(5 * n, "the windows")?;
         let mut rules = Rules::with_capacity(n);
         for i in 0..n {
             let limit = self.number(4, "the limits")? as i64;
+            let limit = within(limit, "a limit", 1, MAX_LIMIT).map_err(named)?;
             let window = dec5(windows, 5 * i).unwrap_or(0);
-            if !(1..=MAX_LIMIT).contains(&limit) {
-                return Err(ArgError(format!(
-                    "{whose}: a limit must be from 1 to {MAX_LIMIT}"
-                )));
-            }
-            if !(1..=MAX_WINDOW_MS).contains(&window) {
-                return Err(ArgError(format!(
-                    "{whose}: a window (ms) must be from 1 to {MAX_WINDOW_MS}"
-                )));
-            }
+            let window = within(window, "a window (ms)", 1, MAX_WINDOW_MS).map_err(named)?;
             rules.push(limit, window);
         }
         Ok(rules)
@@ -146,16 +138,17 @@ pub fn parse_packed(bytes: &[u8]) -> Result<CheckArgs<'_>, ArgError> {
             "the packed check's flags {flags} are unknown"
         )));
     }
-    let cost = r.number(8, "the cost")?;
-    if !(1..=MAX5).contains(&cost) {
-        return Err(ArgError(format!("the cost must be from 1 to {MAX5}")));
-    }
+    // (a number past i64 is past every bound: read as i64::MAX)
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let cost = within(signed(r.number(8, "the cost")?), "the cost", 1, MAX5 as i64)?;
     let now = match flags & NOW_GIVEN {
         0 => None,
-        _ => match r.number(8, "now (ms)")? {
-            now if now <= MAX_NOW as u64 => Some(now as i64),
-            _ => return Err(ArgError(format!("now (ms) must be from 0 to {MAX_NOW}"))),
-        },
+        _ => Some(within(
+            signed(r.number(8, "now (ms)")?),
+            "now (ms)",
+            0,
+            MAX_NOW,
+        )?),
     };
     let rules = r.rules("the rules")?;
     let mut tiers = Vec::new();
@@ -166,7 +159,7 @@ pub fn parse_packed(bytes: &[u8]) -> Result<CheckArgs<'_>, ArgError> {
     }
     Ok(CheckArgs {
         writing: flags & WRITING != 0,
-        cost: cost as i64,
+        cost,
         now,
         rules,
         tiers,
@@ -213,23 +206,19 @@ mod tests {
     use super::*;
     use crate::command::parse_check;
 
-    fn windows(list: &[i64]) -> Vec<u8> {
-        list.iter().flat_map(|&w| crate::layout::enc5(w)).collect()
-    }
-
     fn rules(pairs: &[(i64, i64)]) -> Rules {
         Rules::new(pairs)
     }
 
     #[test]
     fn a_packed_check_reads_as_the_scripts_arguments_do() {
-        let (w, g) = (windows(&[1000, 60_000]), windows(&[1000]));
-        let gold = rules(&[(9, 1000)]);
+        let (given, gold) = (rules(&[(5, 1000), (50, 60_000)]), rules(&[(9, 1000)]));
+        let (w, g) = (given.encoded.clone(), gold.encoded.clone());
         let packed = pack_check(
             true,
             3,
             Some(1_700_000_000_000),
-            &rules(&[(5, 1000), (50, 60_000)]),
+            &given,
             [(&b"gold"[..], &gold)].into_iter(),
         );
         let args = parse_packed(&packed).unwrap();
