@@ -3,7 +3,7 @@
 //! rules a check applies (or a listing that answers it without one).
 
 use crate::layout::MAX5;
-use crate::log::{Rules, Seen};
+use crate::log::{Rules, Scratch, Seen};
 
 /// Arguments a command cannot run with; the text names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,6 +264,16 @@ pub fn select<'r>(
     Ok(given())
 }
 
+impl Scratch {
+    /// Takes back the buffers of parsed arguments' rules.
+    pub fn keep_args(&mut self, args: CheckArgs<'_>) {
+        self.keep_rules(args.rules);
+        for (_, rules) in args.tiers {
+            self.keep_rules(rules);
+        }
+    }
+}
+
 impl CheckArgs<'_> {
     /// The tiers by name, as [`select`] takes them.
     pub fn tier_rules(&self) -> impl Iterator<Item = (&[u8], &Rules)> {
@@ -280,6 +290,40 @@ pub enum Item<'a> {
     Bytes(&'a [u8]),
 }
 
+/// A command's reply: integers and bulk strings, in order.
+pub trait Reply<'a> {
+    /// How many items.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Gives each item, in order, to `put`.
+    fn each(&self, put: impl FnMut(Item<'a>));
+}
+
+impl<'a> Reply<'a> for [Item<'a>] {
+    fn len(&self) -> usize {
+        <[Item<'a>]>::len(self)
+    }
+
+    fn each(&self, put: impl FnMut(Item<'a>)) {
+        self.iter().cloned().for_each(put);
+    }
+}
+
+impl<'a, const N: usize> Reply<'a> for [Item<'a>; N] {
+    fn len(&self) -> usize {
+        N
+    }
+
+    fn each(&self, put: impl FnMut(Item<'a>)) {
+        self.iter().cloned().for_each(put);
+    }
+}
+
 /// The reply to a listed key: `{now, allowed, kind, reason, until}`.
 pub fn listed_reply(now: i64, kind: i64, reason: &[u8], until: i64) -> [Item<'_>; 5] {
     [
@@ -293,24 +337,32 @@ pub fn listed_reply(now: i64, kind: i64, reason: &[u8], until: i64) -> [Item<'_>
 
 /// The reply to a check the rules decided: `{now, allowed, 0, detail, 0}`
 /// then per rule its count, oldest unit (-1: none) and free time (-1: n/a).
-pub fn checked_reply<'a>(
-    seen: &'a Seen,
-    detail: &'a [u8],
-) -> impl ExactSizeIterator<Item = Item<'a>> + 'a {
-    let head = [
-        Item::Int(seen.now),
-        Item::Int(i64::from(seen.allowed)),
-        Item::Int(0),
-        Item::Bytes(detail),
-        Item::Int(0),
-    ];
-    (0..5 + 3 * seen.rules.len()).map(move |i| match i {
-        0..5 => head[i].clone(),
-        _ => {
-            let rule = &seen.rules[(i - 5) / 3];
-            Item::Int([rule.count, rule.oldest, rule.free_at][(i - 5) % 3])
+#[derive(Debug, Clone, Copy)]
+pub struct CheckedReply<'a> {
+    /// What the check saw.
+    pub seen: &'a Seen,
+    /// Whose rules decided it (see [`Selected::Rules`]).
+    pub detail: &'a [u8],
+}
+
+impl<'a> Reply<'a> for CheckedReply<'a> {
+    fn len(&self) -> usize {
+        5 + 3 * self.seen.rules.len()
+    }
+
+    fn each(&self, mut put: impl FnMut(Item<'a>)) {
+        let seen = self.seen;
+        put(Item::Int(seen.now));
+        put(Item::Int(i64::from(seen.allowed)));
+        put(Item::Int(0));
+        put(Item::Bytes(self.detail));
+        put(Item::Int(0));
+        for rule in &seen.rules {
+            put(Item::Int(rule.count));
+            put(Item::Int(rule.oldest));
+            put(Item::Int(rule.free_at));
         }
-    })
+    }
 }
 
 #[cfg(test)]

@@ -66,4 +66,4 @@ pub mod lua {
 }
 
 pub use command::{parse_check, select, ArgError, CheckArgs, Record, Selected};
-pub use log::{check, Check, Damaged, Edits, Rules, Seen, Write};
+pub use log::{check, check_in, Check, Damaged, Edits, Rules, Scratch, Seen, Write};

@@ -52,7 +52,64 @@ impl Rules {
     pub fn is_empty(&self) -> bool {
         self.limits.is_empty()
     }
+
+    /// Forgets every rule, keeping the room they took.
+    pub fn clear(&mut self) {
+        self.limits.clear();
+        self.windows.clear();
+        self.encoded.clear();
+    }
 }
+
+/// The buffers checks are made in, handed back after each one so that a
+/// caller making many (the module, on Redis's thread) allocates none: the
+/// rules of parsed arguments ([`Scratch::rules`], [`Scratch::keep_rules`]),
+/// the check's pointers, what it saw and the bytes it writes
+/// ([`check_in`], [`Scratch::keep`]). A buffer not handed back is simply
+/// made again.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    pointers: Vec<Pointer>,
+    seen: Vec<RuleSeen>,
+    bytes: Vec<u8>,
+    rules: Vec<Rules>,
+}
+
+/// The largest buffer of bytes [`Scratch`] keeps: a rewrite of a long log
+/// hands back its whole string, which is not held on to.
+const KEPT_BYTES: usize = 4096;
+
+impl Scratch {
+    /// An empty rule set, in kept buffers when there are some.
+    pub fn rules(&mut self) -> Rules {
+        let mut rules = self.rules.pop().unwrap_or_else(|| Rules::with_capacity(4));
+        rules.clear();
+        rules
+    }
+
+    /// Takes back a rule set's buffers.
+    pub fn keep_rules(&mut self, rules: Rules) {
+        if self.rules.len() < MAX_KEPT_RULES {
+            self.rules.push(rules);
+        }
+    }
+
+    /// Takes back the buffers of a check's results.
+    pub fn keep(&mut self, seen: Seen, write: Write) {
+        self.seen = seen.rules;
+        let bytes = match write {
+            Write::Nothing => return,
+            Write::Patch { edits, .. } => edits.bytes,
+            Write::Rewrite { bytes, .. } => bytes,
+        };
+        if bytes.capacity() <= KEPT_BYTES {
+            self.bytes = bytes;
+        }
+    }
+}
+
+/// The most rule sets [`Scratch`] keeps (a check's own and a few tiers').
+const MAX_KEPT_RULES: usize = 8;
 
 /// One check: the stored log, the rules, and what to do.
 #[derive(Debug, Clone, Copy)]
@@ -126,9 +183,11 @@ pub struct Edits {
 }
 
 impl Edits {
-    fn with_capacity(bytes: usize) -> Edits {
+    /// No ranges yet, their bytes to be held in `bytes` (emptied first).
+    fn in_buffer(mut bytes: Vec<u8>) -> Edits {
+        bytes.clear();
         Edits {
-            bytes: Vec::with_capacity(bytes),
+            bytes,
             ranges: [(0, 0); 3],
             count: 0,
         }
@@ -210,7 +269,7 @@ struct Log<'a> {
     lo: i64,
     expire_at: i64,
     /// Per rule: the oldest unit in its window, its time, its stored bytes.
-    at: Vec<Pointer>,
+    at: &'a mut [Pointer],
     /// Units by number, when the stored log does not fit these rules.
     table: Option<Vec<i64>>,
 }
@@ -323,6 +382,30 @@ impl Log<'_> {
 /// This is the algorithm of `engine/lua/check.lua`, step for step, so that
 /// both leave the same bytes (a differential test holds them to it).
 pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
+    check_in(c, &mut Scratch::default())
+}
+
+/// [`check`], its results built in `scratch`'s buffers (hand them back
+/// with [`Scratch::keep`]).
+pub fn check_in(c: Check<'_>, scratch: &mut Scratch) -> Result<(Seen, Write), Damaged> {
+    let mut pointers = std::mem::take(&mut scratch.pointers);
+    pointers.clear();
+    pointers.resize(c.rules.len(), Pointer::default());
+    let mut seen = std::mem::take(&mut scratch.seen);
+    seen.clear();
+    let outcome = run(c, &mut pointers, seen, &mut scratch.bytes);
+    scratch.pointers = pointers;
+    outcome
+}
+
+/// [`check`] with its buffers: the rules' pointers, what each rule saw
+/// (empty), and the buffer the bytes to write are taken from.
+fn run(
+    c: Check<'_>,
+    pointers: &mut [Pointer],
+    seen_rules: Vec<RuleSeen>,
+    buffer: &mut Vec<u8>,
+) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;
     let n = rules.len();
     let h = header_len(n);
@@ -348,7 +431,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         newest: 0,
         lo: 0,
         expire_at: 0,
-        at: vec![Pointer::default(); n],
+        at: pointers,
         table: None,
     };
     // what the stored header held, so that only what changed is encoded again
@@ -424,7 +507,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
     let mut seen = Seen {
         now,
         allowed: true,
-        rules: Vec::with_capacity(n),
+        rules: seen_rules,
     };
     for i in 0..n {
         if log.at[i].p < log.lo
@@ -577,7 +660,9 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         }
         log.room = room.max(used).min(cap);
         slots.resize(slots.len() + (log.room - used) as usize * UNIT, 0);
-        let mut out = Vec::with_capacity(h + slots.len());
+        let mut out = std::mem::take(buffer);
+        out.clear();
+        out.reserve(h + slots.len());
         header(&log, &mut out);
         out.extend_from_slice(&slots);
         return Ok((
@@ -589,7 +674,7 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
         ));
     }
 
-    let mut edits = Edits::with_capacity(h + c.cost.max(0) as usize * UNIT);
+    let mut edits = Edits::in_buffer(std::mem::take(buffer));
     if allowed {
         let slot = before % cap;
         let first = c.cost.min(cap - slot);

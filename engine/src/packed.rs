@@ -19,10 +19,10 @@
 //! 8 bytes, a string as `s`, its length (4 bytes) and its bytes.
 
 use crate::command::{
-    within, ArgError, CheckArgs, Item, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS,
+    within, ArgError, CheckArgs, Item, Reply, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS,
 };
 use crate::layout::{dec5, MAX5};
-use crate::log::Rules;
+use crate::log::{Rules, Scratch};
 
 /// The packed check's first byte: which format follows. (The script's
 /// ARGV never comes as one argument, so a call with one is a packed one.)
@@ -104,27 +104,33 @@ impl<'a> Reader<'a> {
     }
 
     /// A rule set, held to the bounds the script's arguments are
-    /// ([`crate::command::parse_check`]); `whose` names it in an error.
-    fn rules(&mut self, whose: &str) -> Result<Rules, ArgError> {
+    /// ([`crate::command::parse_check`]), in `scratch`'s buffers; `whose`
+    /// names it in an error.
+    fn rules(&mut self, whose: &str, scratch: &mut Scratch) -> Result<Rules, ArgError> {
         let named = |e: ArgError| ArgError(format!("{whose}: {}", e.0));
         let count = self.number(1, "the number of rules")? as i64;
         let n = within(count, "the number of rules", 1, MAX_RULES as i64).map_err(named)? as usize;
         let windows = self.take(5 * n, "the windows")?;
-        let mut rules = Rules::with_capacity(n);
-        for i in 0..n {
-            let limit = self.number(4, "the limits")? as i64;
+        let limits = self.take(4 * n, "the limits")?;
+        let mut rules = scratch.rules();
+        for (window, limit) in windows.chunks_exact(5).zip(limits.chunks_exact(4)) {
+            let limit = limit.iter().fold(0i64, |v, &b| v << 8 | i64::from(b));
             let limit = within(limit, "a limit", 1, MAX_LIMIT).map_err(named)?;
-            let window = dec5(windows, 5 * i).unwrap_or(0);
+            let window = dec5(window, 0).unwrap_or(0);
             let window = within(window, "a window (ms)", 1, MAX_WINDOW_MS).map_err(named)?;
-            rules.push(limit, window);
+            rules.limits.push(limit);
+            rules.windows.push(window);
         }
+        // (the windows as the header stores them: the bytes they came in)
+        rules.encoded.extend_from_slice(windows);
         Ok(rules)
     }
 }
 
 /// Reads a packed check (see the module docs) into the arguments the check
-/// script's ARGV gives, with the same bounds.
-pub fn parse_packed(bytes: &[u8]) -> Result<CheckArgs<'_>, ArgError> {
+/// script's ARGV gives, with the same bounds, its rules in `scratch`'s
+/// buffers (hand them back with [`Scratch::keep_args`]).
+pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckArgs<'a>, ArgError> {
     let mut r = Reader { bytes, at: 0 };
     let format = r.number(1, "its format")?;
     if format != u64::from(FORMAT) {
@@ -150,12 +156,12 @@ pub fn parse_packed(bytes: &[u8]) -> Result<CheckArgs<'_>, ArgError> {
             MAX_NOW,
         )?),
     };
-    let rules = r.rules("the rules")?;
+    let rules = r.rules("the rules", scratch)?;
     let mut tiers = Vec::new();
     while !r.done() {
         let len = r.number(2, "a tier's name")? as usize;
         let name = r.take(len, "a tier's name")?;
-        tiers.push((name, r.rules("a tier")?));
+        tiers.push((name, r.rules("a tier", scratch)?));
     }
     Ok(CheckArgs {
         writing: flags & WRITING != 0,
@@ -166,21 +172,19 @@ pub fn parse_packed(bytes: &[u8]) -> Result<CheckArgs<'_>, ArgError> {
     })
 }
 
-/// Appends the reply `items` as one string to `out`.
-pub fn pack_reply<'a>(items: impl Iterator<Item = Item<'a>>, out: &mut Vec<u8>) {
-    for item in items {
-        match item {
-            Item::Int(n) => {
-                out.push(b'i');
-                out.extend_from_slice(&n.to_be_bytes());
-            }
-            Item::Bytes(b) => {
-                out.push(b's');
-                out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                out.extend_from_slice(b);
-            }
+/// Appends `reply` as one string to `out`.
+pub fn pack_reply<'a, R: Reply<'a> + ?Sized>(reply: &R, out: &mut Vec<u8>) {
+    reply.each(|item| match item {
+        Item::Int(n) => {
+            out.push(b'i');
+            out.extend_from_slice(&n.to_be_bytes());
         }
-    }
+        Item::Bytes(b) => {
+            out.push(b's');
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+    });
 }
 
 /// The items of a packed reply, or `None` when the bytes are not one.
@@ -221,7 +225,9 @@ mod tests {
             &given,
             [(&b"gold"[..], &gold)].into_iter(),
         );
-        let args = parse_packed(&packed).unwrap();
+        // parsed in buffers kept from parse to parse: each as it reads alone
+        let mut scratch = Scratch::default();
+        let args = parse_packed(&packed, &mut scratch).unwrap();
         let legacy: Vec<Vec<u8>> = vec![
             b"c".to_vec(),
             b"3".to_vec(),
@@ -241,10 +247,14 @@ mod tests {
         let refs: Vec<&[u8]> = legacy.iter().map(Vec::as_slice).collect();
         let want = parse_check(&refs).unwrap();
         assert_eq!(format!("{args:?}"), format!("{want:?}"));
+        scratch.keep_args(args);
         let peek = pack_check(false, 1, None, &rules(&[(7, 1000)]), std::iter::empty());
-        let args = parse_packed(&peek).unwrap();
+        let args = parse_packed(&peek, &mut scratch).unwrap();
         assert!(!args.writing && args.now.is_none() && args.tiers.is_empty());
-        assert_eq!(args.rules.limits, vec![7]);
+        assert_eq!(args.rules, rules(&[(7, 1000)]));
+        scratch.keep_args(args);
+        let again = parse_packed(&packed, &mut scratch).unwrap();
+        assert_eq!(format!("{again:?}"), format!("{want:?}"));
     }
 
     #[test]
@@ -275,22 +285,31 @@ mod tests {
             ),
         ];
         for (bytes, want) in cases {
-            let err = parse_packed(&bytes).unwrap_err().0;
+            let err = parse_packed(&bytes, &mut Scratch::default()).unwrap_err().0;
             assert!(err.contains(want), "{err} lacks {want}");
         }
         let mut zero_limit = good.clone();
         let end = zero_limit.len();
         zero_limit[end - 4..].copy_from_slice(&[0; 4]);
-        assert!(parse_packed(&zero_limit).unwrap_err().0.contains("a limit"));
+        assert!(parse_packed(&zero_limit, &mut Scratch::default())
+            .unwrap_err()
+            .0
+            .contains("a limit"));
         let mut late = pack_check(true, 1, Some(0), &one, std::iter::empty());
         late[10..18].copy_from_slice(&u64::MAX.to_be_bytes());
-        assert!(parse_packed(&late).unwrap_err().0.contains("now (ms)"));
+        assert!(parse_packed(&late, &mut Scratch::default())
+            .unwrap_err()
+            .0
+            .contains("now (ms)"));
         // every truncation of a valid check is an error, never a panic
         let tier = rules(&[(1, 1000)]);
         let full = pack_check(true, 1, Some(5), &one, [(&b"t"[..], &tier)].into_iter());
         for cut in 0..full.len() {
             if cut != full.len() - 13 {
-                assert!(parse_packed(&full[..cut]).is_err(), "cut at {cut}");
+                assert!(
+                    parse_packed(&full[..cut], &mut Scratch::default()).is_err(),
+                    "cut at {cut}"
+                );
             }
         }
     }
@@ -305,7 +324,7 @@ mod tests {
             Item::Int(-1),
         ];
         let mut packed = Vec::new();
-        pack_reply(items.clone().into_iter(), &mut packed);
+        pack_reply(&items[..], &mut packed);
         assert_eq!(unpack_reply(&packed).unwrap(), items);
         assert_eq!(unpack_reply(b""), Some(Vec::new()));
         for bad in [&b"x"[..], b"i1234", b"s\0\0\0\x09abc"] {

@@ -4,7 +4,7 @@
 //! times (still, forward, backwards), peeks and rule changes, on a buffer.
 
 use proptest::prelude::*;
-use ratekeeper_engine::{check, Check, Rules, Write};
+use ratekeeper_engine::{check, check_in, Check, Rules, Scratch, Write};
 
 #[derive(Debug, Clone)]
 struct Step {
@@ -90,6 +90,8 @@ proptest! {
         let mut log: Vec<u8> = Vec::new();
         let mut model = Model::default();
         let mut now = 1_000_000i64;
+        // the same checks made in buffers kept from one to the next
+        let mut scratch = Scratch::default();
         for step in steps {
             now += step.advance;
             if let Some(pairs) = &step.change {
@@ -101,15 +103,19 @@ proptest! {
             let fits = rules.limits.iter().zip(&rules.windows).all(|(&l, &w)| {
                 units.iter().filter(|&&u| u > t - w).count() as i64 + step.cost <= l
             });
-            let (seen, write) = check(Check {
+            let asked = Check {
                 stored: &log,
                 rules: &rules,
                 cost: step.cost,
                 now,
                 clock: None,
                 writing: !step.peek,
-            })
-            .unwrap();
+            };
+            let (seen, write) = check(asked).unwrap();
+            let (seen_in, write_in) = check_in(asked, &mut scratch).unwrap();
+            prop_assert_eq!(&seen_in, &seen);
+            prop_assert_eq!(&write_in, &write);
+            scratch.keep(seen_in, write_in);
             prop_assert_eq!(seen.now, t);
             prop_assert_eq!(seen.allowed, fits);
             for (i, rule) in seen.rules.iter().enumerate() {

@@ -2,6 +2,7 @@
 //! missing function is an error reply, never a panic, and keys are closed
 //! when dropped.
 
+use crate::replication;
 use redis_module::raw;
 use std::os::raw::{c_char, c_int};
 
@@ -236,8 +237,21 @@ impl Drop for Fields {
     }
 }
 
-/// The outcome of a `RedisModule_Replicate`.
-fn replicated(status: c_int) -> Result<(), ApiError> {
+/// `RedisModule_Replicate`: a command by name, its arguments by a format.
+type ReplicateFn = unsafe extern "C" fn(Ctx, *const c_char, *const c_char, ...) -> c_int;
+
+/// Sends a write to replicas and the AOF through `send` (which calls
+/// `RedisModule_Replicate`) while something receives replicated writes
+/// ([`crate::replication`]); otherwise only counts it where Redis counts
+/// writes, for `save` points (`RedisModule_ReplicateVerbatim`, which Redis
+/// then drops, as it would the built command).
+fn replicate(ctx: Ctx, send: impl FnOnce(ReplicateFn) -> c_int) -> Result<(), ApiError> {
+    let status = if replication::received() {
+        send(api!(RedisModule_Replicate))
+    } else {
+        let count = api!(RedisModule_ReplicateVerbatim);
+        unsafe { count(ctx) }
+    };
     if status == raw::REDISMODULE_OK as c_int {
         Ok(())
     } else {
@@ -249,9 +263,8 @@ fn replicated(status: c_int) -> Result<(), ApiError> {
 
 /// Sends `SETRANGE key at bytes` to replicas and the AOF.
 pub fn replicate_setrange(ctx: Ctx, key: Arg, at: usize, value: &[u8]) -> Result<(), ApiError> {
-    let replicate = api!(RedisModule_Replicate);
-    replicated(unsafe {
-        replicate(
+    replicate(ctx, |send| unsafe {
+        send(
             ctx,
             c"SETRANGE".as_ptr(),
             c"slb".as_ptr(),
@@ -265,9 +278,8 @@ pub fn replicate_setrange(ctx: Ctx, key: Arg, at: usize, value: &[u8]) -> Result
 
 /// Sends `SET key bytes PXAT at` to replicas and the AOF.
 pub fn replicate_set(ctx: Ctx, key: Arg, value: &[u8], at_ms: i64) -> Result<(), ApiError> {
-    let replicate = api!(RedisModule_Replicate);
-    replicated(unsafe {
-        replicate(
+    replicate(ctx, |send| unsafe {
+        send(
             ctx,
             c"SET".as_ptr(),
             c"sbcl".as_ptr(),
@@ -282,9 +294,8 @@ pub fn replicate_set(ctx: Ctx, key: Arg, value: &[u8], at_ms: i64) -> Result<(),
 
 /// Sends `PEXPIREAT key at` to replicas and the AOF.
 pub fn replicate_pexpireat(ctx: Ctx, key: Arg, at_ms: i64) -> Result<(), ApiError> {
-    let replicate = api!(RedisModule_Replicate);
-    replicated(unsafe {
-        replicate(
+    replicate(ctx, |send| unsafe {
+        send(
             ctx,
             c"PEXPIREAT".as_ptr(),
             c"sl".as_ptr(),

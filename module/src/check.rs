@@ -7,17 +7,28 @@
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
 use crate::guard::{self, Failure};
-use ratekeeper_engine::command::{checked_reply, listed_reply, number, Item};
+use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Item, Reply};
 use ratekeeper_engine::packed::{pack_reply, parse_packed};
-use ratekeeper_engine::{check, parse_check, select, Check, Record, Selected, Write};
+use ratekeeper_engine::{check_in, parse_check, select, Check, Record, Scratch, Selected, Write};
 use std::os::raw::c_int;
 
 /// The command's entry point.
 pub extern "C" fn command(ctx: Ctx, argv: *mut Arg, argc: c_int) -> c_int {
-    guard::entry(ctx, argv, argc, run)
+    guard::entry(ctx, argv, argc, |ctx, argv| {
+        let mut scratch = SCRATCH.take();
+        let outcome = run(ctx, argv, &mut scratch);
+        SCRATCH.set(scratch);
+        outcome
+    })
 }
 
-fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
+thread_local! {
+    /// The buffers checks are made in, kept between them so that a check
+    /// allocates none (commands run on Redis's main thread).
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
+fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     let Some(&numkeys) = argv.get(1) else {
         return Err(wrong_arity());
     };
@@ -30,7 +41,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
     let first = api::bytes(after_keys[0])?;
     let packed = after_keys.len() == 1 && first != b"c" && first != b"p";
     let parsed = match packed {
-        true => parse_packed(first)?,
+        true => parse_packed(first, scratch)?,
         false => parse_check(
             &after_keys
                 .iter()
@@ -84,13 +95,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             kind,
             reason,
             until,
-        } => {
-            return send(
-                ctx,
-                packed,
-                listed_reply(now, kind, reason, until).into_iter(),
-            )
-        }
+        } => return send(ctx, packed, &listed_reply(now, kind, reason, until)),
         Selected::Rules { rules, detail } => (rules, detail),
     };
 
@@ -101,16 +106,29 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         _ => return Err(Failure::WrongType),
     };
     let stored_len = stored.len();
-    let (seen, write) = check(Check {
-        stored,
-        rules: &rules,
-        cost: parsed.cost,
-        now,
-        clock: parsed.now.is_none().then_some(clock),
-        writing: parsed.writing,
-    })?;
+    let (seen, write) = check_in(
+        Check {
+            stored,
+            rules: &rules,
+            cost: parsed.cost,
+            now,
+            clock: parsed.now.is_none().then_some(clock),
+            writing: parsed.writing,
+        },
+        scratch,
+    )?;
     apply(ctx, &mut log, stored_len, &write, clock)?;
-    send(ctx, packed, checked_reply(&seen, &detail))
+    let reply = CheckedReply {
+        seen: &seen,
+        detail: &detail,
+    };
+    send(ctx, packed, &reply)?;
+    scratch.keep(seen, write);
+    if let std::borrow::Cow::Owned(rules) = rules {
+        scratch.keep_rules(rules);
+    }
+    scratch.keep_args(parsed);
+    Ok(())
 }
 
 fn wrong_arity() -> Failure {
@@ -182,11 +200,7 @@ thread_local! {
 
 /// Sends a reply of integers and bulk strings: as one string when `packed`
 /// (see [`ratekeeper_engine::packed`]), else as an array.
-pub fn send<'a>(
-    ctx: Ctx,
-    packed: bool,
-    items: impl ExactSizeIterator<Item = Item<'a>>,
-) -> Result<(), Failure> {
+pub fn send<'a, R: Reply<'a> + ?Sized>(ctx: Ctx, packed: bool, items: &R) -> Result<(), Failure> {
     if packed {
         return PACKED_REPLY.with_borrow_mut(|buffer| {
             buffer.clear();
@@ -195,11 +209,14 @@ pub fn send<'a>(
         });
     }
     reply::array(ctx, items.len())?;
-    for item in items {
-        match item {
-            Item::Int(n) => reply::int(ctx, n)?,
-            Item::Bytes(b) => reply::bulk(ctx, b)?,
+    let mut sent = Ok(());
+    items.each(|item| {
+        if sent.is_ok() {
+            sent = match item {
+                Item::Int(n) => reply::int(ctx, n),
+                Item::Bytes(b) => reply::bulk(ctx, b),
+            };
         }
-    }
-    Ok(())
+    });
+    Ok(sent?)
 }

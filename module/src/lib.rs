@@ -20,7 +20,8 @@
 //! (or `MODULE LOAD`). The commands read the server clock, declare their
 //! keys (so Cluster routes them and ACLs apply), send replicas and the AOF
 //! plain string commands with absolute expiry times (so a server without
-//! the module can still load the AOF), allocate through Redis, and answer
+//! the module can still load the AOF), built only while something receives
+//! them (`replication`), allocate through Redis, and answer
 //! bad arguments, keys of another type and damaged logs with an error reply;
 //! a panic is caught and answered as an error too.
 
@@ -28,6 +29,7 @@ mod api;
 mod check;
 mod guard;
 mod policy;
+mod replication;
 
 use redis_module::{raw, Context, RedisString, Status};
 use std::ffi::CStr;
@@ -83,6 +85,7 @@ fn missing_api() -> Vec<&'static str> {
         RedisModule_HashGet,
         RedisModule_Milliseconds,
         RedisModule_Replicate,
+        RedisModule_ReplicateVerbatim,
         RedisModule_Call,
         RedisModule_ReplyWithArray,
         RedisModule_ReplyWithLongLong,
@@ -114,6 +117,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         if register(ctx, name, handler, flags) == Status::Err {
             return Status::Err;
         }
+    }
+    replication::watch(ctx.ctx);
+    if let Some(register_info) = unsafe { raw::RedisModule_RegisterInfoFunc } {
+        unsafe { register_info(ctx.ctx, Some(replication::info)) };
     }
     Status::Ok
 }

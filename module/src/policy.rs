@@ -96,12 +96,11 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             send(
                 ctx,
                 false,
-                [
+                &[
                     Item::Int(now),
                     Item::Int(count),
                     Item::Int(i64::from(banned)),
-                ]
-                .into_iter(),
+                ],
             )
         }
     }

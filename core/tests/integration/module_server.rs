@@ -1,5 +1,7 @@
 //! The Redis module as a server runs it: hostile arguments, a replica, an
-//! AOF rewrite and restart, a restart without the module, and the option
+//! AOF rewrite and restart, a restart without the module, a replica and an
+//! AOF that start receiving writes after the module stopped building its
+//! replication for nobody, and the option
 //! `redis_module` (auto, off, require) with what `store_stats` says.
 //!
 //! The module's file is `RATEKEEPER_MODULE` (scripts/test builds it).
@@ -416,11 +418,6 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
 
     let store = common::open_with(&master.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
-    let admit = |limiter: &Limiter, key: &[u8], n: usize| -> usize {
-        (0..n)
-            .filter(|_| limiter.check(key, 1, None).unwrap().allowed())
-            .count()
-    };
     for i in 0..40 {
         admit(&limiter, format!("user-{i}").as_bytes(), 3);
     }
@@ -494,6 +491,184 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     let stats = store.stats();
     assert_eq!(stats.path, "script", "{stats:?}");
     assert!(stats.script_calls >= 10, "{stats:?}");
+}
+
+/// `ratekeeper_replicating` from `INFO ratekeeper`: whether the module
+/// builds what it replicates (1) or only counts its writes (0).
+fn replicating(con: &mut redis::Connection) -> i64 {
+    info_number(con, "ratekeeper", "ratekeeper_replicating")
+}
+
+/// A number field of an `INFO` section.
+fn info_number(con: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}: {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Checks `key` `n` times; how many were admitted.
+fn admit(limiter: &Limiter, key: &[u8], n: usize) -> usize {
+    (0..n)
+        .filter(|_| limiter.check(key, 1, None).unwrap().allowed())
+        .count()
+}
+
+#[test]
+fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_after() {
+    let Some(module) = module_file() else { return };
+    // a diskless full sync with a delay: the replica's backlog exists a
+    // second before the snapshot it starts from is taken, and the snapshot
+    // takes most of a second more (10 ms a key), while checks go on
+    let master = OwnRedis::start(&[
+        "--loadmodule",
+        module.as_str(),
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "1",
+        "--rdb-key-save-delay",
+        "10000",
+    ]);
+    let mut mcon = connect(&master.url());
+    assert_eq!(replicating(&mut mcon), 0, "nothing receives writes yet");
+    let store = common::open_with(&master.url(), ModuleUse::Require);
+    let limiter = limiter(store.clone());
+    for i in 0..40 {
+        assert_eq!(admit(&limiter, format!("user-{i}").as_bytes(), 3), 3);
+    }
+    // every write is counted where save points see it
+    let changes = info_number(&mut mcon, "persistence", "rdb_changes_since_last_save");
+    assert!(changes >= 120, "{changes} writes counted of 120");
+
+    // a replica without the module attaches while checks go on
+    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut rcon = connect(&replica.url());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut during = 0;
+    while !common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never synced with its master"
+        );
+        admit(&limiter, format!("during-{}", during % 50).as_bytes(), 2);
+        during += 1;
+    }
+    assert_eq!(replicating(&mut mcon), 1, "a replica receives writes");
+    // a save that ends with the replica there leaves the module replicating
+    let _: Value = redis::cmd("BGSAVE").query(&mut mcon).unwrap();
+    let saved = ["rdb_bgsave_in_progress:0", "rdb_last_bgsave_status:ok"];
+    assert!(common::info_holds(&mut mcon, "persistence", &saved, 1200));
+    assert_eq!(
+        replicating(&mut mcon),
+        1,
+        "a save's end stopped the replication"
+    );
+    for i in 0..40 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 2);
+    }
+    // a rule change rewrites a log whole
+    let wider = Limiter::with_store(
+        RuleSet::parse("20/minute").unwrap(),
+        store.clone(),
+        OnError::Raise,
+    );
+    assert_eq!(admit(&wider, b"wide", 25), 20);
+
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query(&mut mcon)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+    let on_master = logs(&mut mcon);
+    assert!(on_master.len() >= 41, "{} logs", on_master.len());
+    assert_eq!(
+        logs(&mut rcon),
+        on_master,
+        "the replica's logs differ from its master's ({during} checks during the sync)"
+    );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&on_master[0].0)
+        .query(&mut rcon)
+        .unwrap();
+    assert!(ttl > 0, "the replica's log has no TTL ({ttl})");
+}
+
+#[test]
+fn an_aof_switched_on_after_writes_nothing_received_holds_them_all() {
+    let Some(module) = module_file() else { return };
+    // (each save takes 10 ms a key, so that checks go on during the AOF's
+    // first rewrite)
+    let load = [
+        "--loadmodule",
+        module.as_str(),
+        "--rdb-key-save-delay",
+        "10000",
+    ];
+    let mut master = OwnRedis::start(&load);
+    let mut mcon = connect(&master.url());
+    assert_eq!(replicating(&mut mcon), 0, "nothing receives writes yet");
+    let store = common::open_with(&master.url(), ModuleUse::Require);
+    let limiter = limiter(store.clone());
+    for i in 0..30 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 4);
+    }
+    // a save that ends leaves the module as it was: nothing receives writes
+    let _: Value = redis::cmd("BGSAVE").query(&mut mcon).unwrap();
+    let saved = ["rdb_bgsave_in_progress:0", "rdb_last_bgsave_status:ok"];
+    assert!(common::info_holds(&mut mcon, "persistence", &saved, 600));
+    assert!(
+        (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            replicating(&mut mcon) == 0
+        }),
+        "the module still replicates after a save ended with nothing to receive writes"
+    );
+
+    let _: Value = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut mcon)
+        .unwrap();
+    let done = [
+        "aof_enabled:1",
+        "aof_rewrite_in_progress:0",
+        "aof_rewrite_scheduled:0",
+        "aof_last_bgrewrite_status:ok",
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut during = 0;
+    while !common::info_holds(&mut mcon, "persistence", &done, 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the AOF's first rewrite never ended"
+        );
+        admit(&limiter, format!("during-{}", during % 20).as_bytes(), 1);
+        during += 1;
+    }
+    assert!(during > 0, "no check was made during the rewrite");
+    assert_eq!(replicating(&mut mcon), 1, "the AOF receives writes");
+    for i in 0..30 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 3);
+    }
+    assert_eq!(admit(&limiter, b"late", 12), 10);
+    let before = logs(&mut mcon);
+    assert!(before.len() >= 32, "{} logs", before.len());
+    master.stop();
+    master.set_args(&[&load[..], &["--appendonly", "yes"]].concat());
+    master.restart();
+    let mut mcon = connect(&master.url());
+    assert_eq!(
+        logs(&mut mcon),
+        before,
+        "the logs differ after the AOF is loaded ({during} checks during its first rewrite)"
+    );
 }
 
 #[test]
