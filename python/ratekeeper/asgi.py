@@ -183,12 +183,14 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict) -> None:
+        def send_with_headers(message: dict) -> Awaitable[None]:
+            # (a plain function handing back send's awaitable: no coroutine of
+            # its own for every message)
             if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", ())}
-                message = dict(message, headers=[*message.get("headers", ()),
-                                                 *(h for h in extra if h[0] not in present)])
-            await send(message)
+                headers = message.get("headers", ())
+                present = {name.lower() for name, _ in headers}
+                message = {**message, "headers": [*headers, *[h for h in extra if h[0] not in present]]}
+            return send(message)
 
         await self.app(scope, receive, send_with_headers)
 
