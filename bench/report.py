@@ -36,6 +36,8 @@ ROWS = [
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_slowapi_rps", "slowapi, moving window", 3.0, "more"),
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
     ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_none_rps", "no limiter", None, "more"),
+    ("FastAPI + ASGI middleware on uvloop and httptools (`fastapi[standard]`), requests/s (for reference)", "fastapi_ratekeeper_std_rps", "fastapi_fastapi_limiter_std_rps", "fastapi-limiter, the same stack", None, "more"),
+    ("FastAPI + ASGI middleware on uvloop and httptools, `wrk -c32` p50 (for reference)", "fastapi_ratekeeper_std_p50", "fastapi_none_std_p50", "no limiter, the same stack", None, "le"),
     ("`await acheck()` from one loop, 256 in flight, checks/s", "py_acheck_256_per_s", "py_check_16_threads_per_s", "blocking `check()` from 16 threads", None, "more"),
     # the same through the ratekeeper Redis module (a Redis of its own, with the module loaded)
     ("edge: `ratekeeper-server` forward auth, 4 rules on Redis, `wrk -c1` p50", "edge_forward_auth_c1_p50", "edge_tokio_ping_p50", "Redis PING from tokio (p50)", 1.5, "le"),

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 import redis
@@ -123,13 +124,23 @@ def test_an_awaitable_needs_a_running_loop(redis_url):
         Limiter("1/s", redis_url).acheck("k")
 
 
-def test_500_concurrent_checks_admit_exactly_the_limit(store, prefix):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_500_concurrent_checks_admit_exactly_the_limit(store, prefix, loop):
     async def main() -> int:
         limiter = Limiter("100/minute", store, prefix=prefix, on_error="raise")
         decisions = await asyncio.gather(*(limiter.acheck("hot") for _ in range(500)))
         assert not any(d.degraded for d in decisions)
         return sum(d.allowed for d in decisions)
 
+    if loop == "uvloop":
+        import uvloop
+
+        event_loop = uvloop.new_event_loop()
+        try:
+            assert event_loop.run_until_complete(main()) == 100
+        finally:
+            event_loop.close()
+        return
     assert asyncio.run(main()) == 100
 
 
@@ -237,13 +248,15 @@ def get(url: str):
         return error.code, error.headers, error.read()
 
 
-def serve(app: str, env: dict, tmp_path, app_dir: str):
-    """A uvicorn server (one worker) for `app`, and its base URL."""
+def serve(app: str, env: dict, tmp_path, app_dir: str, stack: Tuple[str, str] = ("auto", "auto")):
+    """A uvicorn server (one worker) for `app` on `stack` (its event loop and
+    HTTP parser: uvicorn's "auto" picks uvloop and httptools when installed),
+    and its base URL."""
     port = free_port()
     log = open(tmp_path / f"uvicorn-{port}.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", app, "--app-dir", app_dir, "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
+         "--log-level", "warning", "--loop", stack[0], "--http", stack[1]],
         env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     wait_for_http(f"{base}/health", process=server)
@@ -255,8 +268,8 @@ def uvicorn(tmp_path):
     """Starts uvicorn servers; stops them all afterwards."""
     started = []
 
-    def start(app: str, env: dict, app_dir: str = EXAMPLES) -> str:
-        server, base, log = serve(app, env, tmp_path, app_dir)
+    def start(app: str, env: dict, app_dir: str = EXAMPLES, stack: Tuple[str, str] = ("auto", "auto")) -> str:
+        server, base, log = serve(app, env, tmp_path, app_dir, stack)
         started.append((server, log))
         return base
 
@@ -267,9 +280,12 @@ def uvicorn(tmp_path):
         log.close()
 
 
-def test_fastapi_over_http(uvicorn, redis_url):
+@pytest.mark.parametrize("stack", [("asyncio", "h11"), ("uvloop", "httptools")], ids=["asyncio-h11", "uvloop-httptools"])
+def test_fastapi_over_http(uvicorn, redis_url, stack):
+    """On uvicorn's pure-Python loop and parser, and on uvloop and httptools
+    (`pip install "fastapi[standard]"`)."""
     prefix = unique_prefix()
-    base = uvicorn("fastapi_app:app", {"RATEKEEPER_STORE": redis_url, "RATEKEEPER_PREFIX": prefix})
+    base = uvicorn("fastapi_app:app", {"RATEKEEPER_STORE": redis_url, "RATEKEEPER_PREFIX": prefix}, stack=stack)
     first = get(f"{base}/search?q=a")
     assert first[0] == 200 and json.loads(first[2]) == {"q": "a"}
     assert first[1]["X-RateLimit-Limit"] == "2", "the route's own rule binds"
