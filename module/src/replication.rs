@@ -7,13 +7,14 @@
 //! commands build their replication only while something may: they start
 //! out doing so, and stop only after Redis's own state (`INFO`) shows a
 //! master with no replica, no backlog and no AOF, read when the module
-//! loads and whenever a child process (a save, an AOF rewrite, a full
-//! sync) ends. Everything that can start receiving writes announces itself
-//! first through an event that turns building back on before the next
-//! command runs: a full sync forks the child whose snapshot holds every
-//! earlier write (and the replica's stream starts there), so do an AOF
-//! switched on and a rewrite, and a change of role (a replica promoted with
-//! its backlog) is an event of its own. While nothing receives them, each
+//! loads, when a load of the data ends (an RDB that holds the replication
+//! offset leaves a backlog) and whenever a child process (a save, an AOF
+//! rewrite, a full sync) ends. Everything that can start receiving writes
+//! announces itself first through an event that turns building back on
+//! before the next command runs: a full sync forks the child whose
+//! snapshot holds every earlier write (and the replica's stream starts
+//! there), so do an AOF switched on and a rewrite, and a change of role (a
+//! replica promoted with its backlog) is an event of its own. While nothing receives them, each
 //! write is still counted where Redis counts writes
 //! (`RedisModule_ReplicateVerbatim`, which Redis drops as it would the
 //! built command), so that `save` points see it.
@@ -34,9 +35,12 @@ pub fn received() -> bool {
 }
 
 /// The events after which something may receive writes (any subevent),
-/// or, for a child that ended, the state must be read again.
-const EVENTS: [u64; 5] = [
+/// or, for a child that ended and a load that ended, the state must be
+/// read again. (A master that loads an RDB holding its replication offset
+/// keeps a backlog from then on: the load ends after the module loaded.)
+const EVENTS: [u64; 6] = [
     raw::REDISMODULE_EVENT_FORK_CHILD,
+    raw::REDISMODULE_EVENT_LOADING,
     raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     raw::REDISMODULE_EVENT_REPLICA_CHANGE,
     raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
@@ -59,8 +63,14 @@ pub fn watch(ctx: Ctx) {
 }
 
 extern "C" fn on_event(ctx: Ctx, event: raw::RedisModuleEvent, subevent: u64, _data: *mut c_void) {
-    let ended = event.id == raw::REDISMODULE_EVENT_FORK_CHILD
-        && subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED;
+    let ended = match event.id {
+        raw::REDISMODULE_EVENT_FORK_CHILD => subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED,
+        raw::REDISMODULE_EVENT_LOADING => matches!(
+            subevent,
+            raw::REDISMODULE_SUBEVENT_LOADING_ENDED | raw::REDISMODULE_SUBEVENT_LOADING_FAILED
+        ),
+        _ => false,
+    };
     if ended {
         read_state(ctx);
     } else {

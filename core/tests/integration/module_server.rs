@@ -600,6 +600,57 @@ fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_a
 }
 
 #[test]
+fn a_master_restarted_from_its_rdb_replicates_into_the_backlog_it_kept() {
+    let Some(module) = module_file() else { return };
+    // (stopped, it does not wait for its frozen replica)
+    let mut master = OwnRedis::start(&["--loadmodule", module.as_str(), "--shutdown-timeout", "0"]);
+    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut rcon = connect(&replica.url());
+    assert!(
+        common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 600),
+        "the replica never synced with its master"
+    );
+    let store = common::open_with(&master.url(), ModuleUse::Require);
+    let limiter = limiter(store.clone());
+    for i in 0..20 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 2);
+    }
+    // the master restarts from its RDB, which holds its replication offset,
+    // while the replica is away: it keeps a backlog for the replica to resume
+    // from, and the checks made before the replica is back must reach it
+    replica.freeze();
+    let mut mcon = connect(&master.url());
+    let _: Value = redis::cmd("SAVE").query(&mut mcon).unwrap();
+    master.stop();
+    master.restart();
+    let mut mcon = connect(&master.url());
+    assert_eq!(
+        info_number(&mut mcon, "replication", "repl_backlog_active"),
+        1
+    );
+    assert_eq!(replicating(&mut mcon), 1, "a backlog receives writes");
+    reconnected(&store);
+    for i in 0..20 {
+        admit(&limiter, format!("user-{i}").as_bytes(), 2);
+    }
+    assert_eq!(admit(&limiter, b"after", 12), 10);
+    replica.thaw();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(30_000)
+        .query(&mut mcon)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not come back");
+    let on_master = logs(&mut mcon);
+    assert_eq!(on_master.len(), 21);
+    assert_eq!(
+        logs(&mut rcon),
+        on_master,
+        "the replica's logs differ from its restarted master's"
+    );
+}
+
+#[test]
 fn an_aof_switched_on_after_writes_nothing_received_holds_them_all() {
     let Some(module) = module_file() else { return };
     // (each save takes 10 ms a key, so that checks go on during the AOF's
