@@ -620,7 +620,15 @@ fn a_master_restarted_from_its_rdb_replicates_into_the_backlog_it_kept() {
     // from, and the checks made before the replica is back must reach it
     replica.freeze();
     let mut mcon = connect(&master.url());
-    let _: Value = redis::cmd("SAVE").query(&mut mcon).unwrap();
+    // (SAVE is refused while a child saves: the full sync's may still run)
+    let saved = (0..200).any(|_| {
+        let done = redis::cmd("SAVE").query::<Value>(&mut mcon).is_ok();
+        if !done {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        done
+    });
+    assert!(saved, "the master never saved its RDB");
     master.stop();
     master.restart();
     let mut mcon = connect(&master.url());
