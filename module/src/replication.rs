@@ -14,10 +14,11 @@
 //! before the next command runs: a full sync forks the child whose
 //! snapshot holds every earlier write (and the replica's stream starts
 //! there), so do an AOF switched on and a rewrite, and a change of role (a
-//! replica promoted with its backlog) is an event of its own. While nothing receives them, each
-//! write is still counted where Redis counts writes
+//! replica promoted with its backlog) is an event of its own. While nothing
+//! receives them, each write is still counted where Redis counts writes
 //! (`RedisModule_ReplicateVerbatim`, which Redis drops as it would the
-//! built command), so that `save` points see it.
+//! built command), so that `save` points see it. `INFO ratekeeper` says
+//! which (`ratekeeper_replicating`).
 
 use crate::api::Ctx;
 use redis_module::raw;
