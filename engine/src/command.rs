@@ -314,16 +314,6 @@ impl<'a> Reply<'a> for [Item<'a>] {
     }
 }
 
-impl<'a, const N: usize> Reply<'a> for [Item<'a>; N] {
-    fn len(&self) -> usize {
-        N
-    }
-
-    fn each(&self, put: impl FnMut(Item<'a>)) {
-        self.iter().cloned().for_each(put);
-    }
-}
-
 /// The reply to a listed key: `{now, allowed, kind, reason, until}`.
 pub fn listed_reply(now: i64, kind: i64, reason: &[u8], until: i64) -> [Item<'_>; 5] {
     [

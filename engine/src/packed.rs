@@ -75,6 +75,11 @@ pub fn pack_check<'a>(
     out
 }
 
+/// A big-endian number of at most 8 bytes.
+fn big_endian(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0u64, |v, &b| v << 8 | u64::from(b))
+}
+
 /// Reads a packed check from its front.
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -95,8 +100,7 @@ impl<'a> Reader<'a> {
     }
 
     fn number(&mut self, n: usize, what: &str) -> Result<u64, ArgError> {
-        let bytes = self.take(n, what)?;
-        Ok(bytes.iter().fold(0u64, |v, &b| v << 8 | u64::from(b)))
+        Ok(big_endian(self.take(n, what)?))
     }
 
     fn done(&self) -> bool {
@@ -114,7 +118,7 @@ impl<'a> Reader<'a> {
         let limits = self.take(4 * n, "the limits")?;
         let mut rules = scratch.rules();
         for (window, limit) in windows.chunks_exact(5).zip(limits.chunks_exact(4)) {
-            let limit = limit.iter().fold(0i64, |v, &b| v << 8 | i64::from(b));
+            let limit = big_endian(limit) as i64;
             let limit = within(limit, "a limit", 1, MAX_LIMIT).map_err(named)?;
             let window = dec5(window, 0).unwrap_or(0);
             let window = within(window, "a window (ms)", 1, MAX_WINDOW_MS).map_err(named)?;

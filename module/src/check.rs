@@ -95,7 +95,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
             kind,
             reason,
             until,
-        } => return send(ctx, packed, &listed_reply(now, kind, reason, until)),
+        } => return send(ctx, packed, &listed_reply(now, kind, reason, until)[..]),
         Selected::Rules { rules, detail } => (rules, detail),
     };
 

@@ -100,7 +100,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
                     Item::Int(now),
                     Item::Int(count),
                     Item::Int(i64::from(banned)),
-                ],
+                ][..],
             )
         }
     }

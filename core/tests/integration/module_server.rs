@@ -406,15 +406,8 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     let Some(module) = module_file() else { return };
     let load = ["--loadmodule", module.as_str()];
     let mut master = OwnRedis::start(&[&load[..], &["--appendonly", "yes"]].concat());
-    // a replica without the module: what it is sent is plain string commands
-    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let (_replica, mut rcon) = synced_replica(&master, || {});
     let mut mcon = connect(&master.url());
-    let mut rcon = connect(&replica.url());
-    // the first sync (up to 30 s on a busy machine)
-    assert!(
-        common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 600),
-        "the replica never synced with its master"
-    );
 
     let store = common::open_with(&master.url(), ModuleUse::Auto);
     let limiter = limiter(store.clone());
@@ -432,12 +425,10 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     assert_eq!(store.stats().path, "module");
     assert_eq!(store.stats().script_calls, 0);
 
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut mcon)
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+    assert!(
+        acknowledged(&mut mcon, 10_000),
+        "the replica did not acknowledge the writes"
+    );
     let on_master = logs(&mut mcon);
     assert_eq!(on_master.len(), 42);
     let on_replica = logs(&mut rcon);
@@ -518,6 +509,34 @@ fn admit(limiter: &Limiter, key: &[u8], n: usize) -> usize {
         .count()
 }
 
+/// A replica of `master` without the module (what it is sent is plain
+/// string commands), once its first sync is done (up to 30 s on a busy
+/// machine), calling `meanwhile` until then; and a connection to it.
+fn synced_replica(master: &OwnRedis, mut meanwhile: impl FnMut()) -> (OwnRedis, redis::Connection) {
+    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut rcon = connect(&replica.url());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never synced with its master"
+        );
+        meanwhile();
+    }
+    (replica, rcon)
+}
+
+/// Whether the master's one replica acknowledged every write so far within
+/// `timeout_ms` (`WAIT 1`).
+fn acknowledged(mcon: &mut redis::Connection, timeout_ms: u64) -> bool {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(timeout_ms)
+        .query(mcon)
+        .unwrap();
+    acked == 1
+}
+
 #[test]
 fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_after() {
     let Some(module) = module_file() else { return };
@@ -545,19 +564,12 @@ fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_a
     let changes = info_number(&mut mcon, "persistence", "rdb_changes_since_last_save");
     assert!(changes >= 120, "{changes} writes counted of 120");
 
-    // a replica without the module attaches while checks go on
-    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-    let mut rcon = connect(&replica.url());
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // a replica attaches while checks go on
     let mut during = 0;
-    while !common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 1) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the replica never synced with its master"
-        );
+    let (_replica, mut rcon) = synced_replica(&master, || {
         admit(&limiter, format!("during-{}", during % 50).as_bytes(), 2);
         during += 1;
-    }
+    });
     assert_eq!(replicating(&mut mcon), 1, "a replica receives writes");
     // a save that ends with the replica there leaves the module replicating
     let _: Value = redis::cmd("BGSAVE").query(&mut mcon).unwrap();
@@ -579,12 +591,10 @@ fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_a
     );
     assert_eq!(admit(&wider, b"wide", 25), 20);
 
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut mcon)
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+    assert!(
+        acknowledged(&mut mcon, 10_000),
+        "the replica did not acknowledge the writes"
+    );
     let on_master = logs(&mut mcon);
     assert!(on_master.len() >= 41, "{} logs", on_master.len());
     assert_eq!(
@@ -604,12 +614,7 @@ fn a_master_restarted_from_its_rdb_replicates_into_the_backlog_it_kept() {
     let Some(module) = module_file() else { return };
     // (stopped, it does not wait for its frozen replica)
     let mut master = OwnRedis::start(&["--loadmodule", module.as_str(), "--shutdown-timeout", "0"]);
-    let replica = OwnRedis::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-    let mut rcon = connect(&replica.url());
-    assert!(
-        common::info_holds(&mut rcon, "replication", &["master_link_status:up"], 600),
-        "the replica never synced with its master"
-    );
+    let (replica, mut rcon) = synced_replica(&master, || {});
     let store = common::open_with(&master.url(), ModuleUse::Require);
     let limiter = limiter(store.clone());
     for i in 0..20 {
@@ -643,12 +648,10 @@ fn a_master_restarted_from_its_rdb_replicates_into_the_backlog_it_kept() {
     }
     assert_eq!(admit(&limiter, b"after", 12), 10);
     replica.thaw();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(30_000)
-        .query(&mut mcon)
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not come back");
+    assert!(
+        acknowledged(&mut mcon, 30_000),
+        "the replica did not come back"
+    );
     let on_master = logs(&mut mcon);
     assert_eq!(on_master.len(), 21);
     assert_eq!(
