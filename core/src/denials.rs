@@ -78,8 +78,17 @@ struct Minute {
     addresses: Counts,
     /// Denials of keys the tally had no room for, by scope.
     others: HashMap<String, u64>,
-    /// Whether it changed since it was last written.
-    dirty: bool,
+    /// Denials noted, and how many of them the store holds (written once a
+    /// write of them succeeded: one that failed is made again next time).
+    noted: u64,
+    written: u64,
+}
+
+impl Minute {
+    /// Whether it holds denials the store does not.
+    fn unwritten(&self) -> bool {
+        self.noted != self.written
+    }
 }
 
 /// Adds one to `value`'s count in `scope`; false when the scope has no room
@@ -135,7 +144,7 @@ impl Tally {
                     ..Minute::default()
                 },
             );
-            if ended.dirty {
+            if ended.unwritten() {
                 *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(ended);
             }
         }
@@ -162,25 +171,45 @@ impl Tally {
                 }
             }
         }
-        current.dirty = true;
+        current.noted += 1;
     }
 
     /// Writes what changed since the last write (a minute that ended, then
-    /// the current one) to `store`.
+    /// the current one) to `store`. What a failed write held stays to be
+    /// written by the next flush.
     pub(crate) fn flush(&self, store: &dyn PolicyStore) -> Result<()> {
         let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(ended) = ended {
-            self.write(store, &ended)?;
+        if let Some(minute) = ended {
+            if let Err(e) = self.write(store, &minute) {
+                // (unless a minute that ended since took its place)
+                let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+                ended.get_or_insert(minute);
+                return Err(e);
+            }
         }
-        let (start_ms, blob) = {
-            let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-            if !current.dirty {
+        let (start_ms, noted, blob) = {
+            let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+            if !current.unwritten() {
                 return Ok(());
             }
-            current.dirty = false;
-            (current.start_ms, encode(&current))
+            (current.start_ms, current.noted, encode(&current))
         };
-        store.put_denials(start_ms, self.process, &blob, KEPT_SECONDS)
+        store.put_denials(start_ms, self.process, &blob, KEPT_SECONDS)?;
+        // the store holds what was noted up to the write (the minute may
+        // have ended meanwhile); what came since, the next flush writes
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.start_ms == start_ms {
+            current.written = noted;
+            return Ok(());
+        }
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(minute) = ended.as_mut().filter(|m| m.start_ms == start_ms) {
+            minute.written = noted;
+            if !minute.unwritten() {
+                *ended = None;
+            }
+        }
+        Ok(())
     }
 
     fn write(&self, store: &dyn PolicyStore, minute: &Minute) -> Result<()> {
@@ -354,6 +383,115 @@ mod tests {
             minute.addresses["api"][&b"203.0.113.9"[..]],
             MAX_TALLIED as u64 + 100
         );
+    }
+
+    /// A store that refuses the first `failures` writes of denials and
+    /// keeps the others (flush calls nothing else).
+    struct Flaky {
+        failures: Mutex<usize>,
+        kept: Mutex<Vec<(u64, Vec<u8>)>>,
+    }
+
+    impl PolicyStore for Flaky {
+        fn record(&self, _: &[u8], _: &str) -> Result<crate::policy::RawRecord> {
+            unreachable!("a flush writes denials only")
+        }
+        fn set_record(
+            &self,
+            _: &[u8],
+            _: &str,
+            _: crate::policy::Field,
+            _: Option<&str>,
+            _: u64,
+        ) -> Result<()> {
+            unreachable!("a flush writes denials only")
+        }
+        fn shared(&self, _: crate::policy::SharedHash) -> Result<crate::store::HashFields> {
+            unreachable!("a flush writes denials only")
+        }
+        fn set_shared(
+            &self,
+            _: crate::policy::SharedHash,
+            _: &[u8],
+            _: Option<&[u8]>,
+        ) -> Result<bool> {
+            unreachable!("a flush writes denials only")
+        }
+        fn policy_version(&self) -> Result<u64> {
+            unreachable!("a flush writes denials only")
+        }
+        fn strike(
+            &self,
+            _: &[u8],
+            _: &crate::policy::Fail2Ban,
+            _: Option<u64>,
+        ) -> Result<crate::policy::Strike> {
+            unreachable!("a flush writes denials only")
+        }
+        fn push_change(&self, _: &[u8], _: usize) -> Result<()> {
+            unreachable!("a flush writes denials only")
+        }
+        fn changes(&self, _: usize) -> Result<Vec<Vec<u8>>> {
+            unreachable!("a flush writes denials only")
+        }
+        fn put_denials(&self, minute_ms: u64, _: u64, tally: &[u8], _: u64) -> Result<()> {
+            let mut failures = self.failures.lock().unwrap();
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(Error::storage("Redis timed out"));
+            }
+            self.kept.lock().unwrap().push((minute_ms, tally.to_vec()));
+            Ok(())
+        }
+        fn denials(&self, _: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
+            unreachable!("a flush writes denials only")
+        }
+    }
+
+    /// The count of `key` in a written tally.
+    fn count_of(tally: &[u8], key: &str) -> u64 {
+        let entries: Vec<Counted> = serde_json::from_slice(tally).unwrap();
+        entries
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Key) && e.value == key)
+            .map(|e| e.count)
+            .sum()
+    }
+
+    #[test]
+    fn a_failed_write_of_the_tally_is_made_again_by_the_next_flush() {
+        let store = Flaky {
+            failures: Mutex::new(1),
+            kept: Mutex::new(Vec::new()),
+        };
+        let tally = Tally::new();
+        for _ in 0..3 {
+            tally.note("api", b"k", None, 60_000);
+        }
+        assert!(tally.flush(&store).is_err());
+        assert!(store.kept.lock().unwrap().is_empty());
+        tally.flush(&store).unwrap();
+        let kept = store.kept.lock().unwrap().clone();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(
+            count_of(&kept[0].1, "k"),
+            3,
+            "the denials of the failed write"
+        );
+        tally.flush(&store).unwrap();
+        assert_eq!(store.kept.lock().unwrap().len(), 1, "nothing new: no write");
+
+        // a minute that ended, its write failed: written by the next flush,
+        // before the new minute
+        tally.note("api", b"k", None, 90_000);
+        tally.note("api", b"k", None, 120_000);
+        *store.failures.lock().unwrap() = 1;
+        assert!(tally.flush(&store).is_err());
+        tally.flush(&store).unwrap();
+        let kept = store.kept.lock().unwrap().clone();
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert_eq!((kept[1].0, count_of(&kept[1].1, "k")), (60_000, 4));
+        assert_eq!((kept[2].0, count_of(&kept[2].1, "k")), (120_000, 1));
     }
 
     #[test]
