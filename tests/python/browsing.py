@@ -172,7 +172,14 @@ def burst_on_top(driver, page, denied):
         return (networks and networks[0].get_attribute("data-target") == "198.51.100.0/24"
                 and int(networks[0].get_attribute("data-count")) == denied and networks[0])
 
-    top = wait(driver).until(on_top)
+    from selenium.common.exceptions import TimeoutException
+
+    try:
+        top = wait(driver).until(on_top)
+    except TimeoutException:
+        seen = [(row.get_attribute("data-target"), row.get_attribute("data-count"))
+                for row in driver.find_elements("css selector", "#denied-network tr.denied-row")]
+        raise AssertionError(f"the burst's {denied} denials from 198.51.100.0/24 never topped the console: {seen}")
     bars = driver.find_elements("css selector", "#chart rect")
     assert len(bars) in (5, 6) and any(float(b.get_attribute("height")) > 0 for b in bars)
     assert driver.find_elements("css selector", '#denied-address tr.denied-row[data-target="198.51.100.20"]')
