@@ -7,7 +7,7 @@ ASGI app: the core's gate at an ASGI door, awaited.
     # or every door's policy file:
     app.add_middleware(RateLimitMiddleware, policy="policy.toml")
 
-Each request is decided with ``await gate.adecide(...)``: the event loop
+Each request is decided with ``await gate.adecide_scope(scope)``: the event loop
 never waits on Redis (one multiplexed connection per process carries every
 check). Every limited response carries the rate-limit headers; a denied
 request gets the core's 429 (``status``) with ``Retry-After`` and a JSON
@@ -154,8 +154,6 @@ class RateLimitMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        peer = client[0] if client else ""
         if self.key is not None:
             found = self.key(scope)
             scope["ratekeeper.key"] = await found if inspect.isawaitable(found) else found
@@ -164,11 +162,7 @@ class RateLimitMiddleware:
             raw, receive = await read_body(scope, receive)
             if raw is not None:
                 body = partial(field, header(scope, b"content-type"), raw)
-        headers = scope.get("headers") or []
-        verdict = await self.gate.adecide(
-            scope.get("method", "GET"), scope.get("path") or "/", header(scope, b"host") or "", peer, headers,
-            (scope.get("query_string") or b"").decode("latin-1"), context=scope, body=body,
-            cost=self.cost(scope) if self.cost else None)
+        verdict = await self.gate.adecide_scope(scope, body=body, cost=self.cost(scope) if self.cost else None)
         decision = verdict.decision  # (each read of a verdict's field makes a new object)
         if decision is not None:
             scope["ratekeeper.decision"] = decision
@@ -178,21 +172,9 @@ class RateLimitMiddleware:
                 log_verdict(self.log_level, verdict)
             await self.refuse(scope, receive, send, decision, verdict.answer, ending == "deny")
             return
-        extra = verdict.answer.asgi_headers
-        if not extra or scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        def send_with_headers(message: dict) -> Awaitable[None]:
-            # (a plain function handing back send's awaitable: no coroutine of
-            # its own for every message)
-            if message["type"] == "http.response.start":
-                headers = message.get("headers", ())
-                present = {name.lower() for name, _ in headers}
-                message = {**message, "headers": [*headers, *[h for h in extra if h[0] not in present]]}
-            return send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        if scope["type"] == "http":
+            send = verdict.answer.asgi_send(send)
+        await self.app(scope, receive, send)
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
                      answer: Answer, denied: bool) -> None:

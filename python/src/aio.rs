@@ -23,6 +23,7 @@
 use crate::errors::{panic_message, to_py};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use ratekeeper_core as core;
@@ -154,17 +155,25 @@ impl Waker {
 /// Settles `future` with `value` (a result when `ok`, else an exception),
 /// unless it is done already (cancelled while the work ran).
 fn settle(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    if future.call_method0("done")?.is_truthy()? {
+    if future
+        .call_method0(intern!(future.py(), "done"))?
+        .is_truthy()?
+    {
         return Ok(());
     }
-    let method = if ok { "set_result" } else { "set_exception" };
+    let py = future.py();
+    let method = if ok {
+        intern!(py, "set_result")
+    } else {
+        intern!(py, "set_exception")
+    };
     future.call_method1(method, (value,))?;
     Ok(())
 }
 
 /// The running loop's inbox, made (and watched by the loop) on first use.
 fn link_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<Link>> {
-    if let Ok(waker) = event_loop.getattr("_ratekeeper_waker") {
+    if let Ok(waker) = event_loop.getattr(intern!(py, "_ratekeeper_waker")) {
         if let Ok(waker) = waker.cast::<Waker>() {
             return Ok(waker.get().link.clone());
         }
@@ -194,7 +203,7 @@ fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 
 /// A future of the running loop, already holding `value`.
 pub fn ready<'py>(py: Python<'py>, value: PyResult<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    let future = running_loop(py)?.call_method0("create_future")?;
+    let future = running_loop(py)?.call_method0(intern!(py, "create_future"))?;
     match value {
         Ok(value) => future.call_method1("set_result", (value,))?,
         Err(err) => future.call_method1("set_exception", (err.into_value(py),))?,
@@ -211,7 +220,7 @@ where
     D: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
     let event_loop = running_loop(py)?;
-    let future = event_loop.call_method0("create_future")?;
+    let future = event_loop.call_method0(intern!(py, "create_future"))?;
     let link = link_for(py, &event_loop)?;
     let future_ref = future.clone().unbind();
     let held = link.clone();
@@ -234,7 +243,7 @@ where
     });
     if held.hold(job) {
         let scheduled = Bound::new(py, Submit { link: held.clone() })
-            .and_then(|submit| event_loop.call_method1("call_soon", (submit,)));
+            .and_then(|submit| event_loop.call_method1(intern!(py, "call_soon"), (submit,)));
         if scheduled.is_err() {
             held.submit(); // (a running loop takes callbacks: not seen)
         }

@@ -3,6 +3,7 @@
 
 use crate::errors::guard;
 use crate::types::Decision;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ratekeeper_core as core;
@@ -184,6 +185,32 @@ impl Answer {
         PyList::new(py, pairs)
     }
 
+    /// An ASGI `send` that adds these headers to the response the app
+    /// starts (each one the app does not set itself); `send` itself when
+    /// there are none.
+    fn asgi_send<'py>(&self, send: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if self.inner.headers.is_empty() {
+            return Ok(send);
+        }
+        let py = send.py();
+        let extra = self
+            .asgi_headers(py)?
+            .iter()
+            .map(|pair| {
+                let name = pair.get_item(0)?.cast_into::<PyBytes>()?;
+                Ok((name.as_bytes().to_vec(), pair.unbind()))
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Bound::new(
+            py,
+            AsgiSend {
+                send: send.unbind(),
+                extra,
+            },
+        )?
+        .into_any())
+    }
+
     /// The body (empty when the request passes on).
     #[getter]
     fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -201,5 +228,56 @@ impl Answer {
             None => format!("Answer(passes, {} headers)", self.inner.headers.len()),
             Some(status) => format!("Answer(status={status}, {} bytes)", self.inner.body.len()),
         }
+    }
+}
+
+/// An ASGI `send` adding a passed request's rate-limit headers to the
+/// response the app starts ([`Answer::asgi_send`]).
+#[pyclass(frozen, module = "ratekeeper")]
+pub struct AsgiSend {
+    send: Py<PyAny>,
+    /// Each header's name (lower case) and its `(name, value)` pair.
+    extra: Vec<(Vec<u8>, Py<PyAny>)>,
+}
+
+#[pymethods]
+impl AsgiSend {
+    /// Sends `message`: an `http.response.start` with the headers added
+    /// (a copy; the app's message is left as it was), any other as it is.
+    fn __call__<'py>(&self, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = message.py();
+        let send = self.send.bind(py);
+        let start = match message.cast::<PyDict>() {
+            Ok(dict) => match dict.get_item(intern!(py, "type"))? {
+                Some(kind) => kind.eq(intern!(py, "http.response.start"))?.then_some(dict),
+                None => None,
+            },
+            Err(_) => None,
+        };
+        let Some(start) = start else {
+            return send.call1((message,));
+        };
+        let headers = PyList::empty(py);
+        let mut present = Vec::new();
+        if let Some(given) = start.get_item(intern!(py, "headers"))? {
+            for pair in given.try_iter()? {
+                let pair = pair?;
+                if let Ok(name) = pair.get_item(0).and_then(|n| Ok(n.cast_into::<PyBytes>()?)) {
+                    present.push(name);
+                }
+                headers.append(pair)?;
+            }
+        }
+        for (name, pair) in &self.extra {
+            if !present
+                .iter()
+                .any(|p| p.as_bytes().eq_ignore_ascii_case(name))
+            {
+                headers.append(pair.bind(py))?;
+            }
+        }
+        let sent = start.copy()?;
+        sent.set_item(intern!(py, "headers"), headers)?;
+        send.call1((sent,))
     }
 }

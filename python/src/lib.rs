@@ -40,6 +40,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Fail2Ban>()?;
     m.add_class::<http::Responses>()?;
     m.add_class::<http::Answer>()?;
+    m.add_class::<http::AsgiSend>()?;
     m.add_class::<gate::Gate>()?;
     m.add_class::<gate::Verdict>()?;
     m.add_class::<net::TrustedProxies>()?;

@@ -118,6 +118,31 @@ impl Gate {
         })
     }
 
+    /// The request of an ASGI `scope` through the core's `prepare`, as
+    /// [`Gate::deciding`] takes it: its method, path, `host` header, client
+    /// address, header pairs and query string, the scope its context.
+    fn deciding_scope(
+        &self,
+        py: Python<'_>,
+        scope: &Bound<'_, PyDict>,
+        body: Option<&Bound<'_, PyAny>>,
+        cost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Deciding> {
+        let asgi = request::Scope::read(scope)?;
+        let parts = Parts {
+            context: Some(scope.as_any()),
+            body,
+            user: None,
+            cost,
+        };
+        let step = self.with_request(py, asgi.head, &asgi.headers, parts, |request| {
+            self.inner.prepare(request)
+        })?;
+        Ok(Deciding {
+            step: Mutex::new(Some(step)),
+        })
+    }
+
     /// `read(request)` over the request of `head`, `headers` and `parts`;
     /// an exception a callable raised while it was read comes out instead.
     fn with_request<T>(
@@ -164,6 +189,16 @@ twins! {
                             body: Option<&Bound<'_, PyAny>>, user: Option<&Bound<'_, PyAny>>,
                             cost: Option<&Bound<'_, PyAny>>)
             on self.inner => self.deciding(py, method, path, host, peer, headers, query, context, body, user, cost)?;
+
+        /// Decides an ASGI request from its `scope` (its method, path,
+        /// `host` header, client, headers and query string; the scope is
+        /// what the policy's callables are called with), as `decide` does;
+        /// `body(field)` is called only when a throttle that applies needs
+        /// it; `cost` (default 1).
+        #[pyo3(signature = (scope, *, body = None, cost = None))]
+        fn decide_scope / adecide_scope(self, py, scope: &Bound<'_, PyDict>, body: Option<&Bound<'_, PyAny>>,
+                                        cost: Option<&Bound<'_, PyAny>>)
+            on self.inner => self.deciding_scope(py, scope, body, cost)?;
     }
 }
 

@@ -2,8 +2,10 @@
 //! ASGI's header pairs, and the callables the policy names), read as the
 //! core's gate reads a request's facts.
 
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use ratekeeper_core::gate::source::{cgi_name, joined, Head};
 use ratekeeper_core::gate::Facts;
 
@@ -63,13 +65,82 @@ impl Request<'_, '_> {
         }
         let mut values = Vec::new();
         for pair in self.headers.try_iter()? {
-            let (k, v): (Vec<u8>, Vec<u8>) = pair?.extract()?;
-            if k.eq_ignore_ascii_case(name.as_bytes()) {
+            let (k, v) = header_pair(&pair?)?;
+            if k.as_bytes().eq_ignore_ascii_case(name.as_bytes()) {
                 values.push(v);
             }
         }
-        Ok(joined(values.iter().map(Vec::as_slice)))
+        Ok(joined(values.iter().map(|v| v.as_bytes())))
     }
+}
+
+/// An ASGI header: a `(name, value)` pair of bytes (a tuple, or a list).
+fn header_pair<'py>(
+    pair: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let bad = || PyTypeError::new_err("an ASGI header must be a (name, value) pair of bytes");
+    let bytes = |i: usize| -> PyResult<Bound<'py, PyBytes>> {
+        pair.get_item(i)?.cast_into::<PyBytes>().map_err(|_| bad())
+    };
+    let is_pair = pair.is_instance_of::<PyTuple>() || pair.is_instance_of::<PyList>();
+    if !is_pair || pair.len()? != 2 {
+        return Err(bad());
+    }
+    Ok((bytes(0)?, bytes(1)?))
+}
+
+/// What the gate reads of an ASGI scope: the request's head (method, path,
+/// `host` header, client address, query string) and its header pairs.
+pub(super) struct Scope<'py> {
+    pub(super) head: Head,
+    pub(super) headers: Bound<'py, PyAny>,
+}
+
+impl<'py> Scope<'py> {
+    /// Reads `scope` as an ASGI server fills it (absent fields as a request
+    /// without them: GET, "/", no host, no client, no headers).
+    pub(super) fn read(scope: &Bound<'py, PyDict>) -> PyResult<Scope<'py>> {
+        let py = scope.py();
+        let text = |name: &Bound<'py, PyString>| -> PyResult<Option<String>> {
+            match scope.get_item(name)? {
+                Some(v) if !v.is_none() => Ok(Some(v.extract::<String>()?)),
+                _ => Ok(None),
+            }
+        };
+        let method = text(intern!(py, "method"))?.unwrap_or_else(|| "GET".to_owned());
+        let path = text(intern!(py, "path"))?
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".to_owned());
+        let headers = match scope.get_item(intern!(py, "headers"))? {
+            Some(h) if !h.is_none() => h,
+            _ => PyList::empty(py).into_any(),
+        };
+        let mut host = String::new();
+        for pair in headers.try_iter()? {
+            let (name, value) = header_pair(&pair?)?;
+            if name.as_bytes().eq_ignore_ascii_case(b"host") {
+                host = latin1(value.as_bytes());
+                break;
+            }
+        }
+        let peer = match scope.get_item(intern!(py, "client"))? {
+            Some(client) if !client.is_none() => client.get_item(0)?.extract::<String>()?,
+            _ => String::new(),
+        };
+        let query = match scope.get_item(intern!(py, "query_string"))? {
+            Some(q) if !q.is_none() => latin1(q.cast::<PyBytes>()?.as_bytes()),
+            _ => String::new(),
+        };
+        Ok(Scope {
+            head: Head::new(&method, path, &host, peer, query),
+            headers,
+        })
+    }
+}
+
+/// Bytes read as Latin-1 (as ASGI's header and query bytes are).
+fn latin1(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
 }
 
 impl Facts for Request<'_, '_> {
