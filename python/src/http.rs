@@ -5,7 +5,7 @@ use crate::errors::guard;
 use crate::types::Decision;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ratekeeper_core as core;
 
 /// How an adapter answers: `status` of a denial (429), `blocked_status` of a
@@ -146,6 +146,26 @@ fn headers_dict<'py>(
     Ok(dict)
 }
 
+impl Answer {
+    /// Each header's lower-case name, and its ASGI `(name, value)` pair of
+    /// bytes (the value in Latin-1: a character past it, which no header the
+    /// core writes holds, as `?`).
+    fn asgi_pairs<'a, 'py: 'a>(
+        &'a self,
+        py: Python<'py>,
+    ) -> impl Iterator<Item = PyResult<(Vec<u8>, Bound<'py, PyTuple>)>> + 'a {
+        self.inner.headers.iter().map(move |(name, value)| {
+            let name = name.to_ascii_lowercase().into_bytes();
+            let value: Vec<u8> = value
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+                .collect();
+            let pair = (PyBytes::new(py, &name), PyBytes::new(py, &value)).into_pyobject(py)?;
+            Ok((name, pair))
+        })
+    }
+}
+
 impl From<core::Answer> for Answer {
     fn from(inner: core::Answer) -> Answer {
         Answer { inner }
@@ -171,18 +191,8 @@ impl Answer {
     /// which no header the core writes holds, as `?`).
     #[getter]
     fn asgi_headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let latin1 = |text: &str| -> Vec<u8> {
-            text.chars()
-                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
-                .collect()
-        };
-        let pairs = self.inner.headers.iter().map(|(name, value)| {
-            (
-                PyBytes::new(py, name.to_ascii_lowercase().as_bytes()),
-                PyBytes::new(py, &latin1(value)),
-            )
-        });
-        PyList::new(py, pairs)
+        let pairs = self.asgi_pairs(py).map(|got| got.map(|(_, pair)| pair));
+        PyList::new(py, pairs.collect::<PyResult<Vec<_>>>()?)
     }
 
     /// An ASGI `send` that adds these headers to the response the app
@@ -194,12 +204,8 @@ impl Answer {
         }
         let py = send.py();
         let extra = self
-            .asgi_headers(py)?
-            .iter()
-            .map(|pair| {
-                let name = pair.get_item(0)?.cast_into::<PyBytes>()?;
-                Ok((name.as_bytes().to_vec(), pair.unbind()))
-            })
+            .asgi_pairs(py)
+            .map(|got| got.map(|(name, pair)| (name, pair.into_any().unbind())))
             .collect::<PyResult<_>>()?;
         Ok(Bound::new(
             py,
