@@ -36,6 +36,7 @@ ROWS = [
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_slowapi_rps", "slowapi, moving window", 3.0, "more"),
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
     ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_none_rps", "no limiter", None, "more"),
+    ("FastAPI + ASGI middleware, requests/s (for reference)", "fastapi_ratekeeper_rps", "fastapi_ratekeeper_no_headers_rps", "the same, `headers=\"none\"`", None, "more"),
     ("FastAPI + ASGI middleware on uvloop and httptools (`fastapi[standard]`), requests/s (for reference)", "fastapi_ratekeeper_std_rps", "fastapi_fastapi_limiter_std_rps", "fastapi-limiter, the same stack", None, "more"),
     ("FastAPI + ASGI middleware on uvloop and httptools, `wrk -c32` p50 (for reference)", "fastapi_ratekeeper_std_p50", "fastapi_none_std_p50", "no limiter, the same stack", None, "le"),
     ("`await acheck()` from one loop, 256 in flight, checks/s", "py_acheck_256_per_s", "py_check_16_threads_per_s", "blocking `check()` from 16 threads", None, "more"),
@@ -149,9 +150,32 @@ def table(results):
     return "\n".join(lines)
 
 
+def rounds(results):
+    """The FastAPI modes' requests/s in each round (the table shows their
+    medians), and ratekeeper's ratio to fastapi-limiter round by round."""
+    modes = [(name[len("fastapi_"):-len("_rps")], r["runs"]) for name, r in results.items()
+             if name.startswith("fastapi_") and name.endswith("_rps") and "runs" in r]
+    if not modes:
+        return ""
+    count = max(len(runs) for _, runs in modes)
+    lines = ["FastAPI requests/s in each round (the rows above are their medians):", "",
+             "| mode | " + " | ".join(f"round {i + 1}" for i in range(count)) + " |",
+             "| --- |" + " --- |" * count]
+    lines += [f"| {mode} | " + " | ".join(f"{r:,.0f}" for r in runs) + " |" for mode, runs in modes]
+    runs = dict(modes)
+    for ours in ("ratekeeper", "ratekeeper_module"):
+        if ours in runs and "fastapi_limiter" in runs:
+            pairs = zip(runs[ours], runs["fastapi_limiter"])
+            lines.append(f"| {ours} ÷ fastapi_limiter | " + " | ".join(f"{a / b:.2f}×" for a, b in pairs) + " |")
+    return "\n".join(lines)
+
+
 def main():
     results = load(sys.argv[1])
     text = table(results)
+    each = rounds(results)
+    if each:
+        text += "\n\n" + each
     print(text)
     if "--write" in sys.argv:
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

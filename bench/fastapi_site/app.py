@@ -2,7 +2,8 @@
 worker): BENCH_MODE=none (no limiter), ratekeeper (the ASGI middleware),
 slowapi (its decorator, moving window) or fastapi_limiter (its dependency,
 pyrate-limiter Redis buckets per client), all with the same four rules per
-client (X-Forwarded-For), all on the Redis in BENCH_REDIS.
+client (X-Forwarded-For), all on the Redis in BENCH_REDIS; BENCH_HEADERS
+gives the middleware's header style (default: all).
 
     BENCH_MODE=ratekeeper BENCH_REDIS=redis://127.0.0.1:6379/0 uvicorn --app-dir bench/fastapi_site app:app
 """
@@ -31,7 +32,7 @@ if MODE == "ratekeeper":
     from ratekeeper.asgi import RateLimitMiddleware
 
     app.add_middleware(RateLimitMiddleware, limiter=ratekeeper.Limiter(FOUR_RULES, REDIS, prefix=PREFIX),
-                       trusted_proxies=["127.0.0.1"])
+                       trusted_proxies=["127.0.0.1"], headers=os.environ.get("BENCH_HEADERS") or None)
 
 if MODE == "fastapi_limiter":
     import redis.asyncio
