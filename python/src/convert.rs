@@ -22,6 +22,19 @@ pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     )))
 }
 
+/// Text as Latin-1 bytes (as WSGI hands header bytes over, and as ASGI
+/// sends them): a character past Latin-1 as `?`.
+pub fn latin1_bytes(text: &str) -> Vec<u8> {
+    text.chars()
+        .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+        .collect()
+}
+
+/// Bytes read as Latin-1 text (as ASGI's header and query bytes are).
+pub fn latin1_text(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
 /// A cost: a whole number of at least 1; 1 when not given.
 pub fn cost(py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
     let Some(cost) = cost else { return Ok(1) };

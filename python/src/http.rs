@@ -156,10 +156,7 @@ impl Answer {
     ) -> impl Iterator<Item = PyResult<(Vec<u8>, Bound<'py, PyTuple>)>> + 'a {
         self.inner.headers.iter().map(move |(name, value)| {
             let name = name.to_ascii_lowercase().into_bytes();
-            let value: Vec<u8> = value
-                .chars()
-                .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
-                .collect();
+            let value = crate::convert::latin1_bytes(value);
             let pair = (PyBytes::new(py, &name), PyBytes::new(py, &value)).into_pyobject(py)?;
             Ok((name, pair))
         })

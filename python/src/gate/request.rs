@@ -2,6 +2,7 @@
 //! ASGI's header pairs, and the callables the policy names), read as the
 //! core's gate reads a request's facts.
 
+use crate::convert::{latin1_bytes, latin1_text};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -53,11 +54,7 @@ impl Request<'_, '_> {
             return Ok(match environ.get_item(cgi_name(name))? {
                 Some(v) => Some(match v.cast::<PyString>() {
                     // WSGI gives header bytes decoded as Latin-1: the bytes as they came
-                    Ok(text) => text
-                        .to_cow()?
-                        .chars()
-                        .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
-                        .collect(),
+                    Ok(text) => latin1_bytes(&text.to_cow()?),
                     Err(_) => crate::convert::key_bytes(&v)?.into_owned(),
                 }),
                 None => None,
@@ -119,7 +116,7 @@ impl<'py> Scope<'py> {
         for pair in headers.try_iter()? {
             let (name, value) = header_pair(&pair?)?;
             if name.as_bytes().eq_ignore_ascii_case(b"host") {
-                host = latin1(value.as_bytes());
+                host = latin1_text(value.as_bytes());
                 break;
             }
         }
@@ -128,7 +125,7 @@ impl<'py> Scope<'py> {
             _ => String::new(),
         };
         let query = match scope.get_item(intern!(py, "query_string"))? {
-            Some(q) if !q.is_none() => latin1(q.cast::<PyBytes>()?.as_bytes()),
+            Some(q) if !q.is_none() => latin1_text(q.cast::<PyBytes>()?.as_bytes()),
             _ => String::new(),
         };
         Ok(Scope {
@@ -136,11 +133,6 @@ impl<'py> Scope<'py> {
             headers,
         })
     }
-}
-
-/// Bytes read as Latin-1 (as ASGI's header and query bytes are).
-fn latin1(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| char::from(b)).collect()
 }
 
 impl Facts for Request<'_, '_> {
