@@ -171,10 +171,8 @@ async def _decide(gate: Gate, request: Request, response: Response, cost: int,
     body = None
     if gate.reads_body and readable_length(request.headers.get("content-length")) is not None:
         body = partial(field, request.headers.get("content-type"), await request.body())
-    verdict = await gate.adecide(request.method, request.url.path, request.headers.get("host", ""),
-                                 request.client.host if request.client else "", request.scope["headers"],
-                                 request.scope.get("query_string", b"").decode("latin-1"),
-                                 context=request.scope, body=body, cost=cost)
+    # the scope as the ASGI middleware reads it (the path decoded, as every door has it)
+    verdict = await gate.adecide_scope(request.scope, body=body, cost=cost)
     decision = verdict.decision
     if not verdict.checked and verdict.ending == "pass" and decision is None:
         return None

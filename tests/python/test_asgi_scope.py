@@ -123,3 +123,46 @@ def test_asgi_send_adds_the_headers_the_app_does_not_set():
     asyncio.run(wrapped({"type": "http.response.start", "status": 204}))
     assert sent[0]["headers"] == answer.asgi_headers
     assert ratekeeper.Responses(headers="none").answer(limiter.check("k")).asgi_send(send) is send
+
+
+def test_the_fastapi_dependency_reads_a_request_as_the_middleware_does():
+    """A path holding '?', '#' or a backslash (sent percent-encoded: the
+    scope holds it decoded) is the same path at both ASGI doors, as at every
+    other door; Starlette's `request.url.path` would escape them again."""
+    from fastapi import Depends, FastAPI
+
+    import ratekeeper.fastapi
+    from ratekeeper.asgi import RateLimitMiddleware
+
+    policy = {"throttle": [{"scope": "files", "rules": "1/minute", "key": "ip", "paths": ["/files/a?b#c\\d"]}]}
+
+    def dependency_app():
+        app = FastAPI(dependencies=[Depends(ratekeeper.fastapi.policy(policy))])
+        ratekeeper.fastapi.setup(app)
+        app.add_api_route("/{rest:path}", lambda: "ok", methods=["GET"])
+        return app
+
+    async def bare(scope, receive, send):
+        await send(start([]))
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def statuses(app):
+        got = []
+        for _ in range(2):
+            sent = []
+
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            await app({"type": "http", "method": "GET", "path": "/files/a?b#c\\d/x", "raw_path": b"/files/a%3Fb%23c%5Cd/x",
+                       "query_string": b"", "headers": [(b"host", b"example.com")], "client": ("203.0.113.9", 5000),
+                       "server": ("example.com", 80), "scheme": "http", "root_path": "", "http_version": "1.1"},
+                      receive, send)
+            got.append(sent[0]["status"])
+        return got
+
+    for make in (dependency_app, lambda: RateLimitMiddleware(bare, policy=policy)):
+        assert asyncio.run(statuses(make())) == [200, 429], make
