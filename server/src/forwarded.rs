@@ -5,7 +5,7 @@
 use crate::error::ServerError;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use ratekeeper_core::gate::source::{joined, percent_decode, Head};
+use ratekeeper_core::gate::source::{decoded_path, joined, Head};
 use ratekeeper_core::gate::Facts;
 use std::net::SocketAddr;
 
@@ -77,7 +77,7 @@ impl Forwarded {
         Ok(Forwarded {
             head: Head::new(
                 &method,
-                String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned(),
+                decoded_path(path.as_bytes()),
                 host,
                 peer.ip().to_string(),
                 query.to_owned(),

@@ -166,3 +166,15 @@ def test_the_fastapi_dependency_reads_a_request_as_the_middleware_does():
 
     for make in (dependency_app, lambda: RateLimitMiddleware(bare, policy=policy)):
         assert asyncio.run(statuses(make())) == [200, 429], make
+
+
+def test_a_path_scoped_throttle_holds_whatever_the_slashes():
+    """A run of slashes is one slash at every door (Rails routes //login to
+    /login, Werkzeug merges them): a policy's /login holds for //login."""
+    policy = {"throttle": [{"scope": "login", "rules": "2/minute", "key": "ip", "paths": ["/login"]}]}
+    gate = ratekeeper.Gate(policy, limiter=ratekeeper.Limiter("1/second"))
+    by_scope = [gate.decide_scope({"type": "http", "path": path, "client": ("203.0.113.40", 1)}).ending
+                for path in ("/login", "//login", "///login/x")]
+    by_facts = [gate.decide("GET", path, "", "203.0.113.41", {}).ending for path in ("//login", "/login", "//login")]
+    assert by_scope == by_facts == ["pass", "pass", "deny"]
+    assert gate.decide("GET", "//logout", "", "203.0.113.41", {}).checked == []

@@ -231,6 +231,47 @@ class TestRackIdentity < Minitest::Test
     end
   end
 
+  # A server hands Rack the request's bytes as they came (binary): a Host,
+  # path or query that is not UTF-8 is limited like any other request, never
+  # an exception (a 500) before the check.
+  def test_a_head_that_is_not_utf8_is_limited_exactly
+    limited = Rack::Builder.new do
+      use Ratekeeper::Rack::Middleware, store: "memory://" do |rk|
+        rk.throttle("all", rules: "3/minute") { |req| req.ip }
+        rk.throttle("odd", rules: "1/minute", paths: "/caf\u00e9") { |req| req.ip }
+      end
+      run TestRack::HELLO
+    end
+    mock = Rack::MockRequest.new(limited.to_app) # (one app: a memory store is its own)
+    hostile = { "PATH_INFO" => "/p\xff\xfe".b, "QUERY_STRING" => "q=\xff\r\n".b, "HTTP_HOST" => "h\xffst\0".b }
+    hostile.each_with_index do |(name, value), i|
+      got = Array.new(5) { mock.get("/", "REMOTE_ADDR" => "203.0.113.#{i + 10}", name => value.dup).status }
+      assert_equal [200, 200, 200, 429, 429], got, name
+    end
+    # a path's escapes decoded as at every other door (Latin-1's \xe9 is no UTF-8: U+FFFD, another path)
+    odd = Array.new(2) { mock.get("/", "REMOTE_ADDR" => "203.0.113.20", "PATH_INFO" => "/caf%C3%A9/x").status }
+    assert_equal [200, 429], odd
+    assert_equal 200, mock.get("/", "REMOTE_ADDR" => "203.0.113.21", "PATH_INFO" => "/caf%E9").status
+  end
+
+  # A path-scoped throttle holds however the path is spelled: its escapes
+  # decoded (PATH_INFO comes as the request spelled it) and its slashes
+  # single (Rails routes //login to /login), as at every door.
+  def test_a_path_scoped_throttle_holds_for_every_spelling_of_the_path
+    limited = Rack::Builder.new do
+      use Ratekeeper::Rack::Middleware, store: "memory://" do |rk|
+        rk.throttle("login", rules: "3/minute", paths: "/login") { |req| req.ip }
+      end
+      run TestRack::HELLO
+    end
+    mock = Rack::MockRequest.new(limited.to_app)
+    got = ["/login", "//login", "/l%6Fgin", "/%2Flogin", "/login"].map do |path|
+      mock.get("/", "REMOTE_ADDR" => "203.0.113.30", "PATH_INFO" => path).status
+    end
+    assert_equal [200, 200, 200, 429, 429], got
+    assert_equal 200, mock.get("/", "REMOTE_ADDR" => "203.0.113.30", "PATH_INFO" => "/logout").status
+  end
+
   # An IPv6 client is its /64: 100 requests from 100 addresses of one /64
   # share one quota; another /64 has its own; an IPv4-mapped address is its
   # IPv4 address; ipv6_prefix changes how much counts.

@@ -20,7 +20,7 @@
 //! methods, headers and tier read from the entries), besides the ones its
 //! descriptors select.
 
-use super::source::{percent_decode, Client, Facts, Head};
+use super::source::{decoded_path, Client, Facts, Head};
 use super::{Gate, Plan, Selected, Step, Verdict};
 
 /// One descriptor: its entries, and its own cost if it gives one.
@@ -56,7 +56,7 @@ impl<'d> Described<'d> {
         let (path, query) = first(&["path", ":path"])
             .split_once('?')
             .unwrap_or((first(&["path", ":path"]), ""));
-        let path = String::from_utf8_lossy(&percent_decode(path.as_bytes(), false)).into_owned();
+        let path = decoded_path(path.as_bytes());
         let head = Head::new(
             first(&["method", ":method"]),
             path,

@@ -68,7 +68,9 @@ impl Source {
 pub struct Head {
     /// The method, upper case.
     pub method: String,
-    /// The path, percent-decoded (Django's `path_info`, Rack's `path_info`).
+    /// The path, percent-decoded (Django's `path_info`; a Rack door decodes
+    /// `PATH_INFO`, [`decoded_path`]), each run of slashes one slash (as
+    /// Rails routes `//login` to `/login`: a policy's `/login` holds there).
     pub path: String,
     /// The host, lower case, without a port.
     pub host: String,
@@ -79,12 +81,13 @@ pub struct Head {
 }
 
 impl Head {
-    /// A request's head as a door read it: the method is upper-cased and
-    /// the Host header's name kept (lower case, no port).
+    /// A request's head as a door read it: the method is upper-cased, each
+    /// run of slashes in the path made one, and the Host header's name kept
+    /// (lower case, no port).
     pub fn new(method: &str, path: String, host: &str, peer: String, query: String) -> Head {
         Head {
             method: method.to_ascii_uppercase(),
-            path,
+            path: single_slashes(path),
             host: host_name(host),
             peer,
             query,
@@ -215,6 +218,27 @@ pub fn query_field(query: &str, field: &str) -> Option<Vec<u8>> {
     })
 }
 
+/// `path` with each run of slashes made one.
+fn single_slashes(path: String) -> String {
+    if !path.contains("//") {
+        return path;
+    }
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A path as the request spelled it (a proxy's forwarded URI, Rack's
+/// `PATH_INFO`) as every door hands it to the gate: percent-decoded (a
+/// malformed escape kept as it is), bytes that are not UTF-8 as U+FFFD.
+pub fn decoded_path(raw: &[u8]) -> String {
+    String::from_utf8_lossy(&percent_decode(raw, false)).into_owned()
+}
+
 /// `%XX` decoded (a malformed escape kept as it is); `+` as a space in a form field.
 pub fn percent_decode(bytes: &[u8], form: bool) -> Vec<u8> {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
@@ -266,6 +290,24 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_holds_its_path_with_single_slashes() {
+        let head = |path: &str| Head::new("get", path.to_owned(), "", String::new(), String::new());
+        assert_eq!(head("//login").path, "/login");
+        assert_eq!(head("/api///v1//x/").path, "/api/v1/x/");
+        assert_eq!(head("/caf\u{e9}//x").path, "/caf\u{e9}/x");
+        assert_eq!(head("").path, "");
+        assert_eq!(head("/login").method, "GET");
+    }
+
+    #[test]
+    fn a_spelled_path_is_decoded() {
+        assert_eq!(decoded_path(b"/l%6Fgin"), "/login");
+        assert_eq!(decoded_path(b"/caf%C3%A9"), "/caf\u{e9}");
+        assert_eq!(decoded_path(b"/caf%E9%zz%"), "/caf\u{fffd}%zz%");
+        assert_eq!(decoded_path(b"/a+b"), "/a+b"); // a path's + is a plus
+    }
 
     #[test]
     fn sources_parse() {

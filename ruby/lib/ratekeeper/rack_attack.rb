@@ -301,7 +301,8 @@ module Rack
       env["PATH_INFO"] = PathNormalizer.normalize_path(env["PATH_INFO"])
       request = Attack::Request.new(env)
       rates = dynamic_rates(request)
-      verdict = Attack.gate(rates).decide(method: request.request_method, path: request.path_info.to_s,
+      verdict = Attack.gate(rates).decide(method: request.request_method,
+                                          path: Ratekeeper::Gate._decoded_path(request.path_info),
                                           host: env["HTTP_HOST"] || env["SERVER_NAME"].to_s,
                                           peer: env["REMOTE_ADDR"].to_s, headers: env,
                                           query: env["QUERY_STRING"].to_s, context: request)

@@ -14,7 +14,7 @@ use magnus::{
     RString, Ruby, Symbol, Value,
 };
 use ratekeeper_core as core;
-use ratekeeper_core::gate::source::{cgi_name, Head};
+use ratekeeper_core::gate::source::{self, cgi_name, Head};
 use ratekeeper_core::gate::spec::{Table, Value as PolicyValue};
 use ratekeeper_core::gate::{Facts, Spec, Step};
 use std::cell::RefCell;
@@ -191,8 +191,16 @@ impl Facts for Request<'_> {
     }
 }
 
+/// A fact of a request's head as text: a String's bytes whatever its
+/// encoding (a server hands Rack the request's bytes as they came, binary;
+/// bytes that are not UTF-8 as U+FFFD, as the edge server reads them), a
+/// Symbol's name; nil as "".
 fn text(value: Value) -> Result<String, Error> {
-    Ok(crate::limiter::optional_text(value)?.unwrap_or_default())
+    match RString::from_value(value) {
+        // SAFETY: the bytes are copied before any Ruby code can run.
+        Some(s) => Ok(String::from_utf8_lossy(unsafe { s.as_slice() }).into_owned()),
+        None => Ok(crate::limiter::optional_text(value)?.unwrap_or_default()),
+    }
 }
 
 impl Gate {
@@ -424,11 +432,24 @@ impl Verdict {
     }
 }
 
+/// `Gate._decoded_path(raw)`: the path a Rack server hands over
+/// (`PATH_INFO`, as the request spelled it, `%XX` and all) as every door
+/// gives it to the gate: percent-decoded, as Python's servers and the edge
+/// server decode it (`source::decoded_path`); nil as "".
+fn decoded_path(raw: Value) -> Result<String, Error> {
+    match RString::from_value(raw) {
+        // SAFETY: the bytes are copied before any Ruby code can run.
+        Some(s) => Ok(source::decoded_path(unsafe { s.as_slice() })),
+        None => text(raw),
+    }
+}
+
 /// Defines `Ratekeeper::Gate` and `Ratekeeper::Verdict`.
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let class = module.define_class("Gate", ruby.class_object())?;
     class.define_singleton_method("_new", function!(Gate::new, 2))?;
     class.define_method("_decide", method!(Gate::decide, -1))?;
+    class.define_singleton_method("_decoded_path", function!(decoded_path, 1))?;
     class.define_method("_penalize", method!(Gate::penalize, 3))?;
     class.define_method("stats", method!(Gate::stats, 0))?;
     class.define_method("store_stats", method!(Gate::store_stats, 0))?;

@@ -112,7 +112,8 @@ module Ratekeeper
       def call(env)
         env["ratekeeper.gate"] = @gate # Ratekeeper::Rack.penalize's
         request = Request.new(env, @proxies)
-        verdict = @gate.decide(method: request.request_method, path: request.path_info.to_s,
+        # (PATH_INFO as the request spelled it: the gate takes it decoded, as at every door)
+        verdict = @gate.decide(method: request.request_method, path: Ratekeeper::Gate._decoded_path(request.path_info),
                                host: env["HTTP_HOST"] || env["SERVER_NAME"].to_s, peer: env["REMOTE_ADDR"].to_s,
                                headers: env, query: env["QUERY_STRING"].to_s, context: request,
                                body: ->(field) { request.field(field) })
