@@ -116,7 +116,9 @@ class RateLimitMiddleware:
         return [answer.body]
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "") or "/"
+        # PEP 3333 hands the path's bytes over as Latin-1 text: the path as
+        # every door has it is those bytes read as UTF-8 (as Django reads them)
+        path = (environ.get("PATH_INFO", "") or "/").encode("latin-1", "replace").decode("utf-8", "replace")
         verdict = self.gate.decide(
             environ.get("REQUEST_METHOD", "GET"), path, environ.get("HTTP_HOST") or environ.get("SERVER_NAME", ""),
             environ.get("REMOTE_ADDR", ""), environ, environ.get("QUERY_STRING", ""), context=environ,

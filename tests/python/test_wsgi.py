@@ -159,3 +159,14 @@ def test_an_ipv6_client_is_its_64(redis_url, prefix):
     assert set(statuses(wide, [f"2001:db8:9::{i:x}" for i in range(1, 101)])) == {200}
     with pytest.raises(ratekeeper.ConfigurationError, match="ipv6_prefix 40: give 48 to 128"):
         RateLimitMiddleware(hello, Limiter("1/s"), ipv6_prefix=40)
+
+
+def test_a_path_scoped_policy_holds_however_the_path_is_spelled(serve):
+    """Over HTTP through wsgiref, which hands the path's bytes over as
+    Latin-1 text (PEP 3333): the policy sees the path as every door does,
+    its escapes decoded, its bytes read as UTF-8 and its slashes single."""
+    policy = {"throttle": [{"scope": "cafe", "rules": "3/minute", "key": "ip", "paths": ["/caf\u00e9"]}]}
+    url = serve(RateLimitMiddleware(hello, policy=policy))
+    got = [get(url + path)[0] for path in ("/caf%C3%A9", "//caf%C3%A9/x", "/caf%c3%a9", "/caf%C3%A9")]
+    assert got == [200, 200, 200, 429]
+    assert get(url + "/cafe")[0] == 200 and get(url + "/caf%E9")[0] == 200  # other paths
