@@ -218,8 +218,10 @@ class TestRackIdentity < Minitest::Test
     keys = ["\xff".b, "\xff\xfe\x80 caf\xe9".b, "a\0b", "a\r\nb", ("\xff" * 4096).b]
     stores.each do |name, url|
       keys.each do |key|
+        # (a fresh prefix: `rand` repeats itself under minitest's --seed)
+        prefix = "hostile-#{unique_prefix}"
         limited = Rack::Builder.new do
-          use Ratekeeper::Rack::Middleware, store: url, prefix: "hostile-#{rand(1 << 60)}", on_error: :raise do |rk|
+          use Ratekeeper::Rack::Middleware, store: url, prefix: prefix, on_error: :raise do |rk|
             rk.throttle("api", rules: "3/minute") { |req| req.get_header("HTTP_X_API_KEY") }
           end
           run TestRack::HELLO

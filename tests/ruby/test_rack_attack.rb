@@ -35,6 +35,10 @@ class TestRackAttack < Minitest::Test
   # this process initializes (test_rails.rb's): no test leaves a throttle behind
   def teardown
     Rack::Attack.clear_configuration
+    # (rack-attack's store is global: a test's refused store must not reach
+    # the Rails apps of tests run after it, whose middleware rack-attack's
+    # Railtie includes)
+    Rack::Attack.cache.store = Redis.new(url: redis_url)
   end
 
   def get(path = "/", ip: "198.51.100.7", **env)
