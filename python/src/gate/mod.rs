@@ -110,12 +110,7 @@ impl Gate {
             user,
             cost,
         };
-        let step = self.with_request(py, head, headers, parts, |request| {
-            self.inner.prepare(request)
-        })?;
-        Ok(Deciding {
-            step: Mutex::new(Some(step)),
-        })
+        self.prepared(py, head, headers, parts)
     }
 
     /// The request of an ASGI `scope` through the core's `prepare`, as
@@ -135,7 +130,19 @@ impl Gate {
             user: None,
             cost,
         };
-        let step = self.with_request(py, asgi.head, &asgi.headers, parts, |request| {
+        self.prepared(py, asgi.head, &asgi.headers, parts)
+    }
+
+    /// The request of `head`, `headers` and `parts` through the core's
+    /// `prepare`, and what is left to do.
+    fn prepared(
+        &self,
+        py: Python<'_>,
+        head: Head,
+        headers: &Bound<'_, PyAny>,
+        parts: Parts<'_, '_>,
+    ) -> PyResult<Deciding> {
+        let step = self.with_request(py, head, headers, parts, |request| {
             self.inner.prepare(request)
         })?;
         Ok(Deciding {
