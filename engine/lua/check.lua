@@ -27,8 +27,14 @@
 -- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
 -- for Redis servers that load no modules; a differential test
 -- (core/tests/integration/engine_differential.rs) holds the two to equal replies and stored bytes.
--- This runs on every request: the common path makes four Redis calls (TIME, GETRANGE,
--- SETRANGE, SETRANGE), encodes only what changed and defines no function it does not use.
+-- This runs on every request: the common path makes five Redis calls (TIME, HMGET of the
+-- policy record, GETRANGE, SETRANGE, SETRANGE), encodes only what changed and makes three
+-- functions. (A Lua function is made afresh on every run, its upvalues found one by one,
+-- and costs more than a short body written out: the pointers' moves and the header are
+-- written in line.)
+
+local byte, char, sub, rep, floor = string.byte, string.char, string.sub, string.rep, math.floor
+local min, max = math.min, math.max
 
 local key = KEYS[1]
 local writing = ARGV[1] == 'c'
@@ -38,11 +44,9 @@ local now = tonumber(ARGV[3])
 local clock = nil
 if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + floor(t[2] / 1000)
   clock = now
 end
-
-local byte, char, sub, rep, floor = string.byte, string.char, string.sub, string.rep, math.floor
 
 -- 5- and 6-byte big-endian integers, unrolled.
 local function enc5(x)
@@ -120,8 +124,10 @@ local RULES_AT = FIXED + 5 * n    -- where the per-rule pointers start
 local SPAN = 1099511627776        -- 2^40: the range of a stored timestamp
 
 -- State of the log: N units ever logged, those numbered lo .. N-1 kept in the ring.
--- Per rule: p, the oldest unit in its window, and that unit's timestamp (tsp) and its
--- 5 stored bytes (raw, reused when the header is written back).
+-- Per rule: p, the oldest unit in its window, that unit's timestamp (tsp), and raw, its
+-- 5 bytes to store when they are not the ones stored already (nil: as stored).
+-- A stored timestamp e (ms modulo 2^40) reads back as the latest time at or before the
+-- newest unit that it can stand for: newest - (newest % SPAN - e) % SPAN.
 local N, room, newest, lo, expire_at = 0, 0, 0, 0, 0
 local p, tsp, raw = {}, {}, {}
 -- what the stored header held, so that only what changed is encoded again
@@ -131,20 +137,11 @@ local room_in, expire_in, p_in = -1, -1, {}
 local tbl = nil
 local NONE = rep('\0', W)
 
-local function unstamp(e)
-  return newest - (newest % SPAN - e) % SPAN
-end
-
+-- The timestamp of unit s.
 local function entry(s)
   if tbl then return tbl[s] end
   local off = H + (s % cap) * W
-  return unstamp(dec5(redis.call('GETRANGE', key, off, off + W - 1), 1))
-end
-
-local function start_table()
-  tbl = {}
-  N, room, lo, expire_at = 0, 0, 0, 0
-  for i = 1, n do p[i] = 0; tsp[i] = 0; raw[i] = NONE end
+  return newest - (newest % SPAN - dec5(redis.call('GETRANGE', key, off, off + W - 1), 1)) % SPAN
 end
 
 local hdr = redis.call('GETRANGE', key, 0, H - 1)
@@ -160,38 +157,34 @@ if fits then
   newest = dec5(hdr, 18) * 256 + byte(hdr, 23)
   expire_at = dec5(hdr, 24) * 256 + byte(hdr, 29)
   expire_in = expire_at
-  lo = math.max(0, N - cap)
+  lo = max(0, N - cap)
+  local m = newest % SPAN
   for i = 1, n do
     local at = RULES_AT + 10 * i - 9
     p[i] = dec5(hdr, at)
     p_in[i] = p[i]
-    raw[i] = sub(hdr, at + 5, at + 9)
-    tsp[i] = unstamp(dec5(raw[i], 1))
+    tsp[i] = newest - (m - dec5(hdr, at + 5)) % SPAN
   end
-elseif fresh then
-  start_table()
-else
+elseif not fresh then
   -- Written for other rules: keep every stored unit still inside the longest window
   -- of a check at the newest unit's time (no later check is earlier), renumbered
   -- from 0; the ring grows to hold them all if the new limits are smaller.
   local all = redis.call('GET', key)
-  start_table()
+  tbl = {}
   if #all >= FIXED and byte(all, 1) == VERSION then
     local old_h = FIXED + 15 * byte(all, 2)
     local old_n, old_cap = dec5(all, 3), dec5(all, 8)
     newest = dec5(all, 18) * 256 + byte(all, 23)
+    local m = newest % SPAN
     local horizon = newest - longest
-    for s = math.max(0, old_n - old_cap), old_n - 1 do
-      local ts = unstamp(dec5(all, old_h + (s % old_cap) * W + 1))
+    for s = max(0, old_n - old_cap), old_n - 1 do
+      local ts = newest - (m - dec5(all, old_h + (s % old_cap) * W + 1)) % SPAN
       if ts > horizon then
         tbl[N] = ts
         N = N + 1
       end
     end
     if N > cap then cap = N end
-    if N > 0 then
-      for i = 1, n do tsp[i] = tbl[0]; raw[i] = enc5(tbl[0] % SPAN) end
-    end
   end
 end
 
@@ -199,72 +192,84 @@ end
 -- taken at that unit's time. After a jump of over 17 years every unit is out of
 -- every window (and its stored timestamp would be ambiguous): start afresh.
 if now < newest then now = newest end
-if now - newest >= SPAN / 2 then start_table() end
-
--- Moves rule i's pointer to the oldest unit still inside its window: a scan of the
--- next 32 units in one read, then a binary search for a burst.
-local function advance(i)
-  local w = windows[i]
-  local s = p[i]
-  if s < lo then
-    s = lo
-    tsp[i] = entry(s)
-    raw[i] = enc5(tsp[i] % SPAN)
-  end
-  if s >= N or tsp[i] + w > now then
-    p[i] = s
-    return
-  end
-  s = s + 1
-  local k = math.min(N - s, 32)
-  if not tbl then k = math.min(k, cap - s % cap) end
-  if k > 0 then
-    if tbl then
-      for j = 0, k - 1 do
-        local t = tbl[s + j]
-        if t + w > now then p[i] = s + j; tsp[i] = t; raw[i] = enc5(t % SPAN); return end
-      end
-    else
-      local off = H + (s % cap) * W
-      local chunk = redis.call('GETRANGE', key, off, off + k * W - 1)
-      for j = 0, k - 1 do
-        local t = unstamp(dec5(chunk, j * W + 1))
-        if t + w > now then p[i] = s + j; tsp[i] = t; raw[i] = sub(chunk, j * W + 1, j * W + W); return end
-      end
-    end
-    s = s + k
-  end
-  local a, b = s, N
-  while a < b do
-    local mid = floor((a + b) / 2)
-    if entry(mid) + w > now then b = mid else a = mid + 1 end
-  end
-  p[i] = a
-  if a < N then
-    tsp[i] = entry(a)
-    raw[i] = enc5(tsp[i] % SPAN)
-  end
+if not (fits or tbl) or now - newest >= SPAN / 2 then
+  -- a fresh log
+  tbl = {}
+  N, room, lo, expire_at = 0, 0, 0, 0
+end
+if tbl then
+  -- a log held in tbl: every pointer at its first unit
+  local t = tbl[0]
+  for i = 1, n do p[i] = 0; tsp[i] = t or 0; raw[i] = t and enc5(t % SPAN) or NONE end
 end
 
-local counts = {}
+-- Each rule's count, and its pointer moved to the oldest unit still inside its window
+-- when the one it points at has left it: a scan of the next 32 units in one read, then
+-- a binary search for a burst. (Written out here rather than as a function: a Lua
+-- function is made afresh on every run of the script, and costs more than its body.)
+local result = {now, 1, 0, detail, 0}
 local allowed = 1
 for i = 1, n do
-  if p[i] < lo or (p[i] < N and tsp[i] + windows[i] <= now) then advance(i) end
-  counts[i] = N - p[i]
-  if counts[i] + cost > limits[i] then allowed = 0 end
-end
-
-local result = {now, allowed, 0, detail, 0}
-for i = 1, n do
-  local count = counts[i]
-  local over = count + cost - limits[i]
-  local free_at = -1
-  if allowed == 0 and over > 0 and cost <= limits[i] then
-    free_at = entry(p[i] + over - 1) + windows[i]
+  local w = windows[i]
+  local s = p[i]
+  if s < lo or (s < N and tsp[i] + w <= now) then
+    repeat
+      if s < lo then
+        s = lo
+        tsp[i] = entry(s)
+        raw[i] = enc5(tsp[i] % SPAN)
+      end
+      if s >= N or tsp[i] + w > now then break end
+      s = s + 1
+      local k = min(N - s, 32)
+      if not tbl then k = min(k, cap - s % cap) end
+      if k > 0 then
+        local found = nil
+        if tbl then
+          for j = 0, k - 1 do
+            local t = tbl[s + j]
+            if t + w > now then found = j; tsp[i] = t; raw[i] = enc5(t % SPAN); break end
+          end
+        else
+          local off = H + (s % cap) * W
+          local chunk = redis.call('GETRANGE', key, off, off + k * W - 1)
+          local m = newest % SPAN
+          for j = 0, k - 1 do
+            local t = newest - (m - dec5(chunk, j * W + 1)) % SPAN
+            if t + w > now then found = j; tsp[i] = t; raw[i] = sub(chunk, j * W + 1, j * W + W); break end
+          end
+        end
+        if found then s = s + found; break end
+        s = s + k
+      end
+      local a, b = s, N
+      while a < b do
+        local mid = floor((a + b) / 2)
+        if entry(mid) + w > now then b = mid else a = mid + 1 end
+      end
+      s = a
+      if a < N then
+        tsp[i] = entry(a)
+        raw[i] = enc5(tsp[i] % SPAN)
+      end
+    until true
+    p[i] = s
   end
+  local count = N - s
   result[3 * i + 3] = count
   result[3 * i + 4] = count > 0 and tsp[i] or -1
-  result[3 * i + 5] = free_at
+  result[3 * i + 5] = -1
+  if count + cost > limits[i] then allowed = 0 end
+end
+if allowed == 0 then
+  result[2] = 0
+  -- when each rule would take this check: once the units over its limit have left it
+  for i = 1, n do
+    local over = result[3 * i + 3] + cost - limits[i]
+    if over > 0 and cost <= limits[i] then
+      result[3 * i + 5] = entry(p[i] + over - 1) + windows[i]
+    end
+  end
 end
 
 -- A denied check writes nothing but a rebuilt log: pointers it moved are not kept,
@@ -273,7 +278,7 @@ end
 if not writing or (allowed == 0 and not tbl) then return result end
 if allowed == 0 and fresh then return result end
 
--- Writing: the header from its unchanged bytes and what changed.
+-- Writing.
 local admitted = allowed == 1
 if not admitted then
   -- a rebuilt log, its pointers at its first unit
@@ -296,26 +301,16 @@ end
 -- more than that, so on the Redis clock it needs renewing only every quarter window,
 -- and at least a second, so that a log of millisecond windows outlives the round
 -- trips between its checks.
-local TTL = math.max(longest + floor(longest / 4), 1000)
-local used = math.min(N, cap)
+local TTL = max(longest + floor(longest / 4), 1000)
+local used = min(N, cap)
 local rewrite = tbl or used > room
 local renew = admitted and not (clock and clock + longest <= expire_at)
 if renew or rewrite then expire_at = clock and clock + TTL or 0 end
 
-local function header()
-  local sizes = fits and room == room_in and sub(hdr, 8, 17) or enc5(cap) .. enc5(room)
-  local last = (admitted or tbl) and enc5(floor(newest / 256)) .. char(newest % 256) or sub(hdr, 18, 23)
-  local expiry = expire_at == expire_in and sub(hdr, 24, 29) or enc5(floor(expire_at / 256)) .. char(expire_at % 256)
-  local parts = {char(VERSION, n) .. enc5(N) .. sizes .. last .. expiry .. WINDOWS}
-  for i = 1, n do
-    local at = RULES_AT + 10 * i - 9
-    parts[i + 1] = (p[i] == p_in[i] and sub(hdr, at, at + 4) or enc5(p[i])) .. raw[i]
-  end
-  return table.concat(parts)
-end
-
+-- The ring, when the whole string is (re)written: in the layout of this rule set, or
+-- with a bigger ring.
+local slots = nil
 if rewrite then
-  -- (Re)write the whole string: in the layout of this rule set, or with a bigger ring.
   -- Redis keeps a string in one allocation of its length plus an sds header and a
   -- terminator, which jemalloc rounds up to a size class (four per doubling above
   -- 128 bytes): slots up to the end of that class cost nothing.
@@ -328,12 +323,12 @@ if rewrite then
   local function sds_extra(len)
     if len < 256 then return 4 elseif len < 65536 then return 6 else return 10 end
   end
-  local slots = {}
+  slots = {}
   if tbl then
     if admitted then
       for s = before, N - 1 do tbl[s] = now end
     end
-    for s = math.max(0, N - cap), N - 1 do slots[s % cap + 1] = enc5(tbl[s] % SPAN) end
+    for s = max(0, N - cap), N - 1 do slots[s % cap + 1] = enc5(tbl[s] % SPAN) end
   else
     -- growing, so before < cap: the ring holds units 0 .. before-1 in slots 0 .. before-1
     local body = before > 0 and redis.call('GETRANGE', key, H, H + before * W - 1) or ''
@@ -347,20 +342,39 @@ if rewrite then
   local extra = sds_extra(H + used * W)
   room = floor((size_class(H + used * W + extra) - extra - H) / W)
   if sds_extra(H + room * W) > extra then room = room - 1 end
-  room = math.min(cap, math.max(used, room))
+  room = min(cap, max(used, room))
   slots[#slots + 1] = rep(NONE, room - used)
-  redis.call('SET', key, header() .. table.concat(slots), 'PX', TTL)
-  return result
 end
 
+-- The header, from its unchanged bytes and what changed.
+local sizes = fits and room == room_in and sub(hdr, 8, 17) or enc5(cap) .. enc5(room)
+local last = (admitted or tbl) and enc5(floor(newest / 256)) .. char(newest % 256) or sub(hdr, 18, 23)
+local expiry = expire_at == expire_in and sub(hdr, 24, 29) or enc5(floor(expire_at / 256)) .. char(expire_at % 256)
+local parts = {char(VERSION, n) .. enc5(N) .. sizes .. last .. expiry .. WINDOWS}
+for i = 1, n do
+  local at = RULES_AT + 10 * i - 9
+  if p[i] ~= p_in[i] then
+    parts[i + 1] = enc5(p[i]) .. (raw[i] or sub(hdr, at + 5, at + 9))
+  elseif raw[i] then
+    parts[i + 1] = sub(hdr, at, at + 4) .. raw[i]
+  else
+    parts[i + 1] = sub(hdr, at, at + 9)
+  end
+end
+local head = table.concat(parts)
+
+if slots then
+  redis.call('SET', key, head .. table.concat(slots), 'PX', TTL)
+  return result
+end
 if admitted then
   local slot = before % cap
-  local first = math.min(cost, cap - slot)
+  local first = min(cost, cap - slot)
   redis.call('SETRANGE', key, H + slot * W, rep(unit, first))
   if cost > first then
     redis.call('SETRANGE', key, H, rep(unit, cost - first))
   end
 end
-redis.call('SETRANGE', key, 0, header())
+redis.call('SETRANGE', key, 0, head)
 if renew then redis.call('PEXPIRE', key, TTL) end
 return result
