@@ -42,6 +42,15 @@ report("redis_rb_ping", median_ns(n) { redis.ping })
 limiter = Ratekeeper::Limiter.new(FOUR_RULES, store: url, prefix: prefix)
 report("rb_check_4_rules", median_ns(n) { |i| raise "denied" unless limiter.check(keys[i % KEYS]).allowed? })
 
+# the floor of any check through a script: redis-rb running one that makes only
+# the check's five Redis calls, with the check's keys and arguments
+floor = redis.script(:load, File.read(File.join(__dir__, "script_floor.lua")))
+windows = FOUR.map { |_, period| ms = period * 1000; [ms >> 32, ms & 0xffff_ffff].pack("CN") }.join
+argv = ["c", "1", "", FOUR.size.to_s, windows] + FOUR.map { |limit, _| limit.to_s } +
+       FOUR.map { |_, period| (period * 1000).to_s }
+floor_keys = keys.map { |k| ["#{prefix}-floor:{#{k}}:l", "#{prefix}-floor:{#{k}}:p"] }
+report("redis_rb_script_floor", median_ns(n) { |i| redis.evalsha(floor, keys: floor_keys[i % KEYS], argv: argv) })
+
 ok = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["ok"]] }
 envs = Array.new(KEYS) { |i| Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "10.0.#{i / 256}.#{i % 256}") }
 

@@ -373,6 +373,36 @@ fn main() {
                 .allowed())
         }),
     );
+    // the floor of any check through a script from this client: one that makes
+    // only the check's five Redis calls (bench/script_floor.lua), with the
+    // check's keys and arguments, against PING in alternating batches
+    let floor: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(include_str!("../../bench/script_floor.lua"))
+        .query(&mut con)
+        .unwrap();
+    let args = check_args();
+    let mut pinging = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let (script_floor, ping) = paired_median_ns(
+        n,
+        |i| {
+            let key = &keys[i % KEYS];
+            redis::cmd("EVALSHA")
+                .arg(&floor)
+                .arg(2)
+                .arg(format!("floor:{{{key}}}:l"))
+                .arg(format!("floor:{{{key}}}:p"))
+                .arg(&args)
+                .query::<redis::Value>(&mut con)
+                .unwrap();
+        },
+        |_| redis::cmd("PING").query::<()>(&mut pinging).unwrap(),
+    );
+    report("rust_script_floor", script_floor);
+    report("rust_redis_rs_ping_floor_paired", ping);
     let seconds: f64 = std::env::var("RATEKEEPER_BENCH_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
