@@ -84,13 +84,38 @@ def store(request, redis_url) -> str:
     return "memory://" if request.param == "memory" else redis_url
 
 
-def free_port() -> int:
-    """A TCP port free on loopback now."""
+def port_is_free(port: int) -> bool:
+    """Whether a TCP socket can bind `port` on loopback now."""
     import socket
 
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+# Each pytest-xdist worker hands out ports from a range of its own (gw0:
+# 12000-12999, gw1: 13000-13999, ...), below the kernel's ephemeral ports
+# (32768-60999) and scripts/test's Cluster (20000-39999, bus ports included).
+# A port the kernel chose (bind to port 0) is free only until the test's
+# server binds it: another worker could be handed the same one meanwhile, or
+# a client socket take it, and a test would then probe another test's server.
+_PORTS_PER_WORKER = 1000
+_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0) % 8
+_ports = itertools.cycle(range(12000 + _PORTS_PER_WORKER * _worker, 12000 + _PORTS_PER_WORKER * (_worker + 1)))
+for _ in range(os.getpid() % _PORTS_PER_WORKER):  # a rerun starts elsewhere in the range
+    next(_ports)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now, from this worker's own range."""
+    for _ in range(_PORTS_PER_WORKER):
+        port = next(_ports)
+        if port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port in this worker's range ({_PORTS_PER_WORKER} tried)")
 
 
 def start_redis(directory, *args: str) -> int:

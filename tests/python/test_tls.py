@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, free_port, start_redis, stop_process, unique_prefix
+from conftest import ROOT, free_port, port_is_free, start_redis, stop_process, unique_prefix
 from ratekeeper import ConfigurationError, Limiter, StorageError
 
 PASSWORD = "tls-s3cret"
@@ -177,7 +177,7 @@ def tls_cluster(certs, tmp_path_factory):
     ports, pids = [], []
     while len(ports) < 3:
         port = free_port()
-        if port < 55000:  # the cluster bus listens on port + 10000
+        if port_is_free(port + 10000):  # the cluster bus listens on port + 10000
             ports.append(port)
     try:
         for port in ports:
