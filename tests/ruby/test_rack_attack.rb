@@ -171,6 +171,22 @@ class TestRackAttack < Minitest::Test
     assert_equal 200, get("/", ip: "198.51.100.8").status, "a usable store again"
   end
 
+  # As in rack-attack, a store it cannot use fails only the rules that count
+  # in it: with none, requests are answered (the lists still hold)
+  def test_a_store_it_cannot_use_fails_only_the_rules_that_count
+    assert_output("", /doesn't respond to/) { Rack::Attack.cache.store = Object.new }
+    Rack::Attack.blocklist_ip("203.0.113.9")
+    Rack::Attack.track("seen") { |req| req.ip }
+    assert_equal [200, 403], [get.status, get(ip: "203.0.113.9").status]
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    assert_raises(Rack::Attack::MisconfiguredStoreError) { get }
+    Rack::Attack.clear_configuration
+    Rack::Attack.blocklist("pentest") do |req|
+      Rack::Attack::Fail2Ban.filter("pentest-#{req.ip}", maxretry: 2, findtime: 60, bantime: 60) { true }
+    end
+    assert_raises(Rack::Attack::MisconfiguredStoreError) { get }
+  end
+
   # A client's ACL user, password, TLS and CA reach the ratekeeper store's
   # URL (the clients connect lazily: nothing is dialled here)
   def test_a_redis_clients_credentials_and_tls_reach_the_store_url

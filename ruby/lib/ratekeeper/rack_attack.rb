@@ -243,9 +243,11 @@ module Rack
       end
 
       # The store options; a policy that counts nothing (no throttle, no
-      # track with a limit) needs no store, and runs without one.
+      # track with a limit) needs no store, and runs without one: a store
+      # given that cannot be used fails only the rules that count in it, as
+      # in rack-attack.
       def store_options(counting: !@throttles.empty? || @tracks.values.any?(&:last))
-        options = { store: counting || cache.store ? cache.url : "memory://" }
+        options = { store: counting || (cache.store && cache.usable?) ? cache.url : "memory://" }
         options[:prefix] = cache.prefix if cache.prefix
         options
       end

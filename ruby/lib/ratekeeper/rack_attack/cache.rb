@@ -46,6 +46,12 @@ module Rack
         Attack.changed!
       end
 
+      # Whether the cache store given can hold ratekeeper's windows (#url
+      # raises MisconfiguredStoreError for one that cannot).
+      def usable?
+        @refused.nil?
+      end
+
       # The ratekeeper store URL the cache store names (Rails.cache's when
       # none was given).
       def url
