@@ -150,20 +150,24 @@ local fits = #hdr == H and byte(hdr, 1) == VERSION and byte(hdr, 2) == n and dec
   and sub(hdr, FIXED + 1, RULES_AT) == WINDOWS
 
 if fits then
-  N = dec5(hdr, 3)
-  cap = dec5(hdr, 8)
-  room = dec5(hdr, 13)
+  -- the header's numbers from one read of their bytes (a dec5 apiece costs more)
+  local n1, n2, n3, n4, n5, c1, c2, c3, c4, c5, r1, r2, r3, r4, r5,
+    t1, t2, t3, t4, t5, t6, e1, e2, e3, e4, e5, e6 = byte(hdr, 3, 29)
+  N = (((n1 * 256 + n2) * 256 + n3) * 256 + n4) * 256 + n5
+  cap = (((c1 * 256 + c2) * 256 + c3) * 256 + c4) * 256 + c5
+  room = (((r1 * 256 + r2) * 256 + r3) * 256 + r4) * 256 + r5
   room_in = room
-  newest = dec5(hdr, 18) * 256 + byte(hdr, 23)
-  expire_at = dec5(hdr, 24) * 256 + byte(hdr, 29)
+  newest = ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6
+  expire_at = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
   expire_in = expire_at
   lo = max(0, N - cap)
   local m = newest % SPAN
   for i = 1, n do
     local at = RULES_AT + 10 * i - 9
-    p[i] = dec5(hdr, at)
+    local a1, a2, a3, a4, a5, b1, b2, b3, b4, b5 = byte(hdr, at, at + 9)
+    p[i] = (((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5
     p_in[i] = p[i]
-    tsp[i] = newest - (m - dec5(hdr, at + 5)) % SPAN
+    tsp[i] = newest - (m - ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5)) % SPAN
   end
 elseif not fresh then
   -- Written for other rules: keep every stored unit still inside the longest window
