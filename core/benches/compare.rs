@@ -88,6 +88,20 @@ fn report(name: &str, ns: f64) {
     println!("{{\"name\": \"{name}\", \"median_ns\": {ns:.1}}}");
 }
 
+/// A plain redis-rs connection to `url`.
+fn connection(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// Loads the Lua `source` into the server of `con`; its SHA-1.
+fn load_script(con: &mut redis::Connection, source: &str) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(con)
+        .unwrap()
+}
+
 /// The arguments of one 4-rule check as the script takes them (mode, cost,
 /// now "" for the server clock, the rules).
 fn check_args() -> Vec<Vec<u8>> {
@@ -209,7 +223,7 @@ fn pipelined(
             let url = format!("redis://{}/0", addresses[t % addresses.len()]);
             let keys = keys_of(t);
             scope.spawn(move || {
-                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let mut con = connection(&url);
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let mut pipe = redis::pipe();
@@ -232,12 +246,8 @@ fn pipelined(
 /// checks per second of Redis CPU (one client thread keeping a pipeline
 /// full), and the Redis time per check under that load.
 fn sustained(url: &str, seconds: f64) {
-    let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(ratekeeper_core::store::REDIS_SCRIPT)
-        .query(&mut con)
-        .unwrap();
+    let mut con = connection(url);
+    let sha = load_script(&mut con, ratekeeper_core::store::REDIS_SCRIPT);
     let address = url
         .trim_start_matches("redis://")
         .split('/')
@@ -286,10 +296,7 @@ fn sustained(url: &str, seconds: f64) {
 /// over 1, 2, then every master (one pipelining connection per master in use).
 fn cluster_scaling(nodes: &str, seconds: f64) {
     let first = nodes.split(',').next().unwrap();
-    let mut con = redis::Client::open(format!("redis://{first}/0"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut con = connection(&format!("redis://{first}/0"));
     let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
     // (first slot, last slot, master address), by master
     let mut masters: Vec<(Vec<(i64, i64)>, String)> = Vec::new();
@@ -354,10 +361,7 @@ fn main() {
         .unwrap_or(20_000);
     let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
 
-    let mut con = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut con = connection(&url);
     report(
         "rust_redis_rs_ping",
         median_ns(n, |_| redis::cmd("PING").query::<()>(&mut con).unwrap()),
@@ -376,16 +380,9 @@ fn main() {
     // the floor of any check through a script from this client: one that makes
     // only the check's five Redis calls (bench/script_floor.lua), with the
     // check's keys and arguments, against PING in alternating batches
-    let floor: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(include_str!("../../bench/script_floor.lua"))
-        .query(&mut con)
-        .unwrap();
+    let floor = load_script(&mut con, include_str!("../../bench/script_floor.lua"));
     let args = check_args();
-    let mut pinging = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut pinging = connection(&url);
     let (script_floor, ping) = paired_median_ns(
         n,
         |i| {
@@ -409,10 +406,7 @@ fn main() {
         .unwrap_or(3.0);
     if let Ok(module_url) = std::env::var("RATEKEEPER_BENCH_REDIS_MODULE") {
         let four = limiter_with(&module_url, FOUR_RULES, Duration::ZERO, ModuleUse::Require);
-        let mut con = redis::Client::open(module_url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut con = connection(&module_url);
         let (check, ping) = paired_median_ns(
             n,
             |i| {
