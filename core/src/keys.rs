@@ -96,12 +96,19 @@ pub fn scope_name(name: &str) -> String {
 }
 
 /// A key that names a person (an e-mail address or a user name typed into a
-/// form): trimmed and lower-cased, so `" Alice@Example.com"` and
-/// `"alice@example.com"` share one quota; `None` when nothing is left, as an
-/// absent or blank field must not put every such request under one key.
+/// form): NFKC-normalised (as Django's `AuthenticationForm` reads a user
+/// name: a fullwidth `ａlice` is `alice`), trimmed and case-folded, so
+/// `" Alice@Example.com"`, `"ａlice@example.com"` and `"alice@example.com"`
+/// share one quota; `None` when nothing is left, as an absent or blank
+/// field must not put every such request under one key.
 pub fn identity(text: &str) -> Option<String> {
-    let trimmed = text.trim();
-    (!trimmed.is_empty()).then(|| trimmed.to_lowercase())
+    use unicode_normalization::UnicodeNormalization;
+    let normal: String = text.nfkc().collect();
+    let trimmed = normal.trim();
+    (!trimmed.is_empty()).then(|| {
+        // folding can leave a form NFKC would change again (NFKC_Casefold)
+        caseless::default_case_fold_str(trimmed).nfkc().collect()
+    })
 }
 
 #[cfg(test)]
@@ -165,6 +172,18 @@ mod tests {
             Some("alice@example.com")
         );
         assert_eq!(identity("ÉLISE").as_deref(), Some("élise"));
+        // look-alikes a form normalises are one person: fullwidth letters,
+        // a decomposed accent, a ligature, a sharp s, a fullwidth space
+        for spelled in ["\u{ff41}lice", "alic\u{ff45}", "ALICE", "\u{3000}alice"] {
+            assert_eq!(identity(spelled).as_deref(), Some("alice"), "{spelled}");
+        }
+        assert_eq!(identity("E\u{301}lise").as_deref(), Some("\u{e9}lise"));
+        assert_eq!(identity("\u{fb01}nn").as_deref(), Some("finn"));
+        assert_eq!(
+            identity("Stra\u{df}e").as_deref(),
+            identity("STRASSE").as_deref()
+        );
+        assert_eq!(identity("\u{3000}"), None);
         assert_eq!(identity("   "), None);
         assert_eq!(identity(""), None);
     }

@@ -238,18 +238,36 @@ pub fn parse_hop(text: &str) -> Option<IpAddr> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
     ranges: Vec<Cidr>,
+    /// Whether a peer that is not an address (a Unix socket's, as a WSGI or
+    /// Rack server gives it: empty or `unix:PATH`) is a trusted proxy.
+    unix: bool,
     prefixes: ClientPrefixes,
 }
 
+/// The key, and the address, of the client of a request whose peer is not
+/// an address (a Unix socket, an empty `REMOTE_ADDR`) when no trusted proxy
+/// names the client: every such request is counted under it, never let
+/// past a throttle unkeyed (and the first is logged as a configuration
+/// problem).
+pub const UNKNOWN_PEER: &str = "unknown-peer";
+
+/// The entry of `trusted_proxies` that trusts a peer that is not an
+/// address: a proxy on a Unix socket.
+pub const UNIX_PROXY: &str = "unix";
+
 impl TrustedProxies {
-    /// From address ranges such as `["10.0.0.0/8", "127.0.0.1"]`, with the
+    /// From address ranges such as `["10.0.0.0/8", "127.0.0.1"]`, and
+    /// `"unix"` for a proxy that connects over a Unix socket, with the
     /// default client prefixes (IPv4 /32, IPv6 /64).
     pub fn parse<S: AsRef<str>>(ranges: &[S]) -> Result<TrustedProxies> {
+        let unix = ranges.iter().any(|r| r.as_ref().trim() == UNIX_PROXY);
         Ok(TrustedProxies {
             ranges: ranges
                 .iter()
+                .filter(|r| r.as_ref().trim() != UNIX_PROXY)
                 .map(|r| Cidr::parse(r.as_ref()))
                 .collect::<Result<_>>()?,
+            unix,
             prefixes: ClientPrefixes::default(),
         })
     }
@@ -270,15 +288,25 @@ impl TrustedProxies {
         self.ranges.iter().any(|r| r.contains(ip))
     }
 
+    /// Whether the address that connected (`peer`, as a door gives it) is
+    /// a trusted proxy.
+    pub fn trusts_peer(&self, peer: &str) -> bool {
+        match parse_hop(peer) {
+            Some(ip) => self.trusts(ip),
+            None => self.unix,
+        }
+    }
+
     /// The client's address: the peer itself unless the peer is a trusted
     /// proxy; then `X-Forwarded-For` is walked from the right, past trusted
     /// proxies, to the first address that is not one. A malformed hop stops
-    /// the walk at the last address known good. Without a parseable peer the
-    /// peer text is returned as it is.
+    /// the walk at the last address known good. A peer that is not an
+    /// address (a Unix socket's) is trusted only with `"unix"` among the
+    /// proxies; when no address is found, [`UNKNOWN_PEER`].
     pub fn client_ip(&self, peer: &str, forwarded_for: Option<&str>) -> String {
         match self.client(peer, forwarded_for) {
             Some(ip) => ip.to_string(),
-            None => peer.trim().to_owned(),
+            None => unknown_peer(peer),
         }
     }
 
@@ -289,25 +317,46 @@ impl TrustedProxies {
     pub fn client_key(&self, peer: &str, forwarded_for: Option<&str>) -> String {
         match self.client(peer, forwarded_for) {
             Some(ip) => self.prefixes.client_of(ip),
-            None => peer.trim().to_owned(),
+            None => unknown_peer(peer),
         }
     }
 
     fn client(&self, peer: &str, forwarded_for: Option<&str>) -> Option<IpAddr> {
-        let mut client = parse_hop(peer)?;
+        let mut client = parse_hop(peer);
+        let mut trusted = self.trusts_peer(peer);
         if let Some(header) = forwarded_for {
             for hop in header.rsplit(',') {
-                if !self.trusts(client) {
+                if !trusted {
                     break;
                 }
                 match parse_hop(hop) {
-                    Some(ip) => client = ip,
+                    Some(ip) => {
+                        client = Some(ip);
+                        trusted = self.trusts(ip);
+                    }
                     None => break,
                 }
             }
         }
-        Some(client)
+        client
     }
+}
+
+/// [`UNKNOWN_PEER`], for a request from `peer`, which is not an address:
+/// the first such request of a process is logged as a configuration
+/// problem (its peer shown escaped and cut short).
+fn unknown_peer(peer: &str) -> String {
+    static LOGGED: std::sync::Once = std::sync::Once::new();
+    LOGGED.call_once(|| {
+        let shown: String = peer.chars().take(64).flat_map(char::escape_debug).collect();
+        log::warn!(
+            "ratekeeper: the peer '{shown}' is not an IP address (a Unix socket, an empty \
+             REMOTE_ADDR) and no trusted proxy names the client: every such request is counted \
+             under the one key '{UNKNOWN_PEER}'. Put \"unix\" in trusted_proxies when a proxy \
+             that sets X-Forwarded-For connects over a Unix socket"
+        );
+    });
+    UNKNOWN_PEER.to_owned()
 }
 
 #[cfg(test)]
@@ -437,7 +486,7 @@ mod tests {
             "2001:db8::/64"
         );
         assert_eq!(lb.client_ip("2001:db8:1:2::5", None), "2001:db8:1:2::5");
-        assert_eq!(lb.client_key("not-an-ip", None), "not-an-ip");
+        assert_eq!(lb.client_key("not-an-ip", None), UNKNOWN_PEER);
         let wide = lb
             .clone()
             .with_prefixes(ClientPrefixes::new(Some(24), Some(48)).unwrap());
@@ -490,6 +539,28 @@ mod tests {
         );
         assert_eq!(lb.client_ip("10.0.0.2", Some("")), "10.0.0.2");
         assert_eq!(lb.client_ip("10.0.0.2", Some(",,,")), "10.0.0.2");
-        assert_eq!(lb.client_ip("not-an-ip", Some("1.1.1.1")), "not-an-ip");
+        assert_eq!(lb.client_ip("not-an-ip", Some("1.1.1.1")), UNKNOWN_PEER);
+    }
+
+    #[test]
+    fn a_peer_that_is_no_address_is_one_known_key_or_a_trusted_unix_proxy() {
+        let lb = proxies(&["127.0.0.1"]);
+        for peer in ["", "  ", "unix:/run/gunicorn.sock", "testclient"] {
+            assert_eq!(lb.client_key(peer, None), UNKNOWN_PEER, "{peer:?}");
+            assert_eq!(lb.client_ip(peer, Some("203.0.113.9")), UNKNOWN_PEER);
+            assert!(!lb.trusts_peer(peer));
+        }
+        let unix = proxies(&["unix", "10.0.0.0/8"]);
+        assert!(unix.trusts_peer("unix:/run/gunicorn.sock") && unix.trusts_peer(""));
+        assert_eq!(unix.client_ip("", Some("203.0.113.9")), "203.0.113.9");
+        assert_eq!(
+            unix.client_key("unix:/x", Some("6.6.6.6, 198.51.100.7, 10.0.0.9")),
+            "198.51.100.7"
+        );
+        assert_eq!(unix.client_key("", None), UNKNOWN_PEER);
+        assert_eq!(
+            unix.client_key("203.0.113.1", Some("6.6.6.6")),
+            "203.0.113.1"
+        );
     }
 }

@@ -5,15 +5,18 @@
 //! - `/nginx`: for nginx's `auth_request`, which takes any answer but 2xx,
 //!   401 and 403 for an error: a denial comes as 401 (with `Retry-After`,
 //!   the rate-limit headers and the JSON body), which the docs' nginx recipe (docs/edge.md) turns
-//!   back into the client's 429.
+//!   back into the client's 429. The original request is read from
+//!   `X-Original-Method` and `X-Original-URI` only ([`Door::Nginx`]).
 //! - every other path (say `/auth`): a pass is 200 with the rate-limit
 //!   headers, a denial the core's 429 (`Retry-After`, JSON body), a block
-//!   its 403; proxies hand these to the client as they are.
+//!   its 403; proxies hand these to the client as they are. The original
+//!   request is read from `X-Forwarded-Method` and `X-Forwarded-Uri` only
+//!   ([`Door::ForwardAuth`]).
 //!
 //! A forwarded request the server cannot read is answered 400 with a JSON
 //! body naming the problem.
 
-use crate::forwarded::Forwarded;
+use crate::forwarded::{Door, Forwarded};
 use crate::metrics;
 use crate::state::State;
 use axum::body::Body;
@@ -40,10 +43,12 @@ pub fn router(state: Arc<State>) -> Router {
         .route(
             "/nginx",
             axum::routing::any(move |info, request| {
-                forward_auth(nginx_state.clone(), "nginx", info, request)
+                forward_auth(nginx_state.clone(), Door::Nginx, info, request)
             }),
         )
-        .fallback(move |info, request| forward_auth(state.clone(), "forward_auth", info, request))
+        .fallback(move |info, request| {
+            forward_auth(state.clone(), Door::ForwardAuth, info, request)
+        })
 }
 
 async fn healthz() -> Response {
@@ -61,16 +66,16 @@ fn metrics_response(state: &State) -> Response {
 
 async fn forward_auth(
     state: Arc<State>,
-    door: &'static str,
+    door: Door,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
     let policy = state.policy();
     let (parts, _) = request.into_parts();
-    let forwarded = match Forwarded::from_forward_auth(&parts, peer) {
+    let forwarded = match Forwarded::from_forward_auth(&parts, peer, door) {
         Ok(forwarded) => forwarded,
         Err(e) => {
-            state.counters.request(door, "bad_request");
+            state.counters.request(door.name(), "bad_request");
             log::warn!("bad forwarded request from {peer}: {e}");
             return json(
                 StatusCode::BAD_REQUEST,
@@ -88,11 +93,11 @@ async fn forward_auth(
     match decided {
         Ok(verdict) => {
             crate::logging::verdict(&verdict);
-            state.counters.request(door, verdict.ending.name());
-            rendered(verdict, door == "nginx")
+            state.counters.request(door.name(), verdict.ending.name());
+            rendered(verdict, door == Door::Nginx)
         }
         Err(e) => {
-            state.counters.request(door, "error");
+            state.counters.request(door.name(), "error");
             log::error!("check failed (on_error = \"raise\"): {e}");
             json(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -5,7 +5,7 @@
 use crate::error::ServerError;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use ratekeeper_core::gate::source::{decoded_path, joined, Head};
+use ratekeeper_core::gate::source::{decoded_path, joined, BodyField, Head};
 use ratekeeper_core::gate::Facts;
 use std::net::SocketAddr;
 
@@ -22,37 +22,101 @@ pub struct Forwarded {
     pub headers: HeaderMap,
 }
 
-fn header<'h>(headers: &'h HeaderMap, names: &[&str]) -> Option<&'h [u8]> {
-    names
-        .iter()
-        .find_map(|n| headers.get(*n))
-        .map(|v| v.as_bytes())
+/// Which proxy asks, and so which of the auth request's headers name the
+/// original request. Each door believes only the headers its proxy sets
+/// (and overwrites) on every auth request: a header a client sent that the
+/// proxy passes on untouched is never read as the request's method, path or
+/// host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// nginx's `auth_request` (`/nginx`): `X-Original-Method` and
+    /// `X-Original-URI`, which the docs' recipe sets with
+    /// `proxy_set_header` (nginx passes every other header of the client's
+    /// to the subrequest as it came), and `X-Forwarded-Host`, which it sets
+    /// too. Without `X-Original-URI` the request is refused: the path of
+    /// the auth request itself (`/nginx`) is not the client's.
+    Nginx,
+    /// Caddy's `forward_auth` and Traefik's `ForwardAuth` (any other path):
+    /// `X-Forwarded-Method`, `X-Forwarded-Uri` and `X-Forwarded-Host`,
+    /// which both set on every auth request, replacing a client's own.
+    ForwardAuth,
+}
+
+/// The headers a door reads the original request from (as the docs spell
+/// them; a header's name is matched whatever its case).
+struct Names {
+    method: &'static str,
+    uri: &'static str,
+    host: &'static str,
+    /// Whether a request without the URI header is refused (else the auth
+    /// request's own path and query are read).
+    uri_required: bool,
+}
+
+impl Door {
+    /// The door's name in logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Door::Nginx => "nginx",
+            Door::ForwardAuth => "forward_auth",
+        }
+    }
+
+    fn names(self) -> Names {
+        match self {
+            Door::Nginx => Names {
+                method: "X-Original-Method",
+                uri: "X-Original-URI",
+                host: "X-Forwarded-Host",
+                uri_required: true,
+            },
+            Door::ForwardAuth => Names {
+                method: "X-Forwarded-Method",
+                uri: "X-Forwarded-Uri",
+                host: "X-Forwarded-Host",
+                uri_required: false,
+            },
+        }
+    }
 }
 
 impl Forwarded {
-    /// Reads a forward-auth request: `X-Forwarded-Method` (or nginx's
-    /// `X-Forwarded-Method`), `X-Forwarded-Uri` (or `X-Forwarded-URI`),
-    /// `X-Forwarded-Host` (or `Host`), each falling back to the auth
-    /// request's own; the client is found by the gate from the peer and
+    /// Reads a forward-auth request as `door`'s proxy forwards it (see
+    /// [`Door`]): the method, URI and host from the headers that proxy
+    /// sets, the method falling back to the auth request's own, the host
+    /// to `Host`; the client is found by the gate from the peer and
     /// `X-Forwarded-For`.
-    pub fn from_forward_auth(parts: &Parts, peer: SocketAddr) -> Result<Forwarded, ServerError> {
+    pub fn from_forward_auth(
+        parts: &Parts,
+        peer: SocketAddr,
+        door: Door,
+    ) -> Result<Forwarded, ServerError> {
         let headers = &parts.headers;
-        let method = match header(headers, &["x-forwarded-method", "x-original-method"]) {
+        let names = door.names();
+        let first = |name: &str| headers.get(name).map(|v| v.as_bytes());
+        let method = match first(names.method) {
             Some(m) => std::str::from_utf8(m)
                 .ok()
                 .filter(|m| {
                     !m.is_empty() && m.len() <= 32 && m.bytes().all(|b| b.is_ascii_alphabetic())
                 })
                 .ok_or_else(|| {
-                    ServerError::BadRequest("X-Forwarded-Method is not an HTTP method".into())
+                    ServerError::BadRequest(format!("{} is not an HTTP method", names.method))
                 })?
                 .to_ascii_uppercase(),
             None => parts.method.as_str().to_owned(),
         };
-        let uri = match header(headers, &["x-forwarded-uri", "x-original-uri"]) {
+        let uri = match first(names.uri) {
             Some(u) => std::str::from_utf8(u)
-                .map_err(|_| ServerError::BadRequest("the forwarded URI is not UTF-8".into()))?
+                .map_err(|_| ServerError::BadRequest(format!("{} is not UTF-8", names.uri)))?
                 .to_owned(),
+            None if names.uri_required => {
+                return Err(ServerError::BadRequest(format!(
+                    "the {} door reads the original request from {}, which the proxy did not set",
+                    door.name(),
+                    names.uri
+                )))
+            }
             None => parts
                 .uri
                 .path_and_query()
@@ -65,13 +129,14 @@ impl Forwarded {
         }
         let uri = strip_origin(&uri);
         if !uri.starts_with('/') && uri != "*" {
-            return Err(ServerError::BadRequest(
-                "the forwarded URI is not a path: give X-Forwarded-Uri (or X-Forwarded-URI) as /path?query"
-                    .into(),
-            ));
+            return Err(ServerError::BadRequest(format!(
+                "the forwarded URI is not a path: give {} as /path?query",
+                names.uri
+            )));
         }
         let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
-        let host = header(headers, &["x-forwarded-host", "host"])
+        let host = first(names.host)
+            .or_else(|| first("host"))
             .and_then(|h| std::str::from_utf8(h).ok())
             .unwrap_or_default();
         Ok(Forwarded {
@@ -96,10 +161,10 @@ impl Facts for Forwarded {
         joined(self.headers.get_all(name).iter().map(|v| v.as_bytes()))
     }
 
-    /// The edge sees no body: an `identity:FIELD` is the query's field.
-    fn body_field(&self, field: &str) -> Option<String> {
-        self.query(field)
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    /// The edge sees no body: an `identity:FIELD` is the query's field
+    /// (each of its values).
+    fn body_field(&self, field: &str) -> BodyField {
+        BodyField::of(self.query(field))
     }
 }
 
@@ -136,7 +201,7 @@ mod tests {
                 .headers
                 .insert("x-forwarded-uri", uri.parse().unwrap());
         }
-        let o = Forwarded::from_forward_auth(&parts, peer.parse().unwrap())?;
+        let o = Forwarded::from_forward_auth(&parts, peer.parse().unwrap(), Door::ForwardAuth)?;
         let client = Client::of(&o, &TrustedProxies::parse(trusted).unwrap());
         Ok((o, client))
     }
@@ -166,6 +231,57 @@ mod tests {
             b"email=alice@example.com"
         );
         assert_eq!(value(Source::Query("none".into())), None);
+    }
+
+    /// The auth request nginx sends for `headers` (what the recipe sets
+    /// beside what the client sent).
+    fn nginx(headers: &[(&str, &str)]) -> Result<Forwarded, ServerError> {
+        let mut builder = axum::http::Request::builder().uri("/nginx");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let (parts, _) = builder.body(()).unwrap().into_parts();
+        Forwarded::from_forward_auth(&parts, "127.0.0.1:1".parse().unwrap(), Door::Nginx)
+    }
+
+    #[test]
+    fn each_door_believes_only_what_its_proxy_sets() {
+        // nginx passes the client's own X-Forwarded-* to the subrequest
+        let o = nginx(&[
+            ("x-forwarded-uri", "/health"),
+            ("x-forwarded-method", "GET"),
+            ("x-original-uri", "/login?next=%2F"),
+            ("x-original-method", "POST"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.head.method.as_str(), o.head.path.as_str()),
+            ("POST", "/login")
+        );
+        assert_eq!(o.head.query, "next=%2F");
+        let e = nginx(&[("x-forwarded-uri", "/health")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("X-Original-URI") && e.contains("did not set"),
+            "{e}"
+        );
+        // Caddy and Traefik set X-Forwarded-*: a client's X-Original-* is nothing
+        let (o, _) = forwarded(
+            "/login",
+            &[
+                ("x-original-uri", "/health"),
+                ("x-original-method", "GET"),
+                ("x-forwarded-method", "POST"),
+            ],
+            "127.0.0.1:1",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (o.head.method.as_str(), o.head.path.as_str()),
+            ("POST", "/login")
+        );
     }
 
     #[test]

@@ -232,21 +232,26 @@ impl Gate {
             .filter(|(_, ban)| named(&ban.when))
             .map(|(i, _)| i)
             .collect();
-        let checks = applying
-            .into_iter()
-            .filter_map(|i| {
-                let t = &self.spec.throttles[i];
-                let key = source::value_of(t.key.as_ref()?, facts, &client)?;
-                Some(Selected {
+        // a throttle counts the request against every value of its key (a
+        // repeated field's each), all in the one round trip
+        let mut checks = Vec::with_capacity(applying.len());
+        for i in applying {
+            let t = &self.spec.throttles[i];
+            let Some(source) = t.key.as_ref() else {
+                continue;
+            };
+            let tier = tier_of(t, facts, &client, &self.spec.proxies);
+            for key in source::values_of(source, facts, &client) {
+                checks.push(Selected {
                     throttle: i,
                     origin: origin.unwrap_or(i),
                     key,
                     cost: facts.cost(),
-                    tier: tier_of(t, facts, &client),
+                    tier: tier.clone(),
                     ip: Some(client.ip.clone()),
-                })
-            })
-            .collect();
+                });
+            }
+        }
         Ok(Plan {
             screen,
             shown,
@@ -453,9 +458,22 @@ fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
 }
 
 /// The tier a request names, when it is one of the throttle's tiers (a
-/// client may send any text: another is ignored).
-fn tier_of(t: &ThrottleSpec, facts: &dyn Facts, client: &Client) -> Option<String> {
-    let value = source::value_of(t.tier.as_ref()?, facts, client)?;
+/// client may send any text: another is ignored). A tier read from the
+/// request (a header, a query field) is a claim, believed only when the
+/// peer is a trusted proxy, which set it (as `X-Forwarded-For` is): a
+/// client that connects itself is held to the main rules (or the tier the
+/// store keeps for its key). A callable's answer is the app's, believed.
+fn tier_of(
+    t: &ThrottleSpec,
+    facts: &dyn Facts,
+    client: &Client,
+    proxies: &crate::net::TrustedProxies,
+) -> Option<String> {
+    let source = t.tier.as_ref()?;
+    if !matches!(source, Source::Call(_)) && !proxies.trusts_peer(facts.peer()) {
+        return None;
+    }
+    let value = source::value_of(source, facts, client)?;
     let name = String::from_utf8(value).ok()?;
     t.tiers
         .iter()

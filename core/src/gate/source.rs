@@ -120,14 +120,16 @@ pub trait Facts {
     /// A header's value, as it came; `name` is lower case. A repeated
     /// header's values are joined with `, ` (see [`joined`]).
     fn header(&self, name: &str) -> Option<Vec<u8>>;
-    /// The first value of query field `field`, decoded as a form field.
-    fn query(&self, field: &str) -> Option<Vec<u8>> {
-        query_field(&self.head().query, field)
+    /// Every value of query field `field`, in order, decoded as a form
+    /// field (a repeated field has several: frameworks serve one of them,
+    /// Django, Rack and Starlette the last, Flask the first).
+    fn query(&self, field: &str) -> Vec<Vec<u8>> {
+        query_fields(&self.head().query, field)
     }
-    /// Field `field` of a posted form or JSON object body, when the door can
-    /// read one.
-    fn body_field(&self, _field: &str) -> Option<String> {
-        None
+    /// Field `field` of a posted form or JSON object body, as the door
+    /// read it.
+    fn body_field(&self, _field: &str) -> BodyField {
+        BodyField::Absent
     }
     /// The signed-in user's id, when the framework has one.
     fn user(&self) -> Option<String> {
@@ -141,6 +143,30 @@ pub trait Facts {
     /// Units the request costs (1 unless the door says otherwise).
     fn cost(&self) -> u64 {
         1
+    }
+}
+
+/// What a door found of a body field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyField {
+    /// The request has no such field (or no body).
+    Absent,
+    /// Its values, as bytes (a repeated form field has several).
+    Values(Vec<Vec<u8>>),
+    /// The request has a body the door could not read (too large, without
+    /// a length, of a type it does not parse) while the app may: the
+    /// throttle counts the client instead of skipping the request.
+    Unreadable,
+}
+
+impl BodyField {
+    /// The values a door found: [`BodyField::Absent`] when none.
+    pub fn of(values: Vec<Vec<u8>>) -> BodyField {
+        if values.is_empty() {
+            BodyField::Absent
+        } else {
+            BodyField::Values(values)
+        }
     }
 }
 
@@ -167,24 +193,46 @@ impl Client {
     }
 }
 
-/// The request's value of `source`: `None` when it has none (an absent or
-/// empty header, field or key: the throttle does not apply).
-pub fn value_of(source: &Source, facts: &dyn Facts, client: &Client) -> Option<Vec<u8>> {
-    let value = match source {
-        Source::Ip => Some(client.key.clone().into_bytes()),
-        Source::User => Some(match facts.user() {
+/// Every value the request holds for `source`, each once, in order: none
+/// when it has none (an absent or empty header, field or key: the
+/// throttle does not apply). A repeated query or body field has one per
+/// distinct value, and a throttle keyed by it counts the request against
+/// each: which value an app serves is the framework's choice, never the
+/// client's way out of a spent quota. An `identity:FIELD` in a body the
+/// door could not read is the client, as `FIELD@ip:CLIENT` (a quota of its
+/// own, which no identity or address can equal).
+pub fn values_of(source: &Source, facts: &dyn Facts, client: &Client) -> Vec<Vec<u8>> {
+    let mut values = match source {
+        Source::Ip => vec![client.key.clone().into_bytes()],
+        Source::User => vec![match facts.user() {
             Some(id) => format!("user:{id}").into_bytes(),
             None => format!("ip:{}", client.key).into_bytes(),
-        }),
-        Source::Header(name) => facts.header(name),
+        }],
+        Source::Header(name) => facts.header(name).into_iter().collect(),
         Source::Query(field) => facts.query(field),
-        Source::Identity(field) => {
-            let found = identity(&facts.body_field(field)?)?;
-            Some(format!("{field}={found}").into_bytes())
-        }
-        Source::Call(index) => facts.call(*index),
+        Source::Identity(field) => match facts.body_field(field) {
+            BodyField::Absent => Vec::new(),
+            BodyField::Values(found) => found
+                .iter()
+                .filter_map(|v| identity(&String::from_utf8_lossy(v)))
+                .map(|v| format!("{field}={v}").into_bytes())
+                .collect(),
+            BodyField::Unreadable => vec![format!("{field}@ip:{}", client.key).into_bytes()],
+        },
+        Source::Call(index) => facts.call(*index).into_iter().collect(),
     };
-    value.filter(|v| !v.is_empty())
+    values.retain(|v| !v.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    values.retain(|v| seen.insert(v.clone()));
+    values
+}
+
+/// The request's one value of `source`: `None` when it has none, or when
+/// a repeated field holds different values (a tier is not chosen by the
+/// order of a client's fields).
+pub fn value_of(source: &Source, facts: &dyn Facts, client: &Client) -> Option<Vec<u8>> {
+    let mut values = values_of(source, facts, client);
+    (values.len() == 1).then(|| values.remove(0))
 }
 
 /// A repeated header's values as one (joined with `, `); `None` for none.
@@ -208,14 +256,17 @@ pub fn cgi_name(name: &str) -> String {
     }
 }
 
-/// The first value of `field` in a query string (or a form body), decoded
-/// as a form field (`+` is a space).
-pub fn query_field(query: &str, field: &str) -> Option<Vec<u8>> {
-    query.split('&').find_map(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (percent_decode(name.as_bytes(), true) == field.as_bytes())
-            .then(|| percent_decode(value.as_bytes(), true))
-    })
+/// Every value of `field` in a query string (or a form body), in order,
+/// decoded as a form field (`+` is a space).
+pub fn query_fields(query: &str, field: &str) -> Vec<Vec<u8>> {
+    query
+        .split('&')
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(name.as_bytes(), true) == field.as_bytes())
+                .then(|| percent_decode(value.as_bytes(), true))
+        })
+        .collect()
 }
 
 /// `path` with each run of slashes made one.
@@ -262,7 +313,8 @@ pub fn percent_decode(bytes: &[u8], form: bool) -> Vec<u8> {
     out
 }
 
-/// A Host header's name: lower case, without the port.
+/// A Host header's name: lower case, without the port and without one
+/// trailing dot (`api.example.com.` is the same host, and Django serves it).
 pub fn host_name(host: &str) -> String {
     let host = host.trim();
     let name = if host.starts_with('[') {
@@ -274,7 +326,7 @@ pub fn host_name(host: &str) -> String {
             .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
             .map_or(host, |(name, _)| name)
     };
-    name.to_ascii_lowercase()
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
 }
 
 /// `api.example.com` matches itself; `*.example.com` matches its subdomains.
@@ -333,13 +385,16 @@ mod tests {
     fn decoding_keeps_what_it_cannot_read() {
         assert_eq!(percent_decode(b"%zz%4", false), b"%zz%4");
         assert_eq!(percent_decode(b"%41%", false), b"A%");
+        assert_eq!(query_fields("a=1&plan=pro+plus", "plan"), [b"pro plus"]);
         assert_eq!(
-            query_field("a=1&plan=pro+plus", "plan").unwrap(),
-            b"pro plus"
+            query_fields("k=a&b=1&k=b&k", "k"),
+            [&b"a"[..], &b"b"[..], &b""[..]]
         );
-        assert_eq!(query_field("a=1", "b"), None);
+        assert!(query_fields("a=1", "b").is_empty());
         assert_eq!(host_name("API.example.com:8443"), "api.example.com");
         assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("API.example.com.:443"), "api.example.com");
+        assert_eq!(host_name("api.example.com."), "api.example.com");
         assert_eq!(cgi_name("x-api-key"), "HTTP_X_API_KEY");
         assert_eq!(cgi_name("content-type"), "CONTENT_TYPE");
         assert_eq!(joined([&b"a"[..], b"b"]).unwrap(), b"a, b");

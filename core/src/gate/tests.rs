@@ -34,6 +34,13 @@ fn request(method: &str, path: &str, query: &str) -> Request {
     }
 }
 
+impl Request {
+    fn with_peer(mut self, peer: &str) -> Request {
+        self.head.peer = peer.to_owned();
+        self
+    }
+}
+
 fn get(path: &str) -> Request {
     request("GET", path, "")
 }
@@ -142,34 +149,179 @@ fn an_app_penalizes_the_client_by_the_entrys_name_through_trusted_proxies() {
 }
 
 #[test]
-fn a_tier_the_request_names_applies_and_an_unknown_one_is_ignored() {
+fn a_tier_a_trusted_proxy_names_applies_and_a_clients_claim_is_ignored() {
     let gate = gate(
-        "[[throttle]]\nscope = \"api\"\nrules = \"1/minute\"\nkey = \"header:X-Key\"\ntiers = { pro = \"3/minute\" }\ntier = \"header:X-Plan\"\n",
+        "trusted_proxies = [\"127.0.0.1\"]\n[[throttle]]\nscope = \"api\"\nrules = \"1/minute\"\nkey = \"header:X-Key\"\ntiers = { pro = \"3/minute\" }\ntier = \"header:X-Plan\"\n",
     );
-    let with = |plan: &'static str| Request {
-        headers: vec![("X-Key", "k1"), ("X-Plan", plan)],
-        ..get("/")
+    // through the trusted proxy (which set X-Plan)
+    let proxied = |key: &'static str, plan: &'static str| Request {
+        head: source::Head::new(
+            "GET",
+            "/".into(),
+            "example.com",
+            "127.0.0.1".into(),
+            String::new(),
+        ),
+        headers: vec![
+            ("X-Key", key),
+            ("X-Plan", plan),
+            ("X-Forwarded-For", "203.0.113.9"),
+        ],
     };
     for _ in 0..3 {
-        assert_eq!(gate.decide(&with("pro")).unwrap().ending, Ending::Pass);
+        assert_eq!(
+            gate.decide(&proxied("k1", "pro")).unwrap().ending,
+            Ending::Pass
+        );
     }
-    assert_eq!(gate.decide(&with("pro")).unwrap().ending, Ending::Deny);
-    let other = Request {
-        headers: vec![("X-Key", "k2"), ("X-Plan", "platinum")],
-        ..get("/")
-    };
-    assert_eq!(gate.decide(&other).unwrap().ending, Ending::Pass);
-    let other = Request {
-        headers: vec![("X-Key", "k2"), ("X-Plan", "platinum")],
-        ..get("/")
-    };
     assert_eq!(
-        gate.decide(&other).unwrap().ending,
+        gate.decide(&proxied("k1", "pro")).unwrap().ending,
+        Ending::Deny
+    );
+    assert_eq!(
+        gate.decide(&proxied("k2", "platinum")).unwrap().ending,
+        Ending::Pass
+    );
+    assert_eq!(
+        gate.decide(&proxied("k2", "platinum")).unwrap().ending,
         Ending::Deny,
+        "an unknown tier: the main rules"
+    );
+    // a client that connects itself claims a tier: the main rules
+    let direct = Request {
+        headers: vec![("X-Key", "k3"), ("X-Plan", "pro")],
+        ..get("/")
+    };
+    let first = gate.decide(&direct).unwrap();
+    assert_eq!(first.ending, Ending::Pass);
+    assert_eq!(
+        first.decision.unwrap().binding_state().limit,
+        1,
         "the main rules"
     );
+    assert_eq!(gate.decide(&direct).unwrap().ending, Ending::Deny);
     // no key: the throttle does not apply
     assert_eq!(gate.decide(&get("/")).unwrap().checked.len(), 0);
+}
+
+#[test]
+fn a_repeated_query_field_counts_against_every_value() {
+    let gate =
+        gate("[[throttle]]\nscope = \"api\"\nrules = \"2/minute\"\nkey = \"query:api_key\"\n");
+    for _ in 0..2 {
+        assert_eq!(
+            gate.decide(&get_q("api_key=VICTIM")).unwrap().ending,
+            Ending::Pass
+        );
+    }
+    assert_eq!(
+        gate.decide(&get_q("api_key=VICTIM")).unwrap().ending,
+        Ending::Deny
+    );
+    // the spent key beside fresh junk, in either order: denied, and the
+    // junk is counted too
+    for query in [
+        "api_key=junk1&api_key=VICTIM",
+        "api_key=VICTIM&api_key=junk2",
+    ] {
+        let v = gate.decide(&get_q(query)).unwrap();
+        assert_eq!(v.ending, Ending::Deny, "{query}");
+        assert_eq!(v.checked.len(), 2, "{query}");
+    }
+    let twice = gate.decide(&get_q("api_key=k&api_key=k&api_key=")).unwrap();
+    assert_eq!(
+        twice.checked.len(),
+        1,
+        "one value counted once, an empty one not at all"
+    );
+    let after: Vec<Ending> = (0..2)
+        .map(|_| gate.decide(&get_q("api_key=k")).unwrap().ending)
+        .collect();
+    assert_eq!(after, [Ending::Pass, Ending::Deny], "k was counted once");
+}
+
+fn get_q(query: &str) -> Request {
+    request("GET", "/", query)
+}
+
+/// A request with a body a door read (or could not).
+struct Posted {
+    head: source::Head,
+    body: source::BodyField,
+}
+
+impl Facts for Posted {
+    fn head(&self) -> &source::Head {
+        &self.head
+    }
+    fn header(&self, _name: &str) -> Option<Vec<u8>> {
+        None
+    }
+    fn body_field(&self, _field: &str) -> source::BodyField {
+        self.body.clone()
+    }
+}
+
+#[test]
+fn an_identity_is_normalised_and_an_unreadable_body_counts_the_client() {
+    let gate =
+        gate("[[throttle]]\nscope = \"login\"\nrules = \"2/minute\"\nkey = \"identity:email\"\n");
+    let posted = |peer: &str, body: source::BodyField| Posted {
+        head: source::Head::new("POST", "/login".into(), "", peer.into(), String::new()),
+        body,
+    };
+    let said = |values: &[&str]| {
+        source::BodyField::Values(values.iter().map(|v| v.as_bytes().to_vec()).collect())
+    };
+    let alice = [" Alice", "\u{ff41}lice", "alic\u{ff45}"];
+    for (i, spelled) in alice.iter().enumerate() {
+        let v = gate
+            .decide(&posted("203.0.113.9", said(&[spelled])))
+            .unwrap();
+        assert_eq!(
+            v.ending,
+            if i < 2 { Ending::Pass } else { Ending::Deny },
+            "{spelled}"
+        );
+        assert_eq!(v.checked[0].key, b"email=alice");
+    }
+    let repeated = gate
+        .decide(&posted("203.0.113.9", said(&["junk", "alice"])))
+        .unwrap();
+    assert_eq!(
+        repeated.ending,
+        Ending::Deny,
+        "a repeated field counts every value"
+    );
+    // a body the door could not read: the client's own quota, never skipped
+    for i in 0..3 {
+        let v = gate
+            .decide(&posted("198.51.100.4", source::BodyField::Unreadable))
+            .unwrap();
+        assert_eq!(v.checked[0].key, b"email@ip:198.51.100.4");
+        assert_eq!(v.ending, if i < 2 { Ending::Pass } else { Ending::Deny });
+    }
+    let absent = gate
+        .decide(&posted("198.51.100.4", source::BodyField::Absent))
+        .unwrap();
+    assert!(
+        absent.checked.is_empty(),
+        "no such field: the throttle does not apply"
+    );
+}
+
+#[test]
+fn a_peer_that_is_no_address_is_counted_not_skipped() {
+    let gate = gate("[[throttle]]\nscope = \"req\"\nrules = \"2/minute\"\nkey = \"ip\"\n");
+    let from = |peer: &str| request("GET", "/", "").with_peer(peer);
+    let answers: Vec<Ending> = ["", "unix:/run/gunicorn.sock", " ", ""]
+        .iter()
+        .map(|peer| gate.decide(&from(peer)).unwrap().ending)
+        .collect();
+    assert_eq!(
+        answers,
+        [Ending::Pass, Ending::Pass, Ending::Deny, Ending::Deny]
+    );
 }
 
 #[test]

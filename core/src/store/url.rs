@@ -12,28 +12,31 @@ pub fn redact(url: &str) -> String {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, url),
     };
-    let (before_query, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
-    };
     let mut out = String::with_capacity(url.len());
     if let Some(scheme) = scheme {
         out.push_str(scheme);
         out.push_str("://");
     }
-    match before_query.rsplit_once('@') {
+    // everything up to the last `@` is the user and password: a password
+    // may hold an unencoded `?`, `#` or `/` (a query's `@` hides more, never less)
+    let rest = match rest.rsplit_once('@') {
         Some((userinfo, tail)) => {
             match userinfo.split_once(':') {
-                Some((user, _)) => {
+                Some((user, _)) if !user.contains(['/', '?', '#']) => {
                     out.push_str(user);
                     out.push_str(":***@");
                 }
-                None => out.push_str("***@"),
+                _ => out.push_str("***@"),
             }
-            out.push_str(tail);
+            tail
         }
-        None => out.push_str(before_query),
-    }
+        None => rest,
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    out.push_str(before_query);
     if let Some(query) = query {
         out.push('?');
         let params: Vec<String> = query
@@ -246,6 +249,12 @@ mod tests {
             ),
             ("redis://h:6379/0", "redis://h:6379/0"),
             ("not a url :x@", "not a url :***@"),
+            (
+                "redis://u:s3cret?@127.0.0.1:1/0",
+                "redis://u:***@127.0.0.1:1/0",
+            ),
+            ("redis://:a#b/c?d@h:1/0?db=1", "redis://:***@h:1/0?db=1"),
+            ("redis://s3c?ret@h/0", "redis://***@h/0"),
         ] {
             assert_eq!(redact(url), shown, "{url}");
         }

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
-use ratekeeper_core::gate::source::{cgi_name, joined, Head};
+use ratekeeper_core::gate::source::{cgi_name, joined, BodyField, Head};
 use ratekeeper_core::gate::Facts;
 
 /// A request as a Python door gives it.
@@ -148,9 +148,36 @@ impl Facts for Request<'_, '_> {
             }
         }
     }
-    fn body_field(&self, field: &str) -> Option<String> {
-        let got = self.answered(self.body?.call1((field,)))?;
-        Some(String::from_utf8_lossy(&got).into_owned())
+    /// What the door's body reader says of `field`: a value (str or
+    /// bytes), a list or tuple of them (a repeated field), None when the
+    /// body has no such field, False when the door could not read the body.
+    fn body_field(&self, field: &str) -> BodyField {
+        let Some(body) = self.body else {
+            return BodyField::Absent;
+        };
+        let got = match body.call1((field,)) {
+            Ok(got) => got,
+            Err(e) => {
+                self.failed.borrow_mut().get_or_insert(e);
+                return BodyField::Absent;
+            }
+        };
+        if got.is_instance_of::<PyBool>() && !got.is_truthy().unwrap_or(true) {
+            return BodyField::Unreadable;
+        }
+        let values: Vec<Vec<u8>> =
+            if got.is_instance_of::<PyList>() || got.is_instance_of::<PyTuple>() {
+                match got.try_iter() {
+                    Ok(items) => items.filter_map(|item| self.answered(item)).collect(),
+                    Err(e) => {
+                        self.failed.borrow_mut().get_or_insert(e);
+                        Vec::new()
+                    }
+                }
+            } else {
+                self.answered(Ok(got)).into_iter().collect()
+            };
+        BodyField::of(values)
     }
     fn user(&self) -> Option<String> {
         let got = self.answered(self.user?.call0())?;

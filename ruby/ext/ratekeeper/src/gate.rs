@@ -14,7 +14,7 @@ use magnus::{
     RString, Ruby, Symbol, Value,
 };
 use ratekeeper_core as core;
-use ratekeeper_core::gate::source::{self, cgi_name, Head};
+use ratekeeper_core::gate::source::{self, cgi_name, BodyField, Head};
 use ratekeeper_core::gate::spec::{Table, Value as PolicyValue};
 use ratekeeper_core::gate::{Facts, Spec, Step};
 use std::cell::RefCell;
@@ -168,12 +168,31 @@ impl Facts for Request<'_> {
         // SAFETY: the bytes are copied before any Ruby code can run.
         found.map(|s| unsafe { s.as_slice() }.to_vec())
     }
-    fn body_field(&self, field: &str) -> Option<String> {
+    /// What the door's body reader says of `field`: a value (a String),
+    /// an Array of them (a repeated field), nil when the body has no such
+    /// field, false when the door could not read the body.
+    fn body_field(&self, field: &str) -> BodyField {
         if self.body.is_nil() {
-            return None;
+            return BodyField::Absent;
         }
-        let got = self.answered(self.body.funcall("call", (field,)))?;
-        Some(String::from_utf8_lossy(&got).into_owned())
+        let got: Value = match self.body.funcall("call", (field,)) {
+            Ok(got) => got,
+            Err(e) => {
+                self.failed.borrow_mut().get_or_insert(e);
+                return BodyField::Absent;
+            }
+        };
+        if got.is_kind_of(self.ruby.class_false_class()) {
+            return BodyField::Unreadable;
+        }
+        let values: Vec<Vec<u8>> = match RArray::from_value(got) {
+            Some(items) => items
+                .into_iter()
+                .filter_map(|item| self.answered(Ok(item)))
+                .collect(),
+            None => self.answered(Ok(got)).into_iter().collect(),
+        };
+        BodyField::of(values)
     }
     fn user(&self) -> Option<String> {
         if self.user.is_nil() {
