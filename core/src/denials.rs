@@ -8,10 +8,15 @@
 //! `policy_refresh` (one write a refresh, however many keys were denied).
 //! `Admin::top_denied` reads the minutes of a window back from every process: the most
 //! denied keys, addresses and the networks they share (an IPv4 /24, an IPv6
-//! /64), and the denials of each minute.
+//! /64), and the denials of each minute. A key is kept as its tag (the key
+//! itself for most keys; `#` and its SHA-1 for a key over 128 bytes or
+//! holding braces), and a tag that is not UTF-8 with its stored form
+//! besides, so that a row names the very key a block then acts on
+//! ([`crate::policy::stored_form`]).
 
 use crate::error::{Error, Result};
 use crate::net::Cidr;
+use crate::policy::target::{decode_stored, stored_form};
 use crate::store::{AsyncPolicyStore, PolicyStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -61,8 +66,23 @@ struct Counted {
     scope: String,
     #[serde(rename = "v")]
     value: String,
+    /// A key's stored form ([`stored_form`]) when `value` (its text, made
+    /// valid UTF-8) is not its tag; absent in rows written before it was
+    /// kept, and passed over by their readers.
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    exact: Option<String>,
     #[serde(rename = "n")]
     count: u64,
+}
+
+impl Counted {
+    /// The value as it was tallied: a key's tag, exact when the row kept it.
+    fn tallied(&self) -> Vec<u8> {
+        self.exact
+            .as_deref()
+            .and_then(|form| decode_stored(form.as_bytes()))
+            .unwrap_or_else(|| self.value.as_bytes().to_vec())
+    }
 }
 
 /// Counts by scope, then by key or address (a denial of a key counted
@@ -226,11 +246,15 @@ fn encode(minute: &Minute) -> Vec<u8> {
     .into_iter()
     .flat_map(|(kind, counts)| {
         counts.iter().flat_map(move |(scope, values)| {
-            values.iter().map(move |(value, &count)| Counted {
-                kind,
-                scope: scope.clone(),
-                value: String::from_utf8_lossy(value).into_owned(),
-                count,
+            values.iter().map(move |(value, &count)| {
+                let text = String::from_utf8_lossy(value).into_owned();
+                Counted {
+                    kind,
+                    scope: scope.clone(),
+                    exact: (text.as_bytes() != value.as_slice()).then(|| stored_form(value)),
+                    value: text,
+                    count,
+                }
             })
         })
     })
@@ -241,6 +265,7 @@ fn encode(minute: &Minute) -> Vec<u8> {
         kind: Kind::Other,
         scope: scope.clone(),
         value: String::new(),
+        exact: None,
         count,
     }));
     serde_json::to_vec(&entries).unwrap_or_default()
@@ -252,10 +277,23 @@ fn encode(minute: &Minute) -> Vec<u8> {
 pub struct Denied {
     /// The limiter's scope ("" for none).
     pub scope: String,
-    /// The key, the address, or the network (`198.51.100.0/24`, `2001:db8:1:2::/64`).
+    /// The key, the address, or the network (`198.51.100.0/24`, `2001:db8:1:2::/64`):
+    /// a key as text (bytes that are not UTF-8 shown as U+FFFD), its tag
+    /// when the key was hashed.
     pub target: String,
+    /// A key's tag, exact (`None` for an address or network): its stored
+    /// form ([`stored_form`]) names the very key, whatever the text shows.
+    pub tag: Option<Vec<u8>>,
     /// The denials counted.
     pub count: u64,
+}
+
+impl Denied {
+    /// A key's stored form ([`stored_form`]), what a `tag` target takes to
+    /// act on the very key (`None` for an address or network).
+    pub fn stored(&self) -> Option<String> {
+        self.tag.as_deref().map(stored_form)
+    }
 }
 
 /// Who was limited over a window, most denied first.
@@ -283,17 +321,32 @@ fn network_of(address: &str) -> Option<String> {
         .map(|net| net.network_range().to_string())
 }
 
-/// The rows of `counts`, most first, at most [`TOP`].
-fn ranked(counts: HashMap<(String, String), u64>) -> Vec<Denied> {
-    let mut rows: Vec<Denied> = counts
-        .into_iter()
-        .map(|((scope, target), count)| Denied {
-            scope,
-            target,
-            count,
-        })
-        .collect();
-    rows.sort_by(|a, b| (b.count, &a.scope, &a.target).cmp(&(a.count, &b.scope, &b.target)));
+/// Rows of addresses or networks, by scope and text.
+fn texts(counts: HashMap<(String, String), u64>) -> impl Iterator<Item = Denied> {
+    counts.into_iter().map(|((scope, target), count)| Denied {
+        scope,
+        target,
+        tag: None,
+        count,
+    })
+}
+
+/// Rows of keys, by scope and tag.
+fn tags(counts: HashMap<(String, Vec<u8>), u64>) -> impl Iterator<Item = Denied> {
+    counts.into_iter().map(|((scope, tag), count)| Denied {
+        scope,
+        target: String::from_utf8_lossy(&tag).into_owned(),
+        tag: Some(tag),
+        count,
+    })
+}
+
+/// The rows, most first, at most [`TOP`].
+fn ranked(rows: impl Iterator<Item = Denied>) -> Vec<Denied> {
+    let mut rows: Vec<Denied> = rows.collect();
+    rows.sort_by(|a, b| {
+        (b.count, &a.scope, &a.target, &a.tag).cmp(&(a.count, &b.scope, &b.target, &b.tag))
+    });
     rows.truncate(TOP);
     rows
 }
@@ -328,7 +381,7 @@ pub(crate) async fn top(store: &dyn AsyncPolicyStore, window_s: u64, now_ms: u64
                 match e.kind {
                     Kind::Key => {
                         total += e.count;
-                        *keys.entry((e.scope, e.value)).or_insert(0) += e.count;
+                        *keys.entry((e.scope.clone(), e.tallied())).or_insert(0) += e.count;
                     }
                     Kind::Address => {
                         if let Some(net) = network_of(&e.value) {
@@ -344,9 +397,9 @@ pub(crate) async fn top(store: &dyn AsyncPolicyStore, window_s: u64, now_ms: u64
     }
     Ok(Top {
         window_s,
-        keys: ranked(keys),
-        addresses: ranked(addresses),
-        networks: ranked(networks),
+        keys: ranked(tags(keys)),
+        addresses: ranked(texts(addresses)),
+        networks: ranked(texts(networks)),
         per_minute,
     })
 }
@@ -509,5 +562,31 @@ mod tests {
             kept.iter().all(|c| c.count > 10),
             "the least denied dropped"
         );
+    }
+
+    #[test]
+    fn a_key_row_keeps_the_very_tag_and_older_rows_still_read() {
+        let mut minute = Minute::default();
+        let hashed = crate::keys::key_tag(&[b'a'; 200]);
+        for tag in [&b"tok\xff\xfe"[..], b"tok\xff\xfd", &hashed, b"user:1"] {
+            bump(&mut minute.keys, "api", tag);
+        }
+        let kept: Vec<Counted> = serde_json::from_slice(&encode(&minute)).unwrap();
+        let mut tallied: Vec<Vec<u8>> = kept.iter().map(Counted::tallied).collect();
+        tallied.sort();
+        let mut want = vec![
+            b"tok\xff\xfe".to_vec(),
+            b"tok\xff\xfd".to_vec(),
+            hashed.clone(),
+            b"user:1".to_vec(),
+        ];
+        want.sort();
+        assert_eq!(tallied, want, "two keys alike as text stay two");
+        let plain: Vec<&Counted> = kept.iter().filter(|c| c.exact.is_none()).collect();
+        assert_eq!(plain.len(), 2, "a UTF-8 tag is kept as it was: {kept:?}");
+        // a row written before the exact tag was kept
+        let old: Vec<Counted> =
+            serde_json::from_str(r#"[{"k":"k","s":"api","v":"user:2","n":3}]"#).unwrap();
+        assert_eq!(old[0].tallied(), b"user:2".to_vec());
     }
 }

@@ -91,8 +91,11 @@ fn listing(listing: &Listing, kind: Option<&'static str>) -> Plain {
 }
 
 impl Entry {
-    /// `{kind, target, network, expires_at, detail, scope}`: `kind` is
-    /// safelist, blocklist, tier or override; `expires_at` epoch seconds
+    /// `{kind, target, tag, network, expires_at, detail, scope}`: `kind` is
+    /// safelist, blocklist, tier or override; `target` as text (a key
+    /// listed by its tag: the tag); `tag` a key's stored form, what a `tag`
+    /// target takes to act on the very key (none for an address or range);
+    /// `expires_at` epoch seconds
     /// (none for a tier or override); `detail` the reason, the tier or the
     /// rules; `scope` the scope a key's ban holds in (none: everywhere).
     pub fn plain(&self) -> Plain {
@@ -102,6 +105,7 @@ impl Entry {
                 "target",
                 Plain::Text(String::from_utf8_lossy(&self.target).into_owned()),
             ),
+            ("tag", self.stored().map_or(Plain::Null, Plain::Text)),
             ("network", self.network.into()),
             ("expires_at", self.until_ms.map(seconds).into()),
             ("detail", self.detail.as_str().into()),
@@ -191,7 +195,9 @@ impl Change {
 
 impl Top {
     /// `{window, keys, addresses, networks, per_minute}`: `keys` as
-    /// `{scope, key, count}`, `addresses` as `{scope, address, count}`,
+    /// `{scope, key, tag, count}` (`key` as text, bytes that are not UTF-8
+    /// shown as U+FFFD, a hashed key as its tag; `tag` its stored form, what
+    /// a `tag` target takes to act on the very key), `addresses` as `{scope, address, count}`,
     /// `networks` as `{scope, network, count}` (an IPv4 /24, an IPv6 /64),
     /// each most denied first (`scope` none for a limiter without one);
     /// `per_minute` as `{at, count}`, oldest first (`at` epoch seconds).
@@ -200,14 +206,18 @@ impl Top {
             Plain::List(
                 rows.iter()
                     .map(|d| {
-                        map(vec![
+                        let mut row = vec![
                             (
                                 "scope",
                                 (!d.scope.is_empty()).then_some(d.scope.as_str()).into(),
                             ),
                             (name, d.target.as_str().into()),
-                            ("count", d.count.into()),
-                        ])
+                        ];
+                        if let Some(form) = d.stored() {
+                            row.push(("tag", Plain::Text(form)));
+                        }
+                        row.push(("count", d.count.into()));
+                        map(row)
                     })
                     .collect(),
             )

@@ -53,13 +53,18 @@ impl Admin {
         list: core::List,
         target: &Bound<'_, PyAny>,
         key: bool,
+        tag: bool,
         scope: Option<&str>,
         reason: &str,
     ) -> PyResult<Removing> {
         Ok(Removing {
             list,
             target: convert::key_bytes(target)?.into_owned(),
-            options: core::TargetOptions { key, force: true },
+            options: core::TargetOptions {
+                key,
+                force: true,
+                tag,
+            },
             scope: scope.unwrap_or_default().to_owned(),
             reason: reason.to_owned(),
         })
@@ -166,6 +171,7 @@ impl Twin for Listing {
 /// What is stored for a key (`inspect`).
 struct Inspecting {
     key: Vec<u8>,
+    tag: bool,
     scope: String,
     now: Option<f64>,
 }
@@ -177,11 +183,11 @@ impl Twin for Inspecting {
         admin.store().waits_on_io()
     }
     fn blocking(&self, admin: &core::Admin) -> core::Result<core::admin::Inspection> {
-        admin.inspect_in(&self.key, &self.scope, self.now)
+        admin.inspect_with(&self.key, self.tag, &self.scope, self.now)
     }
     async fn awaited(&self, admin: &core::Admin) -> core::Result<core::admin::Inspection> {
         admin
-            .inspect_in_async(&self.key, &self.scope, self.now)
+            .inspect_with_async(&self.key, self.tag, &self.scope, self.now)
             .await
     }
     fn deliver(
@@ -266,31 +272,35 @@ twins! {
         /// seconds (default one week), with a reason. Returns the entry as a dict.
         /// `key=True` lists `target` as an exact key even when it reads as an
         /// address; `force=True` allows a range wider than a /8 (IPv6: /32);
-        /// `scope` blocks a key for the limiters of that scope only.
-        #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false, scope = None))]
+        /// `scope` blocks a key for the limiters of that scope only; `tag=True`
+        /// reads `target` as a key's stored form (the `tag` of a row of
+        /// `top_denied` or `entries`): the very key, hashed or not UTF-8.
+        #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false, scope = None, tag = false))]
         fn block / ablock(self, py, target: &Bound<'_, PyAny>, ttl: Option<f64>, reason: &str,
-                          now: Option<&Bound<'_, PyAny>>, key: bool, force: bool, scope: Option<&str>)
-            on self.inner => self.adding(core::List::Block, target, core::TargetOptions { key, force }, scope, ttl, reason, now)?;
+                          now: Option<&Bound<'_, PyAny>>, key: bool, force: bool, scope: Option<&str>, tag: bool)
+            on self.inner => self.adding(core::List::Block, target, core::TargetOptions { key, force, tag }, scope, ttl, reason, now)?;
 
         /// Safelists `target` (checks skip limiting) for `ttl` seconds (default one week).
         /// `key=True` lists `target` as an exact key even when it reads as an
-        /// address; `force=True` allows a range wider than a /8 (IPv6: /32).
-        #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false))]
+        /// address; `force=True` allows a range wider than a /8 (IPv6: /32);
+        /// `tag=True` reads `target` as a key's stored form.
+        #[pyo3(signature = (target, ttl = None, reason = "", *, now = None, key = false, force = false, tag = false))]
         fn safelist / asafelist(self, py, target: &Bound<'_, PyAny>, ttl: Option<f64>, reason: &str,
-                                now: Option<&Bound<'_, PyAny>>, key: bool, force: bool)
-            on self.inner => self.adding(core::List::Safe, target, core::TargetOptions { key, force }, None, ttl, reason, now)?;
+                                now: Option<&Bound<'_, PyAny>>, key: bool, force: bool, tag: bool)
+            on self.inner => self.adding(core::List::Safe, target, core::TargetOptions { key, force, tag }, None, ttl, reason, now)?;
 
         /// Removes `target` from the blocklist (`key=True`: as an exact key;
-        /// `scope`: a key's ban in that scope), saying why; True when it was on it.
-        #[pyo3(signature = (target, *, key = false, scope = None, reason = ""))]
-        fn unblock / aunblock(self, py, target: &Bound<'_, PyAny>, key: bool, scope: Option<&str>, reason: &str)
-            on self.inner => self.removing(core::List::Block, target, key, scope, reason)?;
+        /// `tag=True`: a key's stored form; `scope`: a key's ban in that
+        /// scope), saying why; True when it was on it.
+        #[pyo3(signature = (target, *, key = false, scope = None, reason = "", tag = false))]
+        fn unblock / aunblock(self, py, target: &Bound<'_, PyAny>, key: bool, scope: Option<&str>, reason: &str, tag: bool)
+            on self.inner => self.removing(core::List::Block, target, key, tag, scope, reason)?;
 
-        /// Removes `target` from the safelist (`key=True`: as an exact key),
-        /// saying why; True when it was on it.
-        #[pyo3(signature = (target, *, key = false, reason = ""))]
-        fn unsafelist / aunsafelist(self, py, target: &Bound<'_, PyAny>, key: bool, reason: &str)
-            on self.inner => self.removing(core::List::Safe, target, key, None, reason)?;
+        /// Removes `target` from the safelist (`key=True`: as an exact key;
+        /// `tag=True`: a key's stored form), saying why; True when it was on it.
+        #[pyo3(signature = (target, *, key = false, reason = "", tag = false))]
+        fn unsafelist / aunsafelist(self, py, target: &Bound<'_, PyAny>, key: bool, reason: &str, tag: bool)
+            on self.inner => self.removing(core::List::Safe, target, key, tag, None, reason)?;
 
         /// The newest `limit` changes operators made (1 to 1,000), newest
         /// first: dicts with `at` (epoch seconds), `actor` (None when nobody
@@ -324,10 +334,12 @@ twins! {
         /// (each None or {expires_at, reason}), `tier`, `override` (rules text),
         /// `address` (for a key that is an IP: how the address lists judge it),
         /// `scope` and `scope_blocklist` (the key's ban in `scope`, when given) and `now`.
-        #[pyo3(signature = (key, *, now = None, scope = None))]
-        fn inspect / ainspect(self, py, key: &Bound<'_, PyAny>, now: Option<&Bound<'_, PyAny>>, scope: Option<&str>)
+        /// `tag=True` reads `key` as a key's stored form.
+        #[pyo3(signature = (key, *, now = None, scope = None, tag = false))]
+        fn inspect / ainspect(self, py, key: &Bound<'_, PyAny>, now: Option<&Bound<'_, PyAny>>, scope: Option<&str>, tag: bool)
             on self.inner => Inspecting {
                 key: convert::key_bytes(key)?.into_owned(),
+                tag,
                 scope: scope.unwrap_or_default().to_owned(),
                 now: convert::now(now)?,
             };
@@ -390,21 +402,23 @@ impl Admin {
 
     /// What `key` has used of each of `rules` in `scope` (none: no scope),
     /// as a limiter of those rules sees its log now, whatever its listings,
-    /// tier or override: a Decision (logging nothing).
-    #[pyo3(signature = (key, rules, *, scope = None))]
+    /// tier or override: a Decision (logging nothing). `tag=True` reads
+    /// `key` as a key's stored form.
+    #[pyo3(signature = (key, rules, *, scope = None, tag = false))]
     fn usage(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         rules: &Bound<'_, PyAny>,
         scope: Option<&str>,
+        tag: bool,
     ) -> PyResult<crate::types::Decision> {
         let key = convert::key_bytes(key)?.into_owned();
         let rules = convert::rule_set(py, rules)?;
         let admin = &self.inner;
         let scope = scope.unwrap_or_default();
         let decision = run_core(py, admin.store().waits_on_io(), || {
-            admin.usage(&key, scope, &rules)
+            admin.usage_with(&key, tag, scope, &rules)
         })?;
         crate::call::deliver(py, decision)
     }

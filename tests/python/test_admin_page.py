@@ -10,6 +10,8 @@ selenium from PyPI: without them it is skipped, except under CI."""
 import re
 import threading
 import time
+from html import unescape
+from typing import Dict, List
 
 import pytest
 from django.conf import settings
@@ -354,3 +356,76 @@ def test_the_new_forms_need_staff_and_the_csrf_token(config, admin):
     assert outsider.post("/ratekeeper/switches", {"shadow": "on", "confirm": "yes"}).status_code == 302
     assert outsider.get("/ratekeeper/key", {"key": "user:1"}).status_code == 302
     assert admin.switches()["shadow"] is False and admin.inspect("user:1")["tier"] is None
+
+
+# -- a denied key that is not its own text ------------------------------------
+
+STORED_ONLY = ("k" * 200, "user:{42}", "tok\xff\xfe")
+"""Keys the record of denials cannot show as themselves: over 128 bytes and
+holding braces (kept as `#` and their SHA-1), and bytes that are not UTF-8
+(the API key header as WSGI gives it: latin-1, so b"tok\\xff\\xfe")."""
+
+
+def _forms(html: str, table: str, form_class: str) -> List[Dict[str, str]]:
+    """The hidden fields of each `form_class` form in the table `table` of a page."""
+    found = re.search(rf'<table[^>]* id="{table}">(.*?)</table>', html, re.S)
+    assert found, f"no table {table}"
+    forms = re.findall(rf'<form class="{form_class}"[^>]*>(.*?)</form>', found.group(1), re.S)
+    return [{name: unescape(value) for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">',
+                                                                 form)} for form in forms]
+
+
+def _answers(client: Client) -> List[int]:
+    """What the site answers a write to its API under each of the keys."""
+    return [client.post("/api/", HTTP_X_API_KEY=key, REMOTE_ADDR=f"198.51.100.{i}").status_code
+            for i, key in enumerate(STORED_ONLY)]
+
+
+def test_a_denied_key_hashed_or_not_utf8_is_blocked_inspected_and_removed_from_its_row(config, admin):
+    """Denied keys over 128 bytes, with braces, and not UTF-8 are rows of the
+    page's denied keys; each row's Block (posted with the page's CSRF token)
+    blocks that very key (403 where it was 429), its Inspect link shows the
+    block on the key's card, and the Remove of the entry the block made lifts it."""
+    raw = dict(config, POLICY_REFRESH=0.1, DENIAL_CACHE=0)
+    with override_settings(RATEKEEPER=raw):
+        site = Client()
+        for _ in range(4):  # 3/minute per API key: the 4th is denied
+            answers = _answers(site)
+        assert answers == [429] * 3, answers
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len([k for k in admin.top_denied(60)["keys"]
+                                                    if k["scope"] == "path:/api/"]) < 3:
+            time.sleep(0.05)
+        staff = Client(enforce_csrf_checks=True)
+        staff.force_login(make_user(staff=True))
+        page = staff.get("/ratekeeper/").content.decode()
+        token = staff.cookies[settings.CSRF_COOKIE_NAME].value
+        blocks = [form for form in _forms(page, "denied-key", "act")
+                  if form["list"] == "block" and form["reason"].endswith("(path:/api/)")]
+        assert len(blocks) == 3, blocks
+        assert "tok\ufffd\ufffd" in page, "the key not UTF-8 is shown as text"
+        for done, form in enumerate(blocks, 1):
+            response = staff.post("/ratekeeper/add", dict(form, csrfmiddlewaretoken=token))
+            assert response.status_code == 302, response.content
+            answers = _answers(site)
+            assert sorted(answers) == [403] * done + [429] * (3 - done), (form, answers)
+
+        keys = re.search(r'<table class="denied" id="denied-key">(.*?)</table>', page, re.S).group(1)
+        rows = re.findall(r'<tr class="denied-row"(.*?)</tr>', keys, re.S)
+        links = [re.search(r'<a class="inspect" href="([^"]+)">Inspect</a>', row).group(1)
+                 for row in rows if "<td>path:/api/</td>" in row]
+        assert len(links) == 3
+        for link in links:
+            card = staff.get(unescape(link))
+            assert card.status_code == 200
+            assert re.search(r'<td id="blocklist">until [^<]+</td>', card.content.decode()), card.content
+
+        page = staff.get("/ratekeeper/").content.decode()
+        removes = _forms(page, "entries", "remove")
+        removes = [form for form in removes if "reason" not in form]  # (not the Extend forms)
+        assert len(removes) == 3, removes
+        for form in removes:
+            response = staff.post("/ratekeeper/remove", dict(form, csrfmiddlewaretoken=token), follow=True)
+            assert b"Removed" in response.content, response.content
+        assert _answers(site) == [429] * 3
+        assert admin.entries() == []

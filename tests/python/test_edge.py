@@ -121,7 +121,7 @@ def test_the_edge_servers_denials_are_in_the_record(redis_url, tmp_path):
             time.sleep(0.2)
     finally:
         assert server.stop() == 0
-    assert top["keys"] == [{"scope": "api", "key": "k-7", "count": 5}], top
+    assert top["keys"] == [{"scope": "api", "key": "k-7", "tag": "k-7", "count": 5}], top
     assert top["networks"] == [{"scope": "api", "network": "198.51.100.0/24", "count": 5}], top
     assert sorted((a["address"], a["count"]) for a in top["addresses"]) == [
         ("198.51.100.20", 2), ("198.51.100.21", 1), ("198.51.100.22", 2)], top

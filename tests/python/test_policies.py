@@ -379,3 +379,43 @@ def test_a_key_ban_holds_in_the_scope_that_earned_it(site):
     assert [login.penalize(ip="198.51.100.4", maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
     settle()
     assert Client(REMOTE_ADDR="198.51.100.4").get("/").status_code == 403
+
+
+def test_the_command_line_acts_on_a_denied_key_by_the_tag_top_shows(site):
+    """Keys over 128 bytes, with braces, and not UTF-8, denied with a client
+    address, are rows of ``ratekeeper top`` with a TAG; ``block --tag`` of a
+    row's TAG blocks that very key, ``inspect --tag`` shows the block and
+    ``unblock --tag`` lifts it (the text shown would name another key)."""
+    keys = [b"k" * 200, b"user:{42}", b"tok\xff\xfe"]
+    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], policy_refresh=0.1, denial_cache=0)
+    for key in keys:
+        for _ in range(2):
+            limiter.check(key, ip="203.0.113.77")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(admin(site).top_denied(60)["keys"]) < 3:
+        time.sleep(0.05)
+
+    def blocked() -> int:
+        return sum(limiter.check(key).blocked for key in keys)
+
+    code, out, _ = cli(site, "top", "--window", "60")
+    assert code == 0, out
+    table = out[out.index("DENIED  SCOPE  KEY"):].splitlines()
+    assert table[0].split() == ["DENIED", "SCOPE", "KEY", "TAG"], table
+    tags = [line.split()[-1] for line in table[1:4]]
+    assert len(set(tags)) == 3 and "#%tok%FF%FE" in tags, tags
+    assert "ratekeeper block --tag TAG" in out
+    assert sorted(json.loads(cli(site, "top", "--window", "60", "--json")[1])["keys"][i]["tag"]
+                  for i in range(3)) == sorted(tags)
+    for done, tag in enumerate(tags, 1):
+        code, out, err = cli(site, "block", "--tag", tag, "--reason", "denied")
+        assert code == 0, err
+        assert blocked() == done, tag
+        code, out, err = cli(site, "inspect", "--tag", tag)
+        assert code == 0 and "blocklist: expires_at=" in out, (out, err)
+    assert blocked() == 3 and not any(limiter.check(key).allowed for key in keys)
+    for tag in tags:
+        code, _, err = cli(site, "unblock", "--tag", tag)
+        assert code == 0, err
+    assert blocked() == 0 and admin(site).entries() == []
+    assert cli(site, "block", "--tag", "{not a stored form}")[0] == 2

@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "rack"
 require "rack/session/cookie"
+require "cgi"
 require "ratekeeper/web"
 
 # Ratekeeper::Web through Rack::MockRequest, behind Rack::Session::Cookie and
@@ -242,5 +243,69 @@ class TestWeb < Minitest::Test
     browser.post("/add", { "csrf" => browser.token, "list" => "block", "target" => "user:1" })
     assert_equal 503, browser.last.status
     assert_includes browser.last.body, "The store could not be reached"
+  end
+
+  # Keys the record of denials cannot show as themselves: over 128 bytes and
+  # holding braces (kept as # and their SHA-1), and bytes that are not UTF-8.
+  STORED_ONLY = ["k" * 200, "user:{42}", "tok\xFF\xFE".b].freeze
+
+  # The hidden fields of each +form_class+ form in the table +table+ of a page.
+  def forms_in(page, table, form_class)
+    rows = page[%r{<table[^>]* id="#{table}">(.*?)</table>}m, 1]
+    assert rows, "no table #{table}"
+    rows.scan(%r{<form class="#{form_class}"[^>]*>(.*?)</form>}m).map do |(form)|
+      form.scan(/<input type="hidden" name="(\w+)" value="([^"]*)">/).to_h { |name, value| [name, CGI.unescapeHTML(value)] }
+    end
+  end
+
+  def test_a_denied_key_hashed_or_not_utf8_is_blocked_inspected_and_removed_from_its_row
+    web = Ratekeeper::Web.new(auth: ->(_env) { true })
+    browser = signed_in(Browser.new(::Rack::Builder.new do
+      use ::Rack::Session::Cookie, secret: "t" * 64
+      use Ratekeeper::Rack::Middleware, store: "memory://", prefix: "stored-only", policy_refresh: 0.1 do |rk|
+        rk.exempt("/ops")
+        rk.log_level = nil
+        rk.throttle("keys", rules: "2/minute", paths: ["/keyed"]) { |request| request.get_header("HTTP_X_KEY") }
+      end
+      map("/ops") { run web }
+      run ->(_env) { [200, {}, ["ok"]] }
+    end.to_app))
+    answers = lambda do
+      STORED_ONLY.each_with_index.map { |key, i| browser.get("/keyed", "HTTP_X_KEY" => key, "REMOTE_ADDR" => "198.51.100.#{i}").status }
+    end
+    3.times { answers.call }
+    assert_equal [429] * 3, answers.call
+
+    # (the process's record reaches the store within its policy refresh)
+    deadline = Time.now + 5
+    blocks = []
+    while blocks.size < 3 && Time.now < deadline
+      page = browser.get("/ops/").body
+      blocks = forms_in(page, "denied-key", "act").select { |form| form["list"] == "block" }
+    end
+    assert_equal 3, blocks.size, page
+    assert_includes page, "tok\u{fffd}\u{fffd}", "the key not UTF-8 is shown as text"
+    blocks.each_with_index do |form, i|
+      browser.post("/ops/add", form.merge("csrf" => browser.token))
+      assert_equal 303, browser.last.status, browser.last.body
+      assert_equal [403] * (i + 1) + [429] * (2 - i), answers.call.sort, form
+    end
+
+    links = page.scan(%r{<a class="inspect" href="([^"]+)">Inspect</a>}).flatten
+    assert_equal 3, links.size
+    links.each do |link|
+      card = browser.get(CGI.unescapeHTML(link))
+      assert_equal 200, card.status
+      assert_match(%r{<td id="blocklist">until [^<]+</td>}, card.body)
+    end
+
+    removes = forms_in(browser.get("/ops/").body, "entries", "remove").reject { |form| form.key?("reason") }
+    assert_equal 3, removes.size
+    removes.each do |form|
+      browser.post("/ops/remove", form.merge("csrf" => browser.token))
+      assert_equal 303, browser.last.status
+      assert_includes browser.get("/ops/").body, "Removed "
+    end
+    assert_equal [429] * 3, answers.call
   end
 end

@@ -7,7 +7,7 @@ use super::Inspection;
 use crate::audit::{self, Change};
 use crate::error::{Error, Result};
 use crate::keys::{check_scope, key_tag};
-use crate::policy::encoding::{mark, scoped_mark, unmark};
+use crate::policy::encoding::{mark, scoped_mark, tag_mark, unmark};
 use crate::policy::{
     self, check_listing, Entry, Field, List, Listing, Record, SharedHash, Target, TargetOptions,
 };
@@ -102,7 +102,7 @@ pub(super) async fn remove_entry(
     let target = scoped_target(list, given, options, scope)?;
     let named = match &target {
         Target::Net(net) => net.to_string().into_bytes(),
-        Target::Key(key) => key.clone(),
+        Target::Key(key) | Target::Tag(key) => key.clone(),
     };
     let existed = match target {
         Target::Net(net) => {
@@ -114,21 +114,27 @@ pub(super) async fn remove_entry(
                 )
                 .await?
         }
-        Target::Key(key) => {
-            let tag = key_tag(&key);
+        Target::Key(_) | Target::Tag(_) => {
+            let tag = target.key_tag().unwrap_or_default();
             let now_ms = store.clock_ms_async().await?;
             let slot = if list == List::Safe { 0 } else { 1 };
             let was = store.record_async(&tag, scope).await?[slot].is_some();
             store
                 .set_record_async(&tag, scope, list.field(), None, now_ms)
                 .await?;
-            store
-                .set_shared_async(
-                    SharedHash::Directory,
-                    &scoped_mark(list.field(), scope, &key),
-                    None,
-                )
-                .await?;
+            // the key's entry and its tag's (a key listed by either, or both)
+            let mut fields = match &target {
+                Target::Key(key) => vec![scoped_mark(list.field(), scope, key)],
+                _ => store::policies::keys_of_tag(store, list.field(), scope, &tag).await?,
+            };
+            if tag.first() == Some(&b'#') {
+                fields.push(tag_mark(list.field(), scope, &tag));
+            }
+            for field in fields {
+                store
+                    .set_shared_async(SharedHash::Directory, &field, None)
+                    .await?;
+            }
             was
         }
     };
@@ -154,7 +160,7 @@ pub(super) async fn list_entries(
     let mut out = Vec::new();
     for (hash, network) in [(SharedHash::Directory, false), (SharedHash::Nets, true)] {
         for (field, value) in store.shared_async(hash).await? {
-            let Some((kind, scope, target)) = unmark(&field) else {
+            let Some((kind, scope, target, by_tag)) = unmark(&field) else {
                 continue;
             };
             let Ok(value) = String::from_utf8(value) else {
@@ -167,6 +173,7 @@ pub(super) async fn list_entries(
                         field: kind,
                         target: target.to_vec(),
                         network,
+                        by_tag,
                         until_ms: Some(l.until_ms),
                         detail: l.reason,
                         scope,
@@ -183,6 +190,7 @@ pub(super) async fn list_entries(
                     field: kind,
                     target: target.to_vec(),
                     network,
+                    by_tag,
                     until_ms: None,
                     detail: value,
                     scope,
@@ -191,6 +199,7 @@ pub(super) async fn list_entries(
                     field: kind,
                     target: target.to_vec(),
                     network,
+                    by_tag,
                     until_ms: None,
                     detail: policy::decode_rules(&value).map_or(value, |rules| rules.to_string()),
                     scope,
@@ -209,16 +218,35 @@ pub(super) async fn list_entries(
     });
     Ok(out)
 }
+
+/// The key an operator named (`None` when named by its tag only) and its
+/// tag: `given` is the key itself, or with `tag` its stored form
+/// ([`crate::policy::stored_form`]).
+pub(super) fn named_key(given: &[u8], tag: bool) -> Result<(Option<Vec<u8>>, Vec<u8>)> {
+    if !tag {
+        return Ok((Some(given.to_vec()), key_tag(given)));
+    }
+    match Target::stored(given)? {
+        Target::Key(key) => {
+            let tag = key_tag(&key);
+            Ok((Some(key), tag))
+        }
+        other => Ok((None, other.key_tag().unwrap_or_default())),
+    }
+}
+
 /// [`Admin::inspect_in`]'s one definition.
 pub(super) async fn inspect_key(
     store: &dyn AsyncPolicyStore,
-    key: &[u8],
+    given: &[u8],
+    tag: bool,
     scope: &str,
     now: Option<f64>,
 ) -> Result<Inspection> {
     check_scope(scope)?;
+    let (key, tag) = named_key(given, tag)?;
+    let key = key.as_deref().unwrap_or_default();
     let now_ms = now_ms(store, now).await?;
-    let tag = key_tag(key);
     let record = Record::decode(&store.record_async(&tag, "").await?, now_ms);
     let scope_block = match scope {
         "" => None,

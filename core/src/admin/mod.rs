@@ -9,7 +9,7 @@
 
 mod calls;
 
-use self::calls::{add_entry, inspect_key, list_entries, remove_entry, top_denied};
+use self::calls::{add_entry, inspect_key, list_entries, named_key, remove_entry, top_denied};
 use crate::audit::{self, Change};
 use crate::decision::Decision;
 use crate::denials::Top;
@@ -185,8 +185,8 @@ impl Admin {
     /// Takes `target` off `list`; returns whether it was on it (lapsed or not).
     pub fn remove(&self, list: List, target: &[u8]) -> Result<bool> {
         let any_width = TargetOptions {
-            key: false,
             force: true,
+            ..TargetOptions::default()
         };
         self.remove_with(list, target, any_width, "", "")
     }
@@ -298,11 +298,23 @@ impl Admin {
     /// limiter of those rules would see its log now, whatever its listings,
     /// tier or override (an operator's look at a key, logging nothing).
     pub fn usage(&self, key: &[u8], scope: &str, rules: &RuleSet) -> Result<Decision> {
+        self.usage_with(key, false, scope, rules)
+    }
+
+    /// [`Admin::usage`] of the key `key` names: the key itself, or with
+    /// `tag` its stored form ([`crate::policy::stored_form`]).
+    pub fn usage_with(
+        &self,
+        key: &[u8],
+        tag: bool,
+        scope: &str,
+        rules: &RuleSet,
+    ) -> Result<Decision> {
         crate::keys::check_scope(scope)?;
         if key.is_empty() {
             return Err(Error::config("the key is empty"));
         }
-        let tag = key_tag(key);
+        let (_, tag) = named_key(key, tag)?;
         let request = Request {
             scope,
             ..Request::plain(&tag, rules, 1, None, Mode::Peek)
@@ -345,7 +357,19 @@ impl Admin {
 
     /// [`Admin::inspect`], with the ban the key earned in `scope` ("": none asked).
     pub fn inspect_in(&self, key: &[u8], scope: &str, now: Option<f64>) -> Result<Inspection> {
-        in_place(inspect_key(&self.blocking(), key, scope, now))
+        self.inspect_with(key, false, scope, now)
+    }
+
+    /// [`Admin::inspect_in`] of the key `key` names: the key itself, or
+    /// with `tag` its stored form ([`crate::policy::stored_form`]).
+    pub fn inspect_with(
+        &self,
+        key: &[u8],
+        tag: bool,
+        scope: &str,
+        now: Option<f64>,
+    ) -> Result<Inspection> {
+        in_place(inspect_key(&self.blocking(), key, tag, scope, now))
     }
 
     /// [`Admin::inspect_in`], awaited.
@@ -356,7 +380,19 @@ impl Admin {
         scope: &str,
         now: Option<f64>,
     ) -> Result<Inspection> {
-        inspect_key(&self.awaited(), key, scope, now).await
+        self.inspect_with_async(key, false, scope, now).await
+    }
+
+    /// [`Admin::inspect_with`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn inspect_with_async(
+        &self,
+        key: &[u8],
+        tag: bool,
+        scope: &str,
+        now: Option<f64>,
+    ) -> Result<Inspection> {
+        inspect_key(&self.awaited(), key, tag, scope, now).await
     }
 
     /// The global switches as stored.

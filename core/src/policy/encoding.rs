@@ -157,15 +157,35 @@ pub fn scoped_mark(field: Field, scope: &str, target: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The directory field of a listing made by a key's tag ([`Target::Tag`](super::Target::Tag):
+/// the key itself is not known): `#`, the field's code, the scope ("" for
+/// the key's own), a space, then the tag. (An older reader knows no `#`
+/// code and passes it over.)
+pub fn tag_mark(field: Field, scope: &str, tag: &[u8]) -> Vec<u8> {
+    let mut out = b"#".to_vec();
+    out.extend_from_slice(field.code().as_bytes());
+    out.extend_from_slice(scope.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(tag);
+    out
+}
+
 /// A directory or address-list field read back: its field, its scope (""
-/// for the key's own) and its target.
-pub fn unmark(field: &[u8]) -> Option<(Field, &str, &[u8])> {
+/// for the key's own), its target, and whether the target is a key's tag
+/// ([`tag_mark`]) rather than the key.
+pub fn unmark(field: &[u8]) -> Option<(Field, &str, &[u8], bool)> {
     let (&code, rest) = field.split_first()?;
     if let Some(kind) = Field::from_code(code) {
-        return Some((kind, "", rest));
+        return Some((kind, "", rest, false));
     }
-    let kind = Field::from_code(code.to_ascii_lowercase())?;
+    let (kind, rest, tagged) = match code {
+        b'#' => {
+            let (&code, rest) = rest.split_first()?;
+            (Field::from_code(code)?, rest, true)
+        }
+        _ => (Field::from_code(code.to_ascii_lowercase())?, rest, false),
+    };
     let space = rest.iter().position(|&b| b == b' ')?;
     let scope = std::str::from_utf8(&rest[..space]).ok()?;
-    Some((kind, scope, &rest[space + 1..]))
+    Some((kind, scope, &rest[space + 1..], tagged))
 }

@@ -31,7 +31,7 @@ pub mod target;
 pub use encoding::{decode_rules, encode_rules, version_key, RawRecord, SharedHash};
 pub use fail2ban::{Fail2Ban, Strike};
 pub use snapshot::{NetList, Shared};
-pub use target::{Target, TargetOptions, WIDEST_V4, WIDEST_V6};
+pub use target::{stored_form, Target, TargetOptions, WIDEST_V4, WIDEST_V6};
 
 use crate::error::{Error, Result};
 use crate::rule::{Rule, RuleSet};
@@ -128,10 +128,13 @@ impl Listing {
 pub struct Entry {
     /// What it is: [`Field::Safe`], [`Field::Block`], [`Field::Tier`] or [`Field::Override`].
     pub field: Field,
-    /// The key, address or range (as text; addresses and ranges canonical).
+    /// The key, address or range (as text; addresses and ranges canonical),
+    /// or the key's tag when it was listed by its tag (`by_tag`).
     pub target: Vec<u8>,
     /// Whether the target is an address or range.
     pub network: bool,
+    /// Whether the target is a key's tag ([`Target::Tag`]), not the key.
+    pub by_tag: bool,
     /// When a listing lapses (ms since the epoch); `None` for a tier or override.
     pub until_ms: Option<u64>,
     /// A listing's reason, the tier's name, or the override's rules.
@@ -139,6 +142,19 @@ pub struct Entry {
     /// The scope a key's ban holds in (earned by `penalize` in a scoped
     /// limiter); "" for an entry that holds everywhere.
     pub scope: String,
+}
+
+impl Entry {
+    /// The stored form ([`stored_form`]) of the key a key's entry names
+    /// (`None` for an address or range): what a `tag` target takes to act
+    /// on the very key, whatever its bytes.
+    pub fn stored(&self) -> Option<String> {
+        match (self.network, self.by_tag) {
+            (true, _) => None,
+            (false, true) => Some(stored_form(&self.target)),
+            (false, false) => Some(stored_form(&crate::keys::key_tag(&self.target))),
+        }
+    }
 }
 
 /// Checks a reason and a TTL in seconds (`None`: a week), giving the TTL in ms.

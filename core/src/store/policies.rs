@@ -7,8 +7,8 @@
 use super::AsyncPolicyStore;
 use crate::error::Result;
 use crate::keys::key_tag;
-use crate::policy::encoding::{mark, scoped_mark};
-use crate::policy::{bump_epoch, Entry, List, Listing, Shared, SharedHash, Target};
+use crate::policy::encoding::{mark, scoped_mark, tag_mark, unmark};
+use crate::policy::{bump_epoch, Entry, Field, List, Listing, Shared, SharedHash, Target};
 
 /// Reads the shared policies (switches, address lists) from `store` at `version`.
 pub async fn load_shared(store: &dyn AsyncPolicyStore, version: u64) -> Result<Shared> {
@@ -43,7 +43,7 @@ pub async fn put_target(
         Some(now_ms) => now_ms,
         None => store.clock_ms_async().await?,
     };
-    let (target, network, scope) = match target {
+    let (target, network, by_tag, scope) = match target {
         Target::Net(net) => {
             let text = net.to_string();
             prune_nets(store, now_ms).await?;
@@ -54,11 +54,12 @@ pub async fn put_target(
                     Some(stored.as_bytes()),
                 )
                 .await?;
-            (text.into_bytes(), true, "")
+            (text.into_bytes(), true, false, "")
         }
         Target::Key(key) => {
+            let tag = key_tag(&key);
             store
-                .set_record_async(&key_tag(&key), scope, list.field(), Some(&stored), now_ms)
+                .set_record_async(&tag, scope, list.field(), Some(&stored), now_ms)
                 .await?;
             store
                 .set_shared_async(
@@ -67,7 +68,40 @@ pub async fn put_target(
                     Some(stored.as_bytes()),
                 )
                 .await?;
-            (key, false, scope)
+            if tag != key {
+                // (an entry made by its tag before is this one now)
+                store
+                    .set_shared_async(
+                        SharedHash::Directory,
+                        &tag_mark(list.field(), scope, &tag),
+                        None,
+                    )
+                    .await?;
+            }
+            (key, false, false, scope)
+        }
+        Target::Tag(tag) => {
+            store
+                .set_record_async(&tag, scope, list.field(), Some(&stored), now_ms)
+                .await?;
+            // the entry of the key itself, when the directory holds one, is
+            // this one (it shows the key); else an entry of the tag
+            let keyed = keys_of_tag(store, list.field(), scope, &tag).await?;
+            for field in &keyed {
+                store
+                    .set_shared_async(SharedHash::Directory, field, Some(stored.as_bytes()))
+                    .await?;
+            }
+            if keyed.is_empty() {
+                store
+                    .set_shared_async(
+                        SharedHash::Directory,
+                        &tag_mark(list.field(), scope, &tag),
+                        Some(stored.as_bytes()),
+                    )
+                    .await?;
+            }
+            (tag, false, true, scope)
         }
     };
     bump_epoch();
@@ -75,10 +109,32 @@ pub async fn put_target(
         field: list.field(),
         target,
         network,
+        by_tag,
         until_ms: Some(until_ms),
         detail: listing.reason,
         scope: scope.to_owned(),
     })
+}
+
+/// The directory fields of `field` in `scope` that name a key (not its
+/// tag) whose tag is `tag`: a key listed by itself, then named by its tag.
+pub async fn keys_of_tag(
+    store: &dyn AsyncPolicyStore,
+    field: Field,
+    scope: &str,
+    tag: &[u8],
+) -> Result<Vec<Vec<u8>>> {
+    Ok(store
+        .shared_async(SharedHash::Directory)
+        .await?
+        .into_iter()
+        .filter(|(name, _)| {
+            unmark(name).is_some_and(|(kind, within, key, by_tag)| {
+                kind == field && within == scope && !by_tag && key_tag(key) == tag
+            })
+        })
+        .map(|(name, _)| name)
+        .collect())
 }
 
 /// Drops lapsed address entries (so fail2ban bans do not pile up).

@@ -520,6 +520,7 @@ fn a_key_ban_holds_in_the_scope_that_earned_it() {
         let key = ratekeeper_core::TargetOptions {
             key: true,
             force: false,
+            tag: false,
         };
         assert!(
             !admin
@@ -785,6 +786,7 @@ fn every_change_an_operator_makes_is_in_the_audit_trail_with_who_and_why() {
         let key = TargetOptions {
             key: true,
             force: false,
+            tag: false,
         };
         bob.remove_with(
             List::Block,
@@ -957,6 +959,7 @@ fn an_operator_sees_what_a_key_used_whatever_its_listings() {
                 TargetOptions {
                     key: true,
                     force: false,
+                    tag: false,
                 },
                 "api",
                 None,

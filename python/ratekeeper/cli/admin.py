@@ -86,7 +86,9 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
 
 def _show_top(top: Dict[str, Any]) -> str:
     """Who is limited now, as text: the networks, addresses and keys most
-    denied over the window, and the denials of each minute."""
+    denied over the window, and the denials of each minute. A key hashed
+    (over 128 bytes, holding braces) or not UTF-8 shows its stored form as
+    its TAG, which ``--tag`` takes to act on the very key."""
     out = [f"Denials over the last {time_left(top['window'])}, per minute (oldest first): "
            + " ".join(str(m["count"]) for m in top["per_minute"])]
     for title, rows, name in (("Networks", top["networks"], "network"), ("Addresses", top["addresses"], "address"),
@@ -95,8 +97,16 @@ def _show_top(top: Dict[str, Any]) -> str:
         if not rows:
             out.append(f"{title}: none denied")
             continue
-        out.append(_table(["DENIED", "SCOPE", name.upper()],
-                          [[f"{r['count']:,}", printable(r["scope"] or "-"), printable(r[name])] for r in rows]))
+        header = ["DENIED", "SCOPE", name.upper()]
+        cells = [[f"{r['count']:,}", printable(r["scope"] or "-"), printable(r[name])] for r in rows]
+        tagged = [r.get("tag") if (r.get("tag") or "").startswith("#") else None for r in rows]
+        if any(tagged):
+            header.append("TAG")
+            for row, tag in zip(cells, tagged):
+                row.append(printable(tag or "-"))
+        out.append(_table(header, cells))
+        if any(tagged):
+            out.append("(act on a key by its TAG: ratekeeper block --tag TAG, inspect --tag, unblock --tag)")
     return "\n".join(out)
 
 
@@ -136,8 +146,8 @@ def _listing(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         if which == "block":
             return admin.block(args.target, args.ttl, args.reason or "", key=args.key, force=args.force,
-                               scope=args.scope)
-        return admin.safelist(args.target, args.ttl, args.reason or "", key=args.key, force=args.force)
+                               scope=args.scope, tag=args.tag)
+        return admin.safelist(args.target, args.ttl, args.reason or "", key=args.key, force=args.force, tag=args.tag)
 
     return act
 
@@ -145,9 +155,9 @@ def _listing(which: str) -> Action:
 def _unlisting(which: str) -> Action:
     def act(admin: Admin, args: argparse.Namespace) -> Any:
         if which == "block":
-            removed = admin.unblock(args.target, key=args.key, scope=args.scope, reason=args.reason)
+            removed = admin.unblock(args.target, key=args.key, scope=args.scope, reason=args.reason, tag=args.tag)
         else:
-            removed = admin.unsafelist(args.target, key=args.key, reason=args.reason)
+            removed = admin.unsafelist(args.target, key=args.key, reason=args.reason, tag=args.tag)
         if not removed:
             where = f" in scope {printable(args.scope)}" if getattr(args, "scope", None) else ""
             raise LookupError(f"{printable(args.target)} is not on the {which}list{where}")
@@ -163,9 +173,12 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
         if not (name and equals and tier_rules):
             raise ConfigurationError(f"--tier-rules takes NAME=RULES, such as pro=100/minute, not {given!r}")
         tiers[name] = tier_rules
-    seen = admin.inspect(args.key, scope=args.scope)
+    seen = admin.inspect(args.key, scope=args.scope, tag=args.tag)
     rules = args.rules or seen["override"]
-    if rules:
+    if rules and args.tag:  # the key named by its stored form: its log, whatever its tier
+        decision = admin.usage(args.key, rules, scope=args.scope, tag=True)
+        seen["usage"] = [f"{r.limit}/{r.window:g}s: {r.used} used, {r.remaining} left" for r in decision.rules]
+    elif rules:
         limiter = Limiter(rules, args.store, prefix=args.prefix, scope=args.scope or "", tiers=tiers or None,
                           timeout=2.0, connect_timeout=2.0, denial_cache=0.0, redis_module=args.redis_module)
         decision = limiter.peek(args.key)
@@ -245,10 +258,17 @@ class Command:
         return OK
 
 
+def _tag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tag", action="store_true",
+                        help="the key is given by its stored form, the TAG `ratekeeper top` shows (a hashed key's "
+                             "#sha1, a key not UTF-8 as #%%...): the very key it names")
+
+
 def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="a key, an IP address or a CIDR range")
     parser.add_argument("--key", action="store_true",
                         help="the target is an exact key, even if it reads as an address or a range")
+    _tag(parser)
 
 
 def _reason(parser: argparse.ArgumentParser) -> None:
@@ -279,6 +299,7 @@ def _key(parser: argparse.ArgumentParser) -> None:
 
 def _inspect_args(parser: argparse.ArgumentParser) -> None:
     _key(parser)
+    _tag(parser)
     parser.add_argument("--rules", help="the key's configured rules, to show its usage per rule")
     parser.add_argument("--scope", help="the limiter's scope (Django: default, path:/api/...; Rack: the throttle name); "
                                         "also shows the key's ban in it")

@@ -2,7 +2,7 @@
 and reason, where staff add and remove entries; who is limited now (the
 most denied networks, addresses and keys over the last 5 or 60 minutes,
 with a chart of the denials per minute, each row one click from a block or
-a safelist); and the history of the changes operators made (who, when, what
+a safelist, a key's also from its card); and the history of the changes operators made (who, when, what
 and why: the store's audit trail, where this page records its changes as
 the signed-in user's).
 
@@ -96,6 +96,11 @@ def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:
     return rows
 
 
+def _card_query(tag: Optional[str]) -> str:
+    """The query of a key's card, the key named by its stored form ("" for no key)."""
+    return urlencode({"key": tag, "tag": "1"}) if tag else ""
+
+
 def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: Optional[List[str]] = None, status: int = 200) -> HttpResponse:
     """The page: entries from the store, the add form (as posted when it had errors), errors and messages."""
     errors = list(errors or [])
@@ -125,8 +130,9 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
         "history": history,
         "switches": switches,
         "top": top,
+        # a key's row acts on its stored form (the very key, hashed or not UTF-8), shown as its text
         "denied_tables": [
-            (title, [dict(row, target=row[column]) for row in top[rows]], column, column == "key")
+            (title, [dict(row, target=row[column], card=_card_query(row.get("tag"))) for row in top[rows]], column)
             for title, column, rows in (("Network", "network", "networks"), ("Address", "address", "addresses"),
                                         ("Key", "key", "keys"))
         ],
@@ -156,7 +162,8 @@ def add_entry(request: HttpRequest) -> HttpResponse:
     """Blocks or safelists the posted target for the posted ttl (seconds; blank: one week)
     with the posted reason, then redirects to the list. Bad input is shown on the page."""
     form = {name: request.POST.get(name, "").strip() for name in ("list", "target", "ttl", "reason")}
-    as_key = request.POST.get("key") == "1"  # a key from the denied table, even one that reads as an address
+    as_key = request.POST.get("key") == "1"  # an exact key, even one that reads as an address
+    as_tag = request.POST.get("tag") == "1"  # a key's stored form, from the denied table or the entries
     errors = []
     ttl: Optional[float] = None
     if form["list"] not in LISTS:
@@ -172,7 +179,7 @@ def add_entry(request: HttpRequest) -> HttpResponse:
         admin = _admin(request)
         action = admin.block if form["list"] == "block" else admin.safelist
         try:
-            entry = action(form["target"], ttl=ttl, reason=form["reason"], key=as_key)
+            entry = action(form["target"], ttl=ttl, reason=form["reason"], key=as_key, tag=as_tag)
         except ConfigurationError as exc:
             errors.append(str(exc))
         except StorageError as exc:
@@ -189,18 +196,19 @@ def add_entry(request: HttpRequest) -> HttpResponse:
 @require_POST
 def remove_entry(request: HttpRequest) -> HttpResponse:
     """Removes the posted target from the posted list (kind safelist or blocklist; a key's ban
-    in the posted scope), then redirects to the list."""
+    in the posted scope; tag=1: a key's stored form), then redirects to the list."""
     kind = request.POST.get("kind", "")
     target = request.POST.get("target", "")
     scope = request.POST.get("scope") or None
+    as_tag = request.POST.get("tag") == "1"
     if kind not in LISTINGS or not target:
         return _page(request, errors=["Nothing to remove: give kind (safelist or blocklist) and target."], status=400)
     admin = _admin(request)
     try:
         if kind == "safelist":
-            removed = admin.unsafelist(target)
+            removed = admin.unsafelist(target, tag=as_tag)
         else:  # an entry of a scope is a key's ban
-            removed = admin.unblock(target, key=scope is not None, scope=scope)
+            removed = admin.unblock(target, key=scope is not None, scope=scope, tag=as_tag)
     except ConfigurationError as exc:
         return _page(request, errors=[str(exc)], status=400)
     except StorageError as exc:
@@ -220,8 +228,8 @@ WEEK = 7 * 86400
 @csrf_protect
 @require_POST
 def extend_entry(request: HttpRequest) -> HttpResponse:
-    """Extends the posted entry (kind, target, scope) by the posted ttl
-    (seconds; blank: one week) from now, keeping its reason."""
+    """Extends the posted entry (kind, target, scope; tag=1: a key's stored
+    form) by the posted ttl (seconds; blank: one week) from now, keeping its reason."""
     kind = request.POST.get("kind", "")
     target = request.POST.get("target", "")
     scope = request.POST.get("scope") or None
@@ -235,12 +243,13 @@ def extend_entry(request: HttpRequest) -> HttpResponse:
                      status=400)
     admin = _admin(request)
     reason = request.POST.get("reason", "")
+    as_tag = request.POST.get("tag") == "1"
     try:
         if kind == "safelist":
-            entry = admin.safelist(target, ttl=ttl, reason=reason, key=request.POST.get("key") == "1")
+            entry = admin.safelist(target, ttl=ttl, reason=reason, key=request.POST.get("key") == "1", tag=as_tag)
         else:
             entry = admin.block(target, ttl=ttl, reason=reason, key=scope is not None or request.POST.get("key") == "1",
-                                scope=scope)
+                                scope=scope, tag=as_tag)
     except ConfigurationError as exc:
         return _page(request, errors=[str(exc)], status=400)
     except StorageError as exc:
@@ -290,12 +299,13 @@ def set_switches(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(reverse("ratekeeper:policies"))
 
 
-def _usage(admin: Admin, key: str) -> List[Dict[str, Any]]:
+def _usage(admin: Admin, key: str, tag: bool) -> List[Dict[str, Any]]:
     """The key's usage per rule in each scope the settings' throttles (and
-    the decorators') keep, whatever its listings (nothing logged)."""
+    the decorators') keep, whatever its listings (nothing logged); `tag`:
+    the key named by its stored form."""
     usage = []
     for scope, limiter in sorted(get_config().limiters().items()):
-        decision = admin.usage(key, limiter.rules, scope=scope)
+        decision = admin.usage(key, limiter.rules, scope=scope, tag=tag)
         usage.append({"scope": scope, "rules": [
             {"rule": f"{r.limit}/{r.window:g}s", "used": r.used, "remaining": r.remaining,
              "reset_after": round(r.reset_after, 1)} for r in decision.rules]})
@@ -305,15 +315,20 @@ def _usage(admin: Admin, key: str) -> List[Dict[str, Any]]:
 @staff_member_required
 @csrf_protect
 def key_card(request: HttpRequest) -> HttpResponse:
-    """A key's card (GET ?key=): its usage per rule in each scope, its
-    listings and bans, tier and override; a POST sets or clears its tier
-    (action tier) or override (action override), then shows the card."""
-    key = (request.POST.get("key") if request.method == "POST" else request.GET.get("key", "")) or ""
+    """A key's card (GET ?key=, with tag=1 a key's stored form as the
+    denied table links it): its usage per rule in each scope, its listings
+    and bans, tier and override; a POST sets or clears its tier (action
+    tier) or override (action override), then shows the card."""
+    given = request.POST if request.method == "POST" else request.GET
+    key = given.get("key", "") or ""
+    tag = given.get("tag") == "1"
     if not key:
         return _page(request, errors=["Give a key to look up."], status=400)
     admin = _admin(request)
     errors: List[str] = []
-    if request.method == "POST":
+    if request.method == "POST" and tag:
+        errors.append("A key named by its stored form takes no tier or override here: set them by the key itself.")
+    elif request.method == "POST":
         action = request.POST.get("action")
         value = request.POST.get("value", "").strip() or None
         reason = request.POST.get("reason", "")
@@ -334,12 +349,14 @@ def key_card(request: HttpRequest) -> HttpResponse:
             return HttpResponseRedirect(f"{reverse('ratekeeper:key')}?{urlencode({'key': key})}")
     scopes = sorted(get_config().limiters())
     try:
-        seen = admin.inspect(key)
-        bans = [(scope, admin.inspect(key, scope=scope)["scope_blocklist"]) for scope in scopes]
-        usage = _usage(admin, key)
+        seen = admin.inspect(key, tag=tag)
+        bans = [(scope, admin.inspect(key, scope=scope, tag=tag)["scope_blocklist"]) for scope in scopes]
+        usage = _usage(admin, key, tag)
+    except ConfigurationError as exc:
+        return _page(request, errors=[str(exc)], status=400)
     except StorageError as exc:
         return _page(request, errors=[f"The store could not be read: {exc}"], status=503)
-    context = {"key": key, "seen": seen, "bans": [(s, b) for s, b in bans if b], "usage": usage,
+    context = {"key": key, "tag": tag, "seen": seen, "bans": [(s, b) for s, b in bans if b], "usage": usage,
                "errors": errors, "flash": list(messages.get_messages(request)),
                "actions": [("tier", "Tier", "pro"), ("override", "Override", "100/minute; 5000/day")]}
     return _render(request, "ratekeeper/key.html", context, 400 if errors else 200)

@@ -27,25 +27,30 @@ module Ratekeeper
     # (default one week), with a reason. Returns the entry as a Hash.
     # +key: true+ lists +target+ as an exact key even when it reads as an
     # address; +force: true+ allows a range wider than a /8 (IPv6: /32);
-    # +scope+ blocks a key for the limiters (throttles) of that scope only.
-    def block(target, ttl: nil, reason: "", now: nil, key: false, force: false, scope: nil)
-      _add("block", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, scope&.to_s)
+    # +scope+ blocks a key for the limiters (throttles) of that scope only;
+    # +tag: true+ reads +target+ as a key's stored form (the :tag of a row of
+    # top_denied or entries): the very key, hashed or not UTF-8.
+    def block(target, ttl: nil, reason: "", now: nil, key: false, force: false, scope: nil, tag: false)
+      _add("block", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, scope&.to_s,
+           tag ? true : false)
     end
 
-    # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default one week).
-    def safelist(target, ttl: nil, reason: "", now: nil, key: false, force: false)
-      _add("safe", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, nil)
+    # Safelists +target+ (checks skip limiting) for +ttl+ seconds (default
+    # one week); +tag: true+ reads it as a key's stored form.
+    def safelist(target, ttl: nil, reason: "", now: nil, key: false, force: false, tag: false)
+      _add("safe", target, ttl, reason.to_s, now, key ? true : false, force ? true : false, nil, tag ? true : false)
     end
 
     # Removes +target+ from the blocklist (+scope+: a key's ban in that
-    # scope), saying why; true when it was on it.
-    def unblock(target, key: false, scope: nil, reason: "")
-      _remove("block", target, key ? true : false, scope&.to_s, reason.to_s)
+    # scope; +tag: true+: a key's stored form), saying why; true when it was on it.
+    def unblock(target, key: false, scope: nil, reason: "", tag: false)
+      _remove("block", target, key ? true : false, scope&.to_s, reason.to_s, tag ? true : false)
     end
 
-    # Removes +target+ from the safelist, saying why; true when it was on it.
-    def unsafelist(target, key: false, reason: "")
-      _remove("safe", target, key ? true : false, nil, reason.to_s)
+    # Removes +target+ from the safelist (+tag: true+: a key's stored form),
+    # saying why; true when it was on it.
+    def unsafelist(target, key: false, reason: "", tag: false)
+      _remove("safe", target, key ? true : false, nil, reason.to_s, tag ? true : false)
     end
 
     # The newest +limit+ changes operators made (1 to 1,000), newest first:
@@ -57,7 +62,9 @@ module Ratekeeper
     end
 
     # Who was limited over the last +window+ seconds (1 to 3600), by every
-    # process on this store: {keys: [{scope:, key:, count:}], addresses:
+    # process on this store: {keys: [{scope:, key:, tag:, count:}] (+key+ as
+    # text, +tag+ its stored form: block(tag, tag: true) acts on the very
+    # key), addresses:
     # [{scope:, address:, count:}], networks: [{scope:, network:, count:}]
     # (an IPv4 /24, an IPv6 /64), each most denied first, per_minute: [{at:,
     # count:}] (oldest first), window:}. A process's denials reach the store
@@ -67,7 +74,8 @@ module Ratekeeper
     end
 
     # Every standing listing, tier and override: Hashes with :kind
-    # ("safelist", "blocklist", "tier", "override"), :target, :network,
+    # ("safelist", "blocklist", "tier", "override"), :target, :tag (a key's
+    # stored form; nil for an address or range), :network,
     # :expires_at (epoch seconds; nil for a tier or override), :detail and
     # :scope (the scope a key's ban holds in; nil: everywhere).
     def entries(now: nil)
@@ -76,16 +84,16 @@ module Ratekeeper
 
     # What is stored for +key+: {safelist:, blocklist:, tier:, override:,
     # address:, scope:, scope_blocklist:, now:}; +scope+ asks for the key's
-    # ban in that scope.
-    def inspect_key(key, now: nil, scope: nil)
-      _inspect(key, now, scope&.to_s)
+    # ban in that scope; +tag: true+ reads +key+ as a key's stored form.
+    def inspect_key(key, now: nil, scope: nil, tag: false)
+      _inspect(key, now, scope&.to_s, tag ? true : false)
     end
 
     # What +key+ has used of each of +rules+ in +scope+, as a limiter of those
     # rules sees its log now, whatever its listings, tier or override: a
-    # Decision (logging nothing).
-    def usage(key, rules, scope: nil)
-      _usage(key, rules, scope&.to_s)
+    # Decision (logging nothing). +tag: true+ reads +key+ as a key's stored form.
+    def usage(key, rules, scope: nil, tag: false)
+      _usage(key, rules, scope&.to_s, tag ? true : false)
     end
 
     # Stores +tier+ for +key+ (nil removes it), saying why.

@@ -10,7 +10,8 @@ module Ratekeeper
   # The operations console as a Rack app, the Django page's twin: who is
   # limited now (the most denied networks, addresses and keys over the last
   # 5 or 60 minutes, a chart of the denials per minute, each row one click
-  # from a block or a safelist), the blocks and safelists (add, extend a
+  # from a block or a safelist, a key's also from its card: a key's row acts
+  # on the very key, hashed or not UTF-8), the blocks and safelists (add, extend a
   # week, remove), the switches (changed after a confirmation), a key's card
   # (its usage per rule in each throttle's scope, its listings and bans,
   # its tier and override, set or cleared) and the history of changes, each
@@ -166,6 +167,15 @@ module Ratekeeper
         CONSOLE_STYLE
       end
 
+      # The hidden fields naming a row's target: a key's stored form (+tag+,
+      # with tag=1: the very key, hashed or not UTF-8, whatever +shown+
+      # shows), else the text shown (an address or a network).
+      def target_fields(shown, tag)
+        return %(<input type="hidden" name="target" value="#{h(shown)}">) unless tag
+
+        %(<input type="hidden" name="target" value="#{h(tag)}"><input type="hidden" name="tag" value="1">)
+      end
+
       # The hidden field carrying the session's CSRF token.
       def csrf_field
         %(<input type="hidden" name="csrf" value="#{h(session[CSRF])}">)
@@ -206,6 +216,9 @@ module Ratekeeper
 
     # One request to the console: its routes and forms.
     class Visit
+      # Why a card of a key named by its stored form sets no tier or override.
+      BY_TAG = "A key named by its stored form takes no tier or override here: set them by the key itself."
+
       # +actor+ names the operator; +scopes+: [[scope, rules], ...].
       def initialize(request, session, gate, actor, scopes)
         @request = request
@@ -287,7 +300,7 @@ module Ratekeeper
         return index(errors: errors, form: form, status: 400) unless errors.empty?
 
         entry = admin.public_send(form["list"] == "block" ? :block : :safelist, form["target"],
-                                  ttl: ttl, reason: form["reason"], key: field("key") == "1")
+                                  ttl: ttl, reason: form["reason"], key: field("key") == "1", tag: tag?)
         redirect("Added #{entry[:target]} to the #{entry[:kind]} for #{left(entry)}.")
       rescue ConfigurationError => e
         index(errors: [e.message], form: form, status: 400)
@@ -305,9 +318,9 @@ module Ratekeeper
         return index(errors: ["Nothing to remove."], status: 400) unless kind
 
         removed = if kind == "safelist"
-                    admin.unsafelist(target)
+                    admin.unsafelist(target, tag: tag?)
                   else
-                    admin.unblock(target, key: !scope.nil?, scope: scope)
+                    admin.unblock(target, key: !scope.nil?, scope: scope, tag: tag?)
                   end
         where = scope ? " in scope #{scope}" : ""
         redirect(removed ? "Removed #{target} from the #{kind}#{where}." :
@@ -321,7 +334,7 @@ module Ratekeeper
         return index(errors: ["Nothing to extend."], status: 400) unless kind
 
         key = field("key") == "1" || !scope.nil?
-        options = { ttl: WEEK, reason: field("reason"), key: key }
+        options = { ttl: WEEK, reason: field("reason"), key: key, tag: tag? }
         entry = kind == "safelist" ? admin.safelist(target, **options) : admin.block(target, **options, scope: scope)
         redirect("Extended #{entry[:target]} on the #{entry[:kind]} for #{Page.time_left(WEEK)}.")
       rescue ConfigurationError => e
@@ -370,24 +383,35 @@ module Ratekeeper
         change
       end
 
-      # A key's card; a POST sets or clears its tier or override.
+      # Whether the posted target is a key's stored form (tag=1: a row of
+      # the denied keys or of the entries).
+      def tag?
+        field("tag") == "1"
+      end
+
+      # A key's card (tag=1: the key named by its stored form, as the denied
+      # table links it); a POST sets or clears its tier or override.
       def key_card
         key = @request.post? ? field("key") : @request.GET["key"].to_s
+        tag = @request.post? ? tag? : @request.GET["tag"] == "1"
         return index(errors: ["Give a key to look up."], status: 400) if key.empty?
 
-        errors = @request.post? ? assign(key) : []
+        errors = []
+        errors = tag ? [BY_TAG] : assign(key) if @request.post?
         if @request.post? && errors.empty?
           @session[FLASH] = "#{field("value").strip.empty? ? "Cleared" : "Set"} #{key}'s #{field("action")}."
           return [303, { "location" => "#{@request.script_name}/key?#{::Rack::Utils.build_query("key" => key)}" }, []]
         end
 
-        usage = @scopes.map { |scope, rules| [scope, admin.usage(key, rules, scope: scope).rules] }
+        usage = @scopes.map { |scope, rules| [scope, admin.usage(key, rules, scope: scope, tag: tag).rules] }
         bans = @scopes.filter_map do |scope, _rules|
-          ban = admin.inspect_key(key, scope: scope)[:scope_blocklist]
+          ban = admin.inspect_key(key, scope: scope, tag: tag)[:scope_blocklist]
           [scope, ban] if ban
         end
-        page(errors.empty? ? 200 : 400, "key", key: key, seen: admin.inspect_key(key), usage: usage, bans: bans,
-                                               errors: errors, flash: @session.delete(FLASH))
+        page(errors.empty? ? 200 : 400, "key", key: key, tag: tag, seen: admin.inspect_key(key, tag: tag), usage: usage,
+                                               bans: bans, errors: errors, flash: @session.delete(FLASH))
+      rescue ConfigurationError => e
+        index(errors: [e.message], status: 400)
       end
 
       # Sets or clears +key+'s tier or override as posted; the errors.

@@ -49,9 +49,10 @@ impl Admin {
         })
     }
 
-    /// `_add(list, target, ttl, reason, now, key, force)`: list is "block"
-    /// or "safe"; `key` lists the target as an exact key, `force` allows a
-    /// range wider than a /8 (IPv6: /32).
+    /// `_add(list, target, ttl, reason, now, key, force, scope, tag)`: list
+    /// is "block" or "safe"; `key` lists the target as an exact key, `force`
+    /// allows a range wider than a /8 (IPv6: /32), `tag` reads the target as
+    /// a key's stored form.
     #[allow(clippy::too_many_arguments)]
     fn add(
         ruby: &Ruby,
@@ -64,12 +65,13 @@ impl Admin {
         key: bool,
         force: bool,
         scope: Option<String>,
+        tag: bool,
     ) -> Result<RHash, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
-        let options = core::TargetOptions { key, force };
+        let options = core::TargetOptions { key, force, tag };
         let scope = scope.unwrap_or_default();
         let entry = run_core(ruby, true, || {
             admin.add_with(which, &target, options, &scope, ttl, &reason, now)
@@ -77,7 +79,8 @@ impl Admin {
         entry_hash(ruby, &entry)
     }
 
-    /// `_remove(list, target, key, scope, reason)`: whether it was listed.
+    /// `_remove(list, target, key, scope, reason, tag)`: whether it was listed.
+    #[allow(clippy::too_many_arguments)]
     fn remove(
         ruby: &Ruby,
         rb_self: &Self,
@@ -86,11 +89,16 @@ impl Admin {
         key: bool,
         scope: Option<String>,
         reason: String,
+        tag: bool,
     ) -> Result<bool, Error> {
         let which = list(ruby, &which)?;
         let target = convert::key_bytes(ruby, target)?;
         let admin = &rb_self.inner;
-        let options = core::TargetOptions { key, force: true };
+        let options = core::TargetOptions {
+            key,
+            force: true,
+            tag,
+        };
         let scope = scope.unwrap_or_default();
         run_core(ruby, true, || {
             admin.remove_with(which, &target, options, &scope, &reason)
@@ -127,19 +135,21 @@ impl Admin {
         Ok(out)
     }
 
-    /// `_inspect(key, now, scope)`: what is stored for the key (and its ban in `scope`).
+    /// `_inspect(key, now, scope, tag)`: what is stored for the key (and
+    /// its ban in `scope`); `tag`: the key named by its stored form.
     fn inspect(
         ruby: &Ruby,
         rb_self: &Self,
         key: Value,
         now: Value,
         scope: Option<String>,
+        tag: bool,
     ) -> Result<RHash, Error> {
         let key = convert::key_bytes(ruby, key)?;
         let now = convert::now(ruby, now)?;
         let admin = &rb_self.inner;
         let scope = scope.unwrap_or_default();
-        let seen = run_core(ruby, true, || admin.inspect_in(&key, &scope, now))?;
+        let seen = run_core(ruby, true, || admin.inspect_with(&key, tag, &scope, now))?;
         to_hash(ruby, &seen.plain())
     }
 
@@ -158,19 +168,20 @@ impl Admin {
         })
     }
 
-    /// `_usage(key, rules, scope)`: what the key used of each rule in the scope.
+    /// `_usage(key, rules, scope, tag)`: what the key used of each rule in the scope.
     fn usage(
         ruby: &Ruby,
         rb_self: &Self,
         key: Value,
         rules: Value,
         scope: Option<String>,
+        tag: bool,
     ) -> Result<crate::types::Decision, Error> {
         let key = convert::key_bytes(ruby, key)?;
         let rules = convert::rule_set(ruby, rules)?;
         let admin = &rb_self.inner;
         let scope = scope.unwrap_or_default();
-        let decision = run_core(ruby, true, || admin.usage(&key, &scope, &rules))?;
+        let decision = run_core(ruby, true, || admin.usage_with(&key, tag, &scope, &rules))?;
         crate::call::deliver(ruby, decision)
     }
 
@@ -224,13 +235,13 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     module.const_set("CONSOLE_STYLE", core::admin::CONSOLE_STYLE)?;
     let class = module.define_class("Admin", ruby.class_object())?;
     class.define_singleton_method("_open", function!(Admin::open, 4))?;
-    class.define_method("_add", method!(Admin::add, 8))?;
-    class.define_method("_remove", method!(Admin::remove, 5))?;
+    class.define_method("_add", method!(Admin::add, 9))?;
+    class.define_method("_remove", method!(Admin::remove, 6))?;
     class.define_method("_history", method!(Admin::history, 1))?;
     class.define_method("_top_denied", method!(Admin::top_denied, 1))?;
-    class.define_method("_usage", method!(Admin::usage, 3))?;
+    class.define_method("_usage", method!(Admin::usage, 4))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
-    class.define_method("_inspect", method!(Admin::inspect, 3))?;
+    class.define_method("_inspect", method!(Admin::inspect, 4))?;
     class.define_method("_set_tier", method!(Admin::set_tier, 3))?;
     class.define_method("_set_override", method!(Admin::set_override, 3))?;
     class.define_method("switches", method!(Admin::switches, 0))?;
