@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
-from ratekeeper.body import MAX_BODY, field, readable_length
+from ratekeeper.body import MAX_BODY, field, readable_length, unreadable
 from ratekeeper.doors import door_gate, log_verdict
 
 Scope = dict
@@ -47,10 +47,15 @@ def header(scope: Scope, name: bytes) -> Optional[str]:
 async def read_body(scope: Scope, receive: Receive) -> Tuple[Optional[bytes], Receive]:
     """An HTTP request's body, read ahead of the app for a policy's
     ``identity:FIELD`` key when its ``Content-Length`` is at most
-    ``MAX_BODY`` (else None, and nothing is read), and the ``receive`` the
-    app is then given: every message read, then the rest."""
-    if readable_length(header(scope, b"content-length")) is None:
+    ``MAX_BODY`` (b"" when it has none; None when it has one the door may
+    not read, and nothing is read), and the ``receive`` the app is then
+    given: every message read, then the rest."""
+    chunked = "chunked" in (header(scope, b"transfer-encoding") or "").lower()
+    length = readable_length(header(scope, b"content-length"), chunked)
+    if length is None:
         return None, receive
+    if length == 0:
+        return b"", receive
     read: List[dict] = []
     raw = b""
     while True:
@@ -160,8 +165,7 @@ class RateLimitMiddleware:
         body = None
         if self.gate.reads_body and scope["type"] == "http":
             raw, receive = await read_body(scope, receive)
-            if raw is not None:
-                body = partial(field, header(scope, b"content-type"), raw)
+            body = unreadable if raw is None else partial(field, header(scope, b"content-type"), raw)
         verdict = await self.gate.adecide_scope(scope, body=body, cost=self.cost(scope) if self.cost else None)
         decision = verdict.decision  # (each read of a verdict's field makes a new object)
         if decision is not None:

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ratekeeper._ratekeeper import Answer, Decision, Gate, Limiter, Responses, TrustedProxies, parse_rules, scope_name
-from ratekeeper.body import field, readable_length
+from ratekeeper.body import field, readable_length, unreadable
 from ratekeeper.doors import log_verdict
 
 KeyFunc = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
@@ -169,8 +169,12 @@ async def _decide(gate: Gate, request: Request, response: Response, cost: int,
     response, a denial or block raised as RateLimited. A policy keying by
     a body field reads the body (Starlette keeps it for the route)."""
     body = None
-    if gate.reads_body and readable_length(request.headers.get("content-length")) is not None:
-        body = partial(field, request.headers.get("content-type"), await request.body())
+    if gate.reads_body:
+        chunked = "chunked" in request.headers.get("transfer-encoding", "").lower()
+        if readable_length(request.headers.get("content-length"), chunked) is None:
+            body = unreadable
+        else:
+            body = partial(field, request.headers.get("content-type"), await request.body())
     # the scope as the ASGI middleware reads it (the path decoded, as every door has it)
     verdict = await gate.adecide_scope(request.scope, body=body, cost=cost)
     decision = verdict.decision

@@ -18,7 +18,7 @@ from http import HTTPStatus
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
-from ratekeeper.body import field, readable_length
+from ratekeeper.body import UNREADABLE, Found, field, readable_length
 from ratekeeper.doors import door_gate, log_verdict
 
 Environ = dict
@@ -33,11 +33,16 @@ def _status_line(status: int) -> str:
         return f"{status} Rate Limited"
 
 
-def body_field(environ: Environ, name: str) -> Optional[str]:
+def body_field(environ: Environ, name: str) -> Found:
     """Field `name` of a posted form or JSON object body (read once, at most
-    ratekeeper.body.MAX_BODY bytes, and put back for the app); None when absent."""
-    length = readable_length(environ.get("CONTENT_LENGTH"))
+    ratekeeper.body.MAX_BODY bytes, and put back for the app), as
+    ratekeeper.body.field answers it; UNREADABLE for a body too long or
+    without a length."""
+    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+    length = readable_length(environ.get("CONTENT_LENGTH"), chunked)
     if length is None:
+        return UNREADABLE
+    if length == 0:
         return None
     raw = environ.get("ratekeeper.body")
     if raw is None:

@@ -1,10 +1,13 @@
 """A policy's ``identity:FIELD`` key reads a form or JSON body field at the
 awaited doors as at WSGI, Django and Rack: the ASGI middleware and the
 FastAPI policy dependency under uvicorn, over HTTP, on Redis. The body
-still reaches the route whole; a body too large to read, or hostile bytes,
-leaves the request unkeyed (not limited by that throttle), never broken."""
+still reaches the route whole; hostile bytes never break it; a body the
+door cannot read (too large, chunked, multipart, a type it does not parse)
+counts the client instead of the field, never skipping the throttle; a
+repeated field counts every value; look-alike spellings are one person."""
 
 import hashlib
+import http.client
 import json
 import os
 import urllib.error
@@ -58,14 +61,13 @@ def test_a_body_field_keys_the_throttle_and_the_body_reaches_the_route(base, rou
         assert seen == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}, "the body reached the route"
     # another person has a quota of their own
     assert post(url, as_json("bob@example.com"), "application/json")[0] == 200
-    # no field, a blank one, another content type: the throttle does not apply
-    for body, kind in [(b'{"password": "x"}', "application/json"), (as_json("   "), "application/json"),
-                       (b"email=alice@example.com", "text/plain")] * 2:
+    # no field, a blank one: the throttle does not apply
+    for body, kind in [(b'{"password": "x"}', "application/json"), (as_json("   "), "application/json")] * 2:
         assert post(url, body, kind)[0] == 200
 
 
 @pytest.mark.parametrize("route", ["/login", "/dep/login"])
-def test_hostile_and_large_bodies_pass_whole_and_unkeyed(base, route):
+def test_hostile_bodies_pass_whole(base, route):
     url = base + route
     hostile = [b"email=\xff\xfe%00\r\n", b'{"email": "a\\u0000b\\r\\nc"}', b"\xff" * 4096, b'{"email": ',
                b"email=" + b"%ff" * 20_000]
@@ -75,8 +77,49 @@ def test_hostile_and_large_bodies_pass_whole_and_unkeyed(base, route):
             assert status in (200, 429), (body[:40], kind, status)
             if status == 200:
                 assert seen["length"] == len(body)
+
+
+def post_chunked(url: str, body: bytes, kind: str = "application/json") -> int:
+    """The status of a POST whose body comes chunked (no Content-Length)."""
+    host, _, path = url[len("http://"):].partition("/")
+    conn = http.client.HTTPConnection(*host.split(":"), timeout=10)
+    try:
+        conn.putrequest("POST", "/" + path)
+        conn.putheader("Content-Type", kind)
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("route", ["/login", "/dep/login"])
+def test_a_body_the_door_cannot_read_counts_the_client(base, route):
+    url = base + route
     large = as_json("carol@example.com") + b" " * (70 * 1024)  # over the 64 KiB a door reads
-    for _ in range(4):
-        status, seen = post(url, large, "application/json")
-        assert status == 200, "too large to read for a key: not limited by that throttle"
-        assert seen == {"length": len(large), "sha256": hashlib.sha256(large).hexdigest()}
+    status, seen = post(url, large, "application/json")
+    assert status == 200 and seen == {"length": len(large), "sha256": hashlib.sha256(large).hexdigest()}
+    multipart = (b'--XyZ\r\nContent-Disposition: form-data; name="email"\r\n\r\ndave@example.com\r\n--XyZ--\r\n')
+    # each a fresh person, each a body this door does not read: the
+    # client's quota (2/minute) holds them all
+    statuses = [post_chunked(url, as_json("erin@example.com")),
+                post(url, multipart, "multipart/form-data; boundary=XyZ")[0],
+                post(url, b"email=frank@example.com", "text/plain")[0]]
+    assert statuses == [200, 429, 429], statuses
+
+
+@pytest.mark.parametrize("route", ["/login", "/dep/login"])
+def test_json_types_repeated_fields_and_look_alikes_are_one_person(base, route):
+    url = base + route
+    sent = [(as_json("alice@example.com"), "application/merge-patch+json"),
+            # junk first, the victim last (the value Django, Rack and Starlette serve)
+            (b"email=junk1%40example.com&email=alice%40example.com", "application/x-www-form-urlencoded"),
+            (as_json("\uff41lice@example.com"), "application/json"),  # a fullwidth a
+            (b"email=alice%40example.com&email=junk2%40example.com", "application/x-www-form-urlencoded"),
+            (as_json("alic\uff45@EXAMPLE.com"), "text/x-json")]
+    assert [post(url, body, kind)[0] for body, kind in sent] == [200, 200, 429, 429, 429]
+    # the junk of the second request was counted too: one left
+    assert [post(url, as_json("junk1@example.com"), "application/json")[0] for _ in range(2)] == [200, 429]

@@ -83,6 +83,19 @@ def forwarded_for(step: Dict[str, Any]) -> str:
     return ", ".join(x for x in (given, step.get("peer", PEER)) if x)
 
 
+def proxied(step: Dict[str, Any]) -> Dict[str, str]:
+    """A step's headers as a proxy on 127.0.0.1 (trusted by the policy)
+    passes them on: X-Forwarded-For with the step's peer appended, and a
+    tier claim (X-Plan) only from a trusted peer (the proxy in front clears
+    a client's own, as docs/edge.md says; the gate believes the header only
+    from a trusted proxy, which the direct doors show)."""
+    headers = dict(step.get("headers", {}))
+    if step.get("peer", PEER) != "127.0.0.1":
+        headers.pop("X-Plan", None)
+    headers["X-Forwarded-For"] = forwarded_for(step)
+    return headers
+
+
 def environ(step: Dict[str, Any]) -> Dict[str, Any]:
     """A WSGI environ (Django's META too) for a step of the table."""
     import io
@@ -177,7 +190,7 @@ def run_django(path: Path, case: str, is_async: bool) -> Run:
             url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
             headers = {"Host": "example.com", **step.get("headers", {})}
             if is_async:  # the test client's ASGI peer is 127.0.0.1: the table's peer comes as a proxy gives it
-                headers["X-Forwarded-For"] = forwarded_for(step)
+                headers = {"Host": "example.com", **proxied(step)}
                 response = asyncio.run(AsyncClient().generic(step["method"], url, headers=headers))
             else:
                 response = Client(REMOTE_ADDR=step.get("peer", PEER)).generic(step["method"], url, headers=headers)
@@ -195,11 +208,9 @@ def run_forward_auth(path: Path, case: str, tmp_path) -> Run:
     try:
         answers = []
         for step in TABLE["cases"][case]:
-            given = step.get("headers", {})
-            headers = {**given,
+            headers = {**proxied(step),
                        "X-Forwarded-Method": step["method"], "X-Forwarded-Host": "example.com",
-                       "X-Forwarded-Uri": step["path"] + (f"?{step['query']}" if step.get("query") else ""),
-                       "X-Forwarded-For": forwarded_for(step)}
+                       "X-Forwarded-Uri": step["path"] + (f"?{step['query']}" if step.get("query") else "")}
             answers.append(request(server.port, "/auth", headers))
         return answers, edge_cached_denials(server)
     finally:
@@ -219,7 +230,7 @@ def run_forward_auth_nginx(path: Path, case: str, tmp_path) -> Run:
         front, port = nginx(tmp_path, server.port, None, behind_proxy=True)
         answers = []
         for step in TABLE["cases"][case]:
-            headers = {**step.get("headers", {}), "Host": "example.com", "X-Forwarded-For": forwarded_for(step)}
+            headers = {**proxied(step), "Host": "example.com"}
             url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
             answers.append(request(port, url, headers, step["method"]))
         return answers, edge_cached_denials(server)
@@ -270,7 +281,7 @@ def run_rack_puma(path: Path, case: str, tmp_path) -> Run:
     try:
         answers = []
         for step in TABLE["cases"][case]:
-            headers = {**step.get("headers", {}), "Host": "example.com", "X-Forwarded-For": forwarded_for(step)}
+            headers = {**proxied(step), "Host": "example.com"}
             url = step["path"] + (f"?{step['query']}" if step.get("query") else "")
             answers.append(request(port, url, headers, step["method"]))
         return answers, None

@@ -7,13 +7,13 @@ blank or absent: not limited), the dotted path of a callable, or a callable
 ``f(request) -> str | bytes | None``. None means "not limited".
 """
 
-import json
 from typing import Any, Callable, Optional, Union
 
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies, identity
+from ratekeeper.body import UNREADABLE, Found, field, is_json, media_type
 
 Key = Optional[Union[str, bytes]]
 KeyFunc = Callable[[HttpRequest], Key]
@@ -37,17 +37,22 @@ def _user_pk(request: HttpRequest) -> Optional[str]:
     return str(user.pk)
 
 
-def body_field(request: HttpRequest, name: str) -> Any:
-    """Field `name` of a posted form, or of a JSON object body; None when absent."""
-    if name in request.POST:
-        return request.POST.get(name)
-    if (request.content_type or "").lower() == "application/json":
-        try:
-            body = json.loads(request.body or b"null")
-        except ValueError:
+def body_field(request: HttpRequest, name: str) -> Found:
+    """Field `name` of a posted form (urlencoded or multipart, as Django
+    parses it: each value of a repeated field), or of a JSON object body
+    (as ratekeeper.body reads one); None when absent; UNREADABLE for a body
+    of another type, which the app may parse itself."""
+    kind = media_type(request.content_type)
+    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        values = request.POST.getlist(name)
+        if not values:
             return None
-        return body.get(name) if isinstance(body, dict) else None
-    return None
+        return values[0] if len(values) == 1 else values
+    if is_json(kind):
+        return field(request.content_type, request.body, name)
+    has_body = request.META.get("CONTENT_LENGTH", "") not in ("", "0") or "chunked" in request.META.get(
+        "HTTP_TRANSFER_ENCODING", "").lower()
+    return UNREADABLE if has_body else None
 
 
 def kind_of(func: KeyFunc) -> str:
@@ -120,6 +125,8 @@ def _built_in(spec: object, proxies: TrustedProxies) -> Optional[KeyFunc]:
             # key can equal, so a fail2ban ban of what a client typed can
             # never ban an address or a user
             value = body_field(request, name)
+            if isinstance(value, list):  # a repeated field: the value Django serves
+                value = value[-1]
             found = identity(value) if isinstance(value, str) else None
             return None if found is None else f"{name}={found}"
 

@@ -46,26 +46,53 @@ module Ratekeeper
       # rather than sharing one key.
       def identity(name)
         value = field(name)
-        found = value && Ratekeeper.identity(value)
+        value = value.last if value.is_a?(Array) # a repeated field: the value Rack serves
+        found = value.is_a?(String) && Ratekeeper.identity(value)
         found && "#{name}=#{found}"
       end
 
-      # Field +name+ of a posted form or a JSON object body, as it came; nil
-      # when absent or not a string (what a policy's identity:FIELD reads).
+      # Field +name+ of a posted form or a JSON object body, as it came (what
+      # a policy's identity:FIELD reads): a String, an Array of them (a
+      # repeated urlencoded field: each is counted), nil when absent or not a
+      # string, false when the request has a body this door does not parse
+      # while the app may (the throttle then counts the client).
       def field(name)
-        value = form_data? || get? ? params[name.to_s] : nil
-        value = json_body[name.to_s] if value.nil? && media_type == "application/json"
-        value.is_a?(String) ? value : nil
+        name = name.to_s
+        type = media_type.to_s.downcase
+        value =
+          if JSON_TYPES.include?(type) || type.end_with?("+json")
+            json_body[name].to_s if json_body[name].is_a?(String) # a string, as every door reads JSON
+          elsif type == "application/x-www-form-urlencoded"
+            ::Rack::Utils.parse_query(raw_body)[name]
+          elsif form_data? || get?
+            params[name]
+          else
+            return body? ? false : nil
+          end
+        value.is_a?(Array) ? value.grep(String) : (value if value.is_a?(String))
       rescue ::Rack::Utils::ParameterTypeError, ::Rack::Utils::InvalidParameterError, EOFError
-        nil
+        false
       end
+
+      # The media types Rails reads as JSON (any +json too).
+      JSON_TYPES = ["application/json", "text/x-json", "application/jsonrequest"].freeze
 
       private
 
+      def body?
+        content_length.to_i.positive? || get_header("HTTP_TRANSFER_ENCODING").to_s.downcase.include?("chunked")
+      end
+
+      def raw_body
+        @raw_body ||= begin
+          input = body
+          input ? input.read.tap { input.rewind }.to_s : ""
+        end
+      end
+
       def json_body
         @json_body ||= begin
-          input = body
-          raw = input ? input.read.tap { input.rewind } : ""
+          raw = raw_body
           parsed = raw.empty? ? nil : JSON.parse(raw)
           parsed.is_a?(Hash) ? parsed : {}
         rescue JSON::ParserError
