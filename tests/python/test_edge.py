@@ -83,6 +83,67 @@ def test_through_the_proxy_limits_exactly_blocks_and_skips_exempt_paths(redis_ur
         assert server.stop() == 0, server.log()
 
 
+FORGED_POLICY = """
+trusted_proxies = ["127.0.0.1"]
+exempt_paths = ["/health"]
+[store]
+prefix = "{prefix}"
+[[throttle]]
+scope = "login"
+rules = "3/minute"
+key = "ip"
+paths = ["/login"]
+methods = ["POST"]
+[[throttle]]
+scope = "api"
+rules = "2/minute"
+key = "header:X-Api-Key"
+paths = ["/api/"]
+tiers = {{ pro = "100/minute" }}
+tier = "header:X-Plan"
+[[fail2ban]]
+name = "probes"
+paths = ['\\.php$']
+maxretry = 3
+bantime = 60
+"""
+
+# every header a client could send to name another request, client or tier
+FORGED = {"X-Forwarded-Uri": "/health", "X-Forwarded-Method": "GET", "X-Original-URI": "/health",
+          "X-Original-Method": "GET", "X-Forwarded-Host": "elsewhere.example", "X-Forwarded-For": "203.0.113.77",
+          "X-Real-IP": "203.0.113.78", "Forwarded": "for=203.0.113.79", "X-Plan": "pro"}
+
+
+@pytest.mark.parametrize("proxy", ["nginx", "caddy"])
+def test_forged_forwarded_headers_change_nothing(redis_url, tmp_path, proxy):
+    """The docs' nginx and Caddy recipes as they are, with every forwarded
+    header a client could forge sent beside real requests: the edge checks
+    the path, method, client and tier the proxy saw, never the claimed ones."""
+    prefix = unique_prefix()
+    server = EdgeServer(tmp_path, FORGED_POLICY.format(prefix=prefix), store=redis_url)
+    started = []
+    try:
+        app, app_port = gunicorn_django(tmp_path, "proxied", redis_url, prefix)
+        started.append(app)
+        front, port = (nginx if proxy == "nginx" else caddy)(tmp_path, server.port, app_port)
+        started.append(front)
+        # POST /login, forged and plain in turn: one client, one quota of 3
+        logins = [request(port, "/login", FORGED if i % 2 else None, "POST") for i in range(5)]
+        assert [a[0] for a in logins] == [200, 200, 200, 429, 429], [a[0] for a in logins]
+        assert logins[1][2] == b"django proxied /login", "the app served the real request"
+        # a claimed tier is the main rules (2/minute, not pro's 100)
+        api = [request(port, "/api/items", {**FORGED, "X-Api-Key": "k-1"}) for _ in range(3)]
+        assert [a[0] for a in api] == [200, 200, 429], [a[0] for a in api]
+        assert api[2][1]["x-ratelimit-limit"] == "2", api[2][1]
+        # probes behind a forged URI still strike: the third bans the client
+        assert [request(port, "/wp/x.php", FORGED)[0] for _ in range(3)] == [403, 403, 403]
+        assert request(port, "/page", FORGED)[0] == 403, "banned, whatever path it names"
+        assert request(port, "/health")[0] == 200, "the real exempt path is exempt"
+    finally:
+        stop_all(*started)
+        assert server.stop() == 0, server.log()
+
+
 def test_fail2ban_bans_the_client_at_the_edge(redis_url, tmp_path):
     prefix = unique_prefix()
     server = EdgeServer(tmp_path, API_POLICY.format(prefix=prefix, rules="5/minute"), store=redis_url)
