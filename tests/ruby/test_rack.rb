@@ -208,6 +208,41 @@ class TestRackIdentity < Minitest::Test
     assert_equal "élise", Ratekeeper.identity(" ÉLISE ")
   end
 
+  # A policy's identity:FIELD at the Rack door: every JSON type Rails parses,
+  # a repeated form field counted against each value, look-alikes as one
+  # person, and a body the door does not parse counted against the client
+  # (never skipped).
+  def test_a_policys_identity_field_is_the_apps_and_never_skipped
+    Dir.mktmpdir do |dir|
+      policy = File.join(dir, "policy.toml")
+      File.write(policy, <<~TOML)
+        [store]
+        url = "#{redis_url}"
+        prefix = "#{unique_prefix}"
+        [[throttle]]
+        scope = "login"
+        rules = "2/minute"
+        key = "identity:email"
+        paths = ["/login"]
+      TOML
+      mock = Rack::MockRequest.new(Ratekeeper::Rack::Middleware.new(HELLO_APP, policy: policy))
+      post = lambda do |body, type, peer = "198.51.100.1"|
+        mock.post("/login", input: body, "CONTENT_TYPE" => type, "REMOTE_ADDR" => peer).status
+      end
+      sent = [[JSON.generate("email" => "alice@example.com"), "text/x-json"],
+              ["email=junk1%40example.com&email=alice%40example.com", "application/x-www-form-urlencoded"],
+              [JSON.generate("email" => "\uFF41lice@example.com"), "application/jsonrequest"],
+              ["email=alice%40example.com&email=junk2%40example.com", "application/x-www-form-urlencoded"],
+              [JSON.generate("email" => "ALIC\uFF25@example.com"), "application/merge-patch+json"]]
+      assert_equal [200, 200, 429, 429, 429], sent.map { |body, type| post.call(body, type) }
+      # a body this door does not parse: the client's quota, not a skip
+      assert_equal [200, 200, 429], Array.new(3) { post.call("email=zed@example.com", "text/plain", "198.51.100.9") }
+      assert_equal 200, post.call("", "text/plain", "198.51.100.9"), "no body: the throttle does not apply"
+    end
+  end
+
+  HELLO_APP = ->(_env) { [200, {}, ["ok"]] }
+
   # An X-Api-Key that is not UTF-8, holds NUL or CR/LF, or runs to 4 KB is
   # limited exactly on every Redis path (the module's and the script's, a
   # single Redis and the Cluster), each key the first check of a fresh store.
