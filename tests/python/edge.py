@@ -204,8 +204,8 @@ def nginx(directory, server: int, app: Optional[int], behind_proxy: bool = False
     """nginx in front of `app`, asking ratekeeper-server on `server`, with
     README's server block as it is; `app` None: nginx answers "ok" as the
     app itself. `behind_proxy`: the client's X-Forwarded-For is passed on
-    with the peer appended ($proxy_add_x_forwarded_for), as an nginx behind
-    a load balancer passes it."""
+    with the peer appended ($proxy_add_x_forwarded_for), and X-Plan as it
+    came, as an nginx behind a load balancer that sets both passes them."""
     binary = need("nginx")
     proxy = free_port()
     root = os.path.join(str(directory), f"nginx-{proxy}")
@@ -215,9 +215,10 @@ def nginx(directory, server: int, app: Optional[int], behind_proxy: bool = False
     block = with_ports(readme_block("nginx"), server, app_port, proxy)
     if app is None:
         block += f'server {{\n listen 127.0.0.1:{app_port};\n location / {{ return 200 "ok"; }}\n}}\n'
-    if behind_proxy:
-        assert "X-Forwarded-For $remote_addr;" in block
+    if behind_proxy:  # the load balancer in front is trusted: it names the client and sets the tier
+        assert "X-Forwarded-For $remote_addr;" in block and 'X-Plan "";' in block
         block = block.replace("X-Forwarded-For $remote_addr;", "X-Forwarded-For $proxy_add_x_forwarded_for;")
+        block = block.replace('X-Plan "";', "X-Plan $http_x_plan;")
     conf = (f"{user}worker_processes 1;\nerror_log {root}/logs/error.log warn;\npid {root}/nginx.pid;\n"
             "events { worker_connections 256; }\n"
             f"http {{\n access_log off;\n client_body_temp_path {root}/body;\n proxy_temp_path {root}/proxy;\n"

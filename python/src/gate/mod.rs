@@ -188,7 +188,9 @@ twins! {
         /// what the policy's callables are called with (the environ, the
         /// scope, the request); `body(field)` and `user()` are called only when
         /// a throttle that applies needs them, at once (awaited too: on the
-        /// loop); `cost` (default 1).
+        /// loop); `body` answers a field's value, a list of them (a repeated
+        /// field: each is counted), None when absent, or False when the door
+        /// cannot read the body (the client is counted); `cost` (default 1).
         #[pyo3(signature = (method, path, host, peer, headers, query = "", *, context = None,
                             body = None, user = None, cost = None))]
         fn decide / adecide(self, py, method: &str, path: &str, host: &str, peer: &str,

@@ -40,7 +40,9 @@ module Ratekeeper
     # The verdict on a request: its +method+, decoded +path+, +host+, +peer+
     # (REMOTE_ADDR), +headers+ (the Rack env: its HTTP_ keys), the +query+ string;
     # +context+ is what the callables are called with; +body+ (a callable
-    # taking a field name) and +user+ (a callable) are called only when a
+    # taking a field name: a String, an Array of them for a repeated field,
+    # nil when absent, false when the door cannot read the body, which
+    # counts the client) and +user+ (a callable) are called only when a
     # throttle that applies needs them; +cost+ (default 1).
     def decide(method:, path:, host:, peer:, headers:, query: "", context: nil, body: nil, user: nil, cost: nil)
       _decide(method, path, host, peer, headers, query, context, @callables || [], body, user, cost)
