@@ -11,6 +11,7 @@ package adds the WSGI middleware (``ratekeeper.wsgi``) and the Django app
 """
 
 from ratekeeper._ratekeeper import (
+    CONSOLE_CSP,
     CONSOLE_STYLE,
     DEFAULTS,
     Admin,
@@ -38,6 +39,7 @@ from ratekeeper._ratekeeper import (
 )
 
 __all__ = [
+    "CONSOLE_CSP",
     "CONSOLE_STYLE",
     "DEFAULTS",
     "Admin",

@@ -8,6 +8,8 @@ __version__: str
 DEFAULTS: Dict[str, Any]
 CONSOLE_STYLE: str
 """The operations consoles' style sheet (the Django page's and Ratekeeper::Web's)."""
+CONSOLE_CSP: str
+"""The Content-Security-Policy of every response of the operations consoles (the Django page's and Ratekeeper::Web's)."""
 
 def _panic_for_tests() -> None: ...
 def check_all(

@@ -46,6 +46,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<net::TrustedProxies>()?;
     m.add("DEFAULTS", settings::defaults(m.py())?)?;
     m.add("CONSOLE_STYLE", ratekeeper_core::admin::CONSOLE_STYLE)?;
+    m.add("CONSOLE_CSP", ratekeeper_core::admin::CONSOLE_CSP)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(limiter::check_all, m)?)?;

@@ -21,7 +21,7 @@ from django.db import connections
 from django.test import Client, override_settings
 from django.test.testcases import LiveServerThread, _StaticFilesHandler
 
-from ratekeeper import Admin, Limiter
+from ratekeeper import CONSOLE_CSP, Admin, Limiter
 from browsing import (add, block_from_the_top, burst_from_one_network, burst_on_top, find, flash, listed, rows,
                       status_of, submit, wait)
 from conftest import unique_prefix
@@ -356,6 +356,54 @@ def test_the_new_forms_need_staff_and_the_csrf_token(config, admin):
     assert outsider.post("/ratekeeper/switches", {"shadow": "on", "confirm": "yes"}).status_code == 302
     assert outsider.get("/ratekeeper/key", {"key": "user:1"}).status_code == 302
     assert admin.switches()["shadow"] is False and admin.inspect("user:1")["tier"] is None
+
+
+def test_every_console_response_is_unframeable_under_the_consoles_csp(config, admin):
+    """Each page, POST answer, redirect and refusal of the console carries
+    X-Frame-Options: DENY and the Content-Security-Policy Ratekeeper::Web
+    sends (the core's CONSOLE_CSP), though the example project's middleware
+    sends neither."""
+    assert "django.middleware.clickjacking.XFrameOptionsMiddleware" not in settings.MIDDLEWARE
+    staff = Client(enforce_csrf_checks=True)
+    staff.force_login(make_user(staff=True))
+    outsider = Client()
+    outsider.force_login(make_user(staff=False))
+    responses = {"refused, no CSRF token": staff.post("/ratekeeper/add", {"list": "block", "target": "user:5"}),
+                 "the page": staff.get("/ratekeeper/"),
+                 "the page over 60m": staff.get("/ratekeeper/", {"window": "60m"}),
+                 "a key's card": staff.get("/ratekeeper/key", {"key": "user:5"}),
+                 "no key": staff.get("/ratekeeper/key"),
+                 "a wrong method": staff.get("/ratekeeper/add"),
+                 "a non-staff GET": outsider.get("/ratekeeper/"),
+                 "a non-staff POST": outsider.post("/ratekeeper/switches", {"shadow": "on"})}
+    token = staff.cookies[settings.CSRF_COOKIE_NAME].value
+
+    def post(path: str, **form: str):
+        return staff.post(path, {**form, "csrfmiddlewaretoken": token})
+
+    responses.update({
+        "add": post("/ratekeeper/add", list="block", target="user:5", reason="drill"),
+        "add, bad input": post("/ratekeeper/add", list="nope", target=""),
+        "extend": post("/ratekeeper/extend", kind="blocklist", target="user:5"),
+        "extend, bad input": post("/ratekeeper/extend", kind="tier", target="user:5"),
+        "remove": post("/ratekeeper/remove", kind="blocklist", target="user:5"),
+        "remove, bad input": post("/ratekeeper/remove", kind="tier", target="user:5"),
+        "switches, to confirm": post("/ratekeeper/switches", shadow="on"),
+        "switches, bad input": post("/ratekeeper/switches", shadow="maybe"),
+        "switches, confirmed": post("/ratekeeper/switches", shadow="off", confirm="yes"),
+        "a tier set on a card": post("/ratekeeper/key", key="user:5", action="tier", value="pro"),
+        "a card's bad action": post("/ratekeeper/key", key="user:5", action="nope"),
+    })
+    assert {what: r.status_code for what, r in responses.items()} == {
+        "refused, no CSRF token": 403, "the page": 200, "the page over 60m": 200, "a key's card": 200,
+        "no key": 400, "a wrong method": 405, "a non-staff GET": 302, "a non-staff POST": 302, "add": 302,
+        "add, bad input": 400, "extend": 302, "extend, bad input": 400, "remove": 302, "remove, bad input": 400,
+        "switches, to confirm": 200, "switches, bad input": 400, "switches, confirmed": 302,
+        "a tier set on a card": 302, "a card's bad action": 400}
+    guard = {"X-Frame-Options": "DENY", "Content-Security-Policy": CONSOLE_CSP}
+    unguarded = {what: {name: r.get(name) for name in guard} for what, r in responses.items()
+                 if any(r.get(name) != value for name, value in guard.items())}
+    assert unguarded == {}
 
 
 # -- a denied key that is not its own text ------------------------------------

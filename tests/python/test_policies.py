@@ -224,6 +224,21 @@ def test_the_command_line_records_each_change_as_the_os_users_and_history_prints
     assert [c["action"] for c in asyncio.run(awaited())] == [c["action"] for c in admin.history(5)]
 
 
+def test_a_wrapper_names_the_actor_by_actor_over_the_environment_over_the_os_user(site, monkeypatch):
+    """A wrapper that knows who asked names the actor the audit trail records:
+    ``--actor NAME`` wins over ``$RATEKEEPER_ACTOR``, which wins over the OS user."""
+    import getpass
+
+    monkeypatch.delenv("RATEKEEPER_ACTOR", raising=False)
+    assert cli(site, "block", "user:9", "--reason", "abuse")[0] == 0
+    monkeypatch.setenv("RATEKEEPER_ACTOR", "oncall:bob")
+    assert cli(site, "set-tier", "user:9", "pro")[0] == 0
+    assert cli(site, "unblock", "user:9", "--actor", "ticket-42:alice")[0] == 0
+    changes = admin(site).history(3)
+    assert [(c["actor"], c["action"]) for c in changes] == [
+        ("ticket-42:alice", "unblock"), ("oncall:bob", "tier"), (getpass.getuser(), "block")]
+
+
 def test_who_is_limited_now_from_every_process_on_the_command_line_and_awaited(site):
     """Denials made in two processes (this one and a child's) are summed by
     top_denied and ``ratekeeper top``; hostile keys print escaped."""

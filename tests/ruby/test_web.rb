@@ -186,6 +186,37 @@ class TestWeb < Minitest::Test
     assert_includes browser.last["content-security-policy"], "default-src 'none'"
   end
 
+  def test_every_response_is_unframeable_under_the_consoles_csp
+    browser, = on_redis
+    refused = Browser.new(app(auth: ->(_env) { false }))
+    refused.get("/ops/")
+    seen = { "unconfigured" => Ratekeeper::Web.call({})[0, 2], "refused" => [refused.last.status, refused.last.headers] }
+    token = browser.token
+    visit = lambda do |what, method, path, form = nil|
+      method == :get ? browser.get(path) : browser.post(path, { "csrf" => token }.merge(form))
+      seen[what] = [browser.last.status, browser.last.headers]
+    end
+    visit.call("the page", :get, "/ops/")
+    visit.call("nothing here", :get, "/ops/nowhere")
+    visit.call("a key's card", :get, "/ops/key?key=user:5")
+    visit.call("add", :post, "/ops/add", { "list" => "block", "target" => "user:5" })
+    visit.call("add, bad input", :post, "/ops/add", { "list" => "nope" })
+    visit.call("extend", :post, "/ops/extend", { "kind" => "blocklist", "target" => "user:5" })
+    visit.call("remove", :post, "/ops/remove", { "kind" => "blocklist", "target" => "user:5" })
+    visit.call("switches, to confirm", :post, "/ops/switches", { "shadow" => "on" })
+    visit.call("switches, confirmed", :post, "/ops/switches", { "shadow" => "off", "confirm" => "yes" })
+    visit.call("a tier set on a card", :post, "/ops/key", { "key" => "user:5", "action" => "tier", "value" => "pro" })
+    visit.call("no CSRF token", :post, "/ops/add", { "csrf" => "x" })
+    assert_equal({ "unconfigured" => 403, "refused" => 403, "the page" => 200, "nothing here" => 404, "a key's card" => 200, "add" => 303,
+                   "add, bad input" => 400, "extend" => 303, "remove" => 303, "switches, to confirm" => 200,
+                   "switches, confirmed" => 303, "a tier set on a card" => 303, "no CSRF token" => 403 },
+                 seen.transform_values(&:first))
+    guard = { "x-frame-options" => "DENY", "content-security-policy" => Ratekeeper::CONSOLE_CSP }
+    unguarded = seen.transform_values { |(_, headers)| guard.keys.to_h { |name| [name, headers[name]] } }
+                    .reject { |_, headers| headers == guard }
+    assert_empty unguarded
+  end
+
   def test_switches_need_a_confirmation_and_a_keys_card_sets_its_tier
     browser, admin = on_redis
     browser.post("/ops/switches", { "csrf" => browser.token, "shadow" => "on", "multiplier" => "2", "reason" => "drill" })

@@ -28,6 +28,12 @@ use std::sync::Arc;
 /// `Ratekeeper::CONSOLE_STYLE`.
 pub const CONSOLE_STYLE: &str = include_str!("console.css");
 
+/// The `Content-Security-Policy` of every response of the operations
+/// consoles (sent with `X-Frame-Options: DENY`), one for both:
+/// `ratekeeper.CONSOLE_CSP`, `Ratekeeper::CONSOLE_CSP`. The pages load
+/// nothing, run no script, style themselves inline and post to themselves.
+pub const CONSOLE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'";
+
 /// What is stored for one key or address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspection {

@@ -4,9 +4,10 @@ history, top.
 
 Every command takes ``--store URL`` (default ``$RATEKEEPER_STORE`` or
 ``redis://127.0.0.1:6379/0``), ``--prefix`` (default ``$RATEKEEPER_PREFIX``
-or ``rk``: the limiters' prefix) and ``--json``. Every change is recorded in
-the store's audit trail as the OS user's, with ``--reason``; ``history``
-reads it back. Exit codes: 0 done, 1 the store failed, 2 bad arguments, 3
+or ``rk``: the limiters' prefix), ``--actor`` and ``--json``. Every change
+is recorded in the store's audit trail, with ``--reason``, as made by
+``--actor NAME``, else ``$RATEKEEPER_ACTOR``, else the OS user (``$USER``);
+``history`` reads it back. Exit codes: 0 done, 1 the store failed, 2 bad arguments, 3
 not found (unblock or unsafelist of a target that is not listed).
 """
 
@@ -70,6 +71,12 @@ def os_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a bare container)
         return f"uid {os.getuid()}"
+
+
+def actor(given: Optional[str]) -> str:
+    """Who a command's changes are recorded as: ``given`` (``--actor``), else
+    ``$RATEKEEPER_ACTOR`` (a wrapper that knows who asked), else the OS user."""
+    return given or os.environ.get("RATEKEEPER_ACTOR") or os_user()
 
 
 def utc(at: float) -> str:
@@ -230,6 +237,9 @@ class Command:
         parser: argparse.ArgumentParser = subparsers.add_parser(self.NAME, help=self.help, description=self.help)
         self.arguments(parser)
         store_arguments(parser)
+        parser.add_argument("--actor", metavar="NAME",
+                            help="who the audit trail records the changes as (default: $RATEKEEPER_ACTOR, "
+                                 "else the OS user)")
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.set_defaults(run=self.run)
         return parser
@@ -242,7 +252,7 @@ class Command:
                     "--store memory:// is this command's own memory, gone when it exits: give the Redis URL "
                     "your limiters use (or set RATEKEEPER_STORE)"
                 )
-            admin = Admin(args.store, prefix=args.prefix, redis_module=args.redis_module, actor=os_user())
+            admin = Admin(args.store, prefix=args.prefix, redis_module=args.redis_module, actor=actor(args.actor))
             result = self.action(admin, args)
         except (ConfigurationError, TypeError) as exc:
             parser.print_usage(sys.stderr)

@@ -17,9 +17,10 @@ DjangoTemplates engine with ``APP_DIRS``. The views protect themselves
 against CSRF, with or without ``CsrfViewMiddleware``.
 """
 
+import functools
 import time
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -30,7 +31,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from ratekeeper._ratekeeper import CONSOLE_STYLE, Admin, ConfigurationError, StorageError
+from ratekeeper._ratekeeper import CONSOLE_CSP, CONSOLE_STYLE, Admin, ConfigurationError, StorageError
 from ratekeeper.cli.admin import time_left
 from ratekeeper.django.conf import get_config
 
@@ -45,6 +46,27 @@ WINDOWS = {"5m": 300, "60m": 3600}
 """The windows the page shows who is limited over."""
 CHART = (360, 60)
 """The denials-per-minute chart's width and height, in pixels."""
+
+
+HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": CONSOLE_CSP, "X-Content-Type-Options": "nosniff",
+           "Cache-Control": "no-store"}
+"""The headers of every response of the console, whatever the project's
+middleware sends (Ratekeeper::Web sends the same): never framed, no script,
+nothing loaded, posted only to itself, never cached."""
+
+
+def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """`view` with the console's HEADERS on each of its responses (its
+    pages, redirects and refusals, the login redirect included)."""
+
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        for name, value in HEADERS.items():
+            response[name] = value
+        return response
+
+    return guarded
 
 
 def _admin(request: HttpRequest) -> Admin:
@@ -147,6 +169,7 @@ def _page(request: HttpRequest, form: Optional[Dict[str, str]] = None, errors: O
     return _render(request, TEMPLATE, context, status)
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 @require_GET
@@ -155,6 +178,7 @@ def policies(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 @require_POST
@@ -191,6 +215,7 @@ def add_entry(request: HttpRequest) -> HttpResponse:
     return _page(request, form, errors, status=400)
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 @require_POST
@@ -224,6 +249,7 @@ def remove_entry(request: HttpRequest) -> HttpResponse:
 WEEK = 7 * 86400
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 @require_POST
@@ -261,6 +287,7 @@ def extend_entry(request: HttpRequest) -> HttpResponse:
 SWITCHES = ("enabled", "shadow")
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 @require_POST
@@ -312,6 +339,7 @@ def _usage(admin: Admin, key: str, tag: bool) -> List[Dict[str, Any]]:
     return usage
 
 
+@_guarded
 @staff_member_required
 @csrf_protect
 def key_card(request: HttpRequest) -> HttpResponse:

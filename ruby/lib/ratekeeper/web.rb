@@ -47,9 +47,12 @@ module Ratekeeper
     CHART = [360, 60].freeze
     CSRF = "ratekeeper.csrf"
     FLASH = "ratekeeper.flash"
-    HEADERS = { "content-type" => "text/html; charset=utf-8", "cache-control" => "no-store",
-                "x-frame-options" => "DENY", "x-content-type-options" => "nosniff",
-                "content-security-policy" => "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'" }.freeze
+    # The headers of every response, its redirects too (the Django page
+    # sends the same): never framed, no script, nothing loaded, posted only
+    # to itself, never cached.
+    GUARD = { "cache-control" => "no-store", "x-frame-options" => "DENY", "x-content-type-options" => "nosniff",
+              "content-security-policy" => CONSOLE_CSP }.freeze
+    HEADERS = { "content-type" => "text/html; charset=utf-8", **GUARD }.freeze
 
     class << self
       # Configures the console that +mount Ratekeeper::Web+ serves (the
@@ -63,7 +66,7 @@ module Ratekeeper
       def call(env)
         return @app.call(env) if @app
 
-        [403, { "content-type" => "text/plain" },
+        [403, { "content-type" => "text/plain", **GUARD },
          ["Ratekeeper::Web is not configured: call Ratekeeper::Web.configure(auth: ->(env) { ... }) " \
           "in an initializer (there is no default that lets anyone in)\n"]]
       end
@@ -400,7 +403,8 @@ module Ratekeeper
         errors = tag ? [BY_TAG] : assign(key) if @request.post?
         if @request.post? && errors.empty?
           @session[FLASH] = "#{field("value").strip.empty? ? "Cleared" : "Set"} #{key}'s #{field("action")}."
-          return [303, { "location" => "#{@request.script_name}/key?#{::Rack::Utils.build_query("key" => key)}" }, []]
+          card = "#{@request.script_name}/key?#{::Rack::Utils.build_query("key" => key)}"
+          return [303, GUARD.merge("location" => card), []]
         end
 
         usage = @scopes.map { |scope, rules| [scope, admin.usage(key, rules, scope: scope, tag: tag).rules] }
@@ -443,7 +447,7 @@ module Ratekeeper
 
       def redirect(message)
         @session[FLASH] = message
-        [303, { "location" => "#{@request.script_name}/" }, []]
+        [303, GUARD.merge("location" => "#{@request.script_name}/"), []]
       end
     end
     private_constant :Page, :Helpers, :Visit

@@ -16,7 +16,7 @@ use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
 use ratekeeper_engine::{check, layout, Check, Rules, Seen, Write};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const SHARDS: usize = 32;
@@ -53,14 +53,22 @@ impl Logs {
             .1
     }
 
-    fn remove(&mut self, hash: u64, id: &[u8]) {
-        if let Ok(found) = self.0.find_entry(hash, |(k, _)| k == id) {
-            found.remove();
+    /// Removes the log `id`; whether there was one.
+    fn remove(&mut self, hash: u64, id: &[u8]) -> bool {
+        match self.0.find_entry(hash, |(k, _)| k == id) {
+            Ok(found) => {
+                found.remove();
+                true
+            }
+            Err(_) => false,
         }
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&Log) -> bool) {
+    /// Keeps the logs `keep` says yes to; how many it dropped.
+    fn retain(&mut self, mut keep: impl FnMut(&Log) -> bool) -> usize {
+        let before = self.0.len();
         self.0.retain(|(_, log)| keep(log));
+        before - self.0.len()
     }
 
     fn len(&self) -> usize {
@@ -79,21 +87,29 @@ impl Logs {
 #[derive(Debug)]
 struct Shard {
     logs: Logs,
-    /// The newest time this shard has been given: keys expire by it.
-    newest_ms: u64,
-    /// Size at which expired keys are next swept out.
+    /// Size at which this shard's expired keys are next swept out.
     sweep_at: usize,
 }
 
 /// In-process store: a key expires after its longest window (by the newest
-/// time the store has been given), and at most `max_keys` keys are held; past
-/// that, the keys closest to expiry are evicted first. Policies (listings,
-/// tiers, overrides, switches, strikes) are held in-process too.
+/// time the store has been given), and at most `max_keys` keys are held (in
+/// all shards together). A new key finding the store full first sweeps out
+/// every expired key (a log whose windows have all emptied); only when the
+/// store is still over seven eighths full are live keys evicted, those
+/// closest to expiry first, down to seven eighths: their quotas start
+/// afresh. Policies (listings, tiers, overrides, switches, strikes) are
+/// held in-process too.
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
-    shard_max: usize,
+    max_keys: usize,
+    /// The keys held, in every shard (changed under the shard's lock).
+    held: AtomicUsize,
+    /// The newest time the store has been given: keys expire by it.
+    newest_ms: AtomicU64,
+    /// Held by the one check making room in a full store.
+    making_room: Mutex<()>,
     policies: Mutex<Policies>,
     /// Whether any key has a record: checks skip the policy lock until one does.
     has_records: AtomicBool,
@@ -105,20 +121,21 @@ pub struct MemoryStore {
 impl MemoryStore {
     /// An empty store holding at most `max_keys` keys.
     pub fn new(max_keys: usize) -> MemoryStore {
-        let shard_max = max_keys.div_ceil(SHARDS).max(1);
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
                     logs: Logs::default(),
-                    newest_ms: 0,
-                    sweep_at: FIRST_SWEEP.min(shard_max),
+                    sweep_at: FIRST_SWEEP,
                 })
             })
             .collect();
         MemoryStore {
             shards,
             hasher: RandomState::new(),
-            shard_max,
+            max_keys: max_keys.max(1),
+            held: AtomicUsize::new(0),
+            newest_ms: AtomicU64::new(0),
+            making_room: Mutex::new(()),
             policies: Mutex::new(Policies::default()),
             has_records: AtomicBool::new(false),
             version: AtomicU64::new(0),
@@ -134,10 +151,12 @@ impl MemoryStore {
         }
         for shard in &self.shards {
             let mut shard = lock(shard);
+            self.held.fetch_sub(shard.logs.len(), Ordering::AcqRel);
             shard.logs.clear();
-            shard.newest_ms = 0; // a test's frozen clock may be earlier than the real one
-            shard.sweep_at = FIRST_SWEEP.min(self.shard_max);
+            shard.sweep_at = FIRST_SWEEP;
         }
+        // a test's frozen clock may be earlier than the real one
+        self.newest_ms.store(0, Ordering::Release);
         *self.policies() = Policies::default();
         self.has_records.store(false, Ordering::Release);
         self.version.fetch_add(1, Ordering::AcqRel);
@@ -165,8 +184,13 @@ impl MemoryStore {
     /// The shard of the log whose id hashes to `hash` (bits the shard's
     /// table does not index by).
     fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        lock(&self.shards[(hash >> 40) as usize % SHARDS])
+        lock(&self.shards[shard_of(hash)])
     }
+}
+
+/// The index of the shard of the log whose id hashes to `hash`.
+fn shard_of(hash: u64) -> usize {
+    (hash >> 40) as usize % SHARDS
 }
 
 /// Where a key's log is held: its tag, and its scope after a NUL.
@@ -187,28 +211,72 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl Shard {
-    /// Makes room for one more key: sweeps expired keys, then evicts the keys
-    /// closest to expiry if the shard is still full.
-    fn make_room(&mut self, shard_max: usize) {
-        if self.logs.len() >= self.sweep_at || self.logs.len() >= shard_max {
-            let now = self.newest_ms;
-            self.logs.retain(|log| log.expires_at > now);
-            self.sweep_at = (self.logs.len() * 2).clamp(FIRST_SWEEP.min(shard_max), shard_max);
+    /// Sweeps out the logs expired by `now` (the store's newest time);
+    /// how many it dropped.
+    fn sweep(&mut self, now: u64) -> usize {
+        let dropped = self.logs.retain(|log| log.expires_at > now);
+        self.sweep_at = (self.logs.len() * 2).max(FIRST_SWEEP);
+        dropped
+    }
+}
+
+/// `held` less `n`, under the lock of the shard `n` keys left.
+fn forget(held: &AtomicUsize, n: usize) {
+    if n > 0 {
+        held.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+impl MemoryStore {
+    /// Makes room in a full store (one check at a time; no shard lock held
+    /// by the caller): sweeps every shard's expired keys, then, only if the
+    /// store is still over seven eighths full, evicts the live keys closest
+    /// to expiry down to seven eighths. Each call frees an eighth of
+    /// `max_keys`, so its cost (a pass over the keys) is spread over the
+    /// eighth of new keys that follow.
+    fn make_room(&self) {
+        let _one = self
+            .making_room
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.held.load(Ordering::Acquire) < self.max_keys {
+            return; // another check made room meanwhile
         }
-        if self.logs.len() >= shard_max {
-            let keep = shard_max - shard_max.div_ceil(8);
-            let mut expiries: Vec<u64> = self.logs.values().map(|log| log.expires_at).collect();
-            let cut = expiries.len() - keep;
-            let (_, &mut threshold, _) = expiries.select_nth_unstable(cut.saturating_sub(1));
-            let mut to_drop = cut;
-            self.logs.retain(|log| {
-                if to_drop > 0 && log.expires_at <= threshold {
-                    to_drop -= 1;
+        let now = self.newest_ms.load(Ordering::Acquire);
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            let dropped = shard.sweep(now);
+            forget(&self.held, dropped);
+        }
+        let low = self.max_keys - self.max_keys.div_ceil(8);
+        if self.held.load(Ordering::Acquire) <= low {
+            return; // expired keys made the room: no live key is evicted
+        }
+        // every key left is live: evict those closest to expiry
+        let mut expiries: Vec<u64> = Vec::new();
+        for shard in &self.shards {
+            expiries.extend(lock(shard).logs.values().map(|log| log.expires_at));
+        }
+        let cut = expiries.len().saturating_sub(low);
+        if cut == 0 {
+            return;
+        }
+        let (below, &mut threshold, _) = expiries.select_nth_unstable(cut - 1);
+        // all keys expiring before the threshold go, and enough of those at it
+        let mut ties = cut - below.iter().filter(|&&at| at < threshold).count();
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            let dropped = shard.logs.retain(|log| {
+                if log.expires_at < threshold {
+                    false
+                } else if log.expires_at == threshold && ties > 0 {
+                    ties -= 1;
                     false
                 } else {
                     true
                 }
             });
+            forget(&self.held, dropped);
         }
     }
 }
@@ -279,7 +347,10 @@ impl LogStore for MemoryStore {
         self.after_reset();
         let id = log_id(tag, scope);
         let hash = self.hash(&id);
-        self.shard(hash).logs.remove(hash, &id);
+        let mut shard = self.shard(hash);
+        if shard.logs.remove(hash, &id) {
+            forget(&self.held, 1);
+        }
         Ok(())
     }
 }
@@ -303,36 +374,56 @@ impl MemoryStore {
             &scoped
         };
         let hash = self.hash(id);
-        let mut shard = self.shard(hash);
-        shard.newest_ms = shard.newest_ms.max(now as u64);
-        let shard_newest = shard.newest_ms;
-        let live = shard
-            .logs
-            .get(hash, id)
-            .filter(|log| log.expires_at > shard_newest);
-        let had_log = live.is_some();
-        let (seen, write) = check(Check {
-            stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
-            rules,
-            cost: request.cost as i64,
-            now,
-            clock: None,
-            writing: request.mode == Mode::Check,
-        })
-        .map_err(|damaged| Error::storage(damaged.to_string()))?;
-        if write != Write::Nothing {
+        // (a load, and a write only when time moved on)
+        if now as u64 > self.newest_ms.load(Ordering::Relaxed) {
+            self.newest_ms.fetch_max(now as u64, Ordering::AcqRel);
+        }
+        let mut made_room = false;
+        loop {
+            let mut shard = self.shard(hash);
+            let newest_ms = self.newest_ms.load(Ordering::Acquire);
+            let live = shard
+                .logs
+                .get(hash, id)
+                .filter(|log| log.expires_at > newest_ms);
+            let had_log = live.is_some();
+            let (seen, write) = check(Check {
+                stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
+                rules,
+                cost: request.cost as i64,
+                now,
+                clock: None,
+                writing: request.mode == Mode::Check,
+            })
+            .map_err(|damaged| Error::storage(damaged.to_string()))?;
+            if write == Write::Nothing {
+                return Ok(seen);
+            }
             if !had_log {
-                shard.logs.remove(hash, id);
-                let shard_max = self.shard_max;
-                shard.make_room(shard_max);
+                // a new key: room for it, in a full store made without this
+                // shard's lock, then the check again (the log may have changed)
+                if !made_room && self.held.load(Ordering::Acquire) >= self.max_keys {
+                    drop(shard);
+                    self.make_room();
+                    made_room = true;
+                    continue;
+                }
+                if shard.logs.remove(hash, id) {
+                    forget(&self.held, 1); // its expired log
+                }
+                if shard.logs.len() >= shard.sweep_at {
+                    let dropped = shard.sweep(newest_ms);
+                    forget(&self.held, dropped);
+                }
+                self.held.fetch_add(1, Ordering::AcqRel);
             }
             let longest = rules.windows.iter().copied().max().unwrap_or(0);
             let log = shard.logs.get_or_default(hash, id, &self.hasher);
             write.apply(&mut log.bytes);
             let newest = layout::newest(&log.bytes).unwrap_or(now);
             log.expires_at = (newest + longest).max(0) as u64;
+            return Ok(seen);
         }
-        Ok(seen)
     }
 }
 

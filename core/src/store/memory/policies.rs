@@ -2,7 +2,7 @@
 //! (listings, tiers, overrides, the shared hashes) and the fail2ban
 //! strikes, held in-process; the strikes counted by the engine.
 
-use super::{MemoryStore, SHARDS};
+use super::MemoryStore;
 use crate::error::Result;
 use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::store::{HashFields, PolicyStore};
@@ -174,7 +174,7 @@ impl PolicyStore for MemoryStore {
         id.push(0);
         id.extend_from_slice(rule.name.as_bytes());
         let mut policies = self.policies();
-        if policies.strikes.len() >= self.shard_max * SHARDS {
+        if policies.strikes.len() >= self.max_keys {
             policies.strikes.retain(|_, (_, lapses)| *lapses > now);
         }
         let (times, lapses) = policies.strikes.entry(id.clone()).or_default();

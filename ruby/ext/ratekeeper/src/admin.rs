@@ -229,10 +229,12 @@ impl Admin {
     }
 }
 
-/// Defines `Ratekeeper::Admin`'s native methods and
-/// `Ratekeeper::CONSOLE_STYLE` (the consoles' style sheet).
+/// Defines `Ratekeeper::Admin`'s native methods,
+/// `Ratekeeper::CONSOLE_STYLE` (the consoles' style sheet) and
+/// `Ratekeeper::CONSOLE_CSP` (their Content-Security-Policy).
 pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     module.const_set("CONSOLE_STYLE", core::admin::CONSOLE_STYLE)?;
+    module.const_set("CONSOLE_CSP", core::admin::CONSOLE_CSP)?;
     let class = module.define_class("Admin", ruby.class_object())?;
     class.define_singleton_method("_open", function!(Admin::open, 4))?;
     class.define_method("_add", method!(Admin::add, 9))?;
