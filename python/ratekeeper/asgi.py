@@ -50,8 +50,7 @@ async def read_body(scope: Scope, receive: Receive) -> Tuple[Optional[bytes], Re
     ``MAX_BODY`` (b"" when it has none; None when it has one the door may
     not read, and nothing is read), and the ``receive`` the app is then
     given: every message read, then the rest."""
-    chunked = "chunked" in (header(scope, b"transfer-encoding") or "").lower()
-    length = readable_length(header(scope, b"content-length"), chunked)
+    length = readable_length(header(scope, b"content-length"), header(scope, b"transfer-encoding"))
     if length is None:
         return None, receive
     if length == 0:

@@ -29,13 +29,13 @@ Found = Union[None, str, List[str], Literal[False]]
 _JSON_TYPES = ("application/json", "text/x-json", "application/jsonrequest")
 
 
-def readable_length(content_length: Optional[str], chunked: bool = False) -> Optional[int]:
+def readable_length(content_length: Optional[str], transfer_encoding: Optional[str] = None) -> Optional[int]:
     """How much of the body a door reads for a field: its length (1 to
     ``MAX_BODY`` bytes, as ``Content-Length`` says); 0 when the request has
     no body; None when it has one the door may not read (longer, chunked
     without a length, a length that is not a number)."""
     if content_length is None or content_length == "":
-        return None if chunked else 0
+        return None if "chunked" in (transfer_encoding or "").lower() else 0
     try:
         length = int(content_length)
     except ValueError:

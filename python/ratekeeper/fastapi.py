@@ -170,8 +170,7 @@ async def _decide(gate: Gate, request: Request, response: Response, cost: int,
     a body field reads the body (Starlette keeps it for the route)."""
     body = None
     if gate.reads_body:
-        chunked = "chunked" in request.headers.get("transfer-encoding", "").lower()
-        if readable_length(request.headers.get("content-length"), chunked) is None:
+        if readable_length(request.headers.get("content-length"), request.headers.get("transfer-encoding")) is None:
             body = unreadable
         else:
             body = partial(field, request.headers.get("content-type"), await request.body())

@@ -38,8 +38,7 @@ def body_field(environ: Environ, name: str) -> Found:
     ratekeeper.body.MAX_BODY bytes, and put back for the app), as
     ratekeeper.body.field answers it; UNREADABLE for a body too long or
     without a length."""
-    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    length = readable_length(environ.get("CONTENT_LENGTH"), chunked)
+    length = readable_length(environ.get("CONTENT_LENGTH"), environ.get("HTTP_TRANSFER_ENCODING"))
     if length is None:
         return UNREADABLE
     if length == 0:

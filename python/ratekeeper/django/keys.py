@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies, identity
-from ratekeeper.body import UNREADABLE, Found, field, is_json, media_type
+from ratekeeper.body import UNREADABLE, Found, field, is_json, media_type, readable_length
 
 Key = Optional[Union[str, bytes]]
 KeyFunc = Callable[[HttpRequest], Key]
@@ -50,8 +50,7 @@ def body_field(request: HttpRequest, name: str) -> Found:
         return values[0] if len(values) == 1 else values
     if is_json(kind):
         return field(request.content_type, request.body, name)
-    has_body = request.META.get("CONTENT_LENGTH", "") not in ("", "0") or "chunked" in request.META.get(
-        "HTTP_TRANSFER_ENCODING", "").lower()
+    has_body = readable_length(request.META.get("CONTENT_LENGTH"), request.META.get("HTTP_TRANSFER_ENCODING")) != 0
     return UNREADABLE if has_body else None
 
 
