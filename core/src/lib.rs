@@ -93,7 +93,9 @@ pub use http::{Answer, HeaderStyle, Responses};
 pub use keys::{identity, scope_name};
 #[cfg(feature = "async")]
 pub use limiter::check_batch_async;
-pub use limiter::{check_batch, Acquired, BatchItem, CheckOptions, Limiter, Offender, OnError};
+pub use limiter::{
+    check_batch, cost_from, Acquired, BatchItem, CheckOptions, Limiter, Offender, OnError,
+};
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};
 pub use plain::Plain;

@@ -407,6 +407,12 @@ fn run(
     buffer: &mut Vec<u8>,
 ) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;
+    // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
+    // more than it is, and the sums below stay far inside an i64.
+    let c = Check {
+        cost: c.cost.clamp(1, crate::command::MAX_LIMIT + 1),
+        ..c
+    };
     let n = rules.len();
     let h = header_len(n);
     let at_pointers = pointers_at(n);

@@ -171,3 +171,57 @@ fn a_full_log_costs_five_bytes_a_unit() {
     }
     assert_eq!(log.len(), 29 + 15 + 1_000 * 5);
 }
+
+/// A cost from the extremes: at most the limit passes and logs that many
+/// units; anything above it (up to `i64::MAX`) is a denial that writes
+/// nothing and can never pass; a cost under 1 never reaches the engine but
+/// is taken as 1, never as a credit.
+fn extreme_cost() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        Just(0i64),
+        Just(1),
+        Just(-1),
+        Just(i64::MIN),
+        Just(1 << 40),
+        Just((1 << 40) - 1),
+        Just(i64::MAX),
+        Just(1 << 62),
+        Just(ratekeeper_engine::command::MAX_LIMIT),
+        Just(ratekeeper_engine::command::MAX_LIMIT + 1),
+        1i64..12,
+    ]
+}
+
+proptest! {
+    #[test]
+    fn a_cost_at_the_extremes_is_counted_or_denied_never_wrapped(
+        limit in prop_oneof![Just(1i64), 1i64..10, Just(ratekeeper_engine::command::MAX_LIMIT)],
+        already in 0i64..4,
+        cost in extreme_cost(),
+        writing in any::<bool>(),
+    ) {
+        let rules = Rules::new(&[(limit, 60_000)]);
+        let mut log = Vec::new();
+        let mut logged = 0;
+        for i in 0..already.min(limit) {
+            let (_, write) = check(Check { stored: &log, rules: &rules, cost: 1, now: 1_000 + i, clock: None, writing: true }).unwrap();
+            write.apply(&mut log);
+            logged += 1;
+        }
+        let before = log.clone();
+        let (seen, write) = check(Check { stored: &log, rules: &rules, cost, now: 2_000, clock: None, writing }).unwrap();
+        let taken = cost.max(1);
+        prop_assert_eq!(seen.rules[0].count, logged);
+        prop_assert_eq!(seen.allowed, logged.saturating_add(taken) <= limit);
+        if taken > limit {
+            prop_assert_eq!(seen.rules[0].free_at, -1);
+        }
+        write.apply(&mut log);
+        if !seen.allowed || !writing {
+            prop_assert_eq!(&log, &before);
+        } else {
+            let (after, _) = check(Check { stored: &log, rules: &rules, cost: 1, now: 2_000, clock: None, writing: false }).unwrap();
+            prop_assert_eq!(after.rules[0].count, logged + taken);
+        }
+    }
+}

@@ -45,14 +45,13 @@ pub fn cost(py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
             cost.get_type().name()?
         )));
     }
-    match cost.extract::<i128>() {
-        Ok(value) if value >= 1 => Ok(u64::try_from(value).unwrap_or(u64::MAX)),
-        Ok(value) => Err(config_error(
-            py,
-            format!("invalid cost {value}: a check costs at least 1"),
-        )),
-        Err(_) => Err(config_error(py, "invalid cost: too large")),
-    }
+    // a number past i128 is kept by its sign: the core decides what it means
+    let value = match cost.extract::<i128>() {
+        Ok(value) => value,
+        Err(_) if cost.gt(0)? => i128::MAX,
+        Err(_) => i128::MIN,
+    };
+    ratekeeper_core::cost_from(value).map_err(|e| crate::errors::to_py(py, e))
 }
 
 /// `now`: None, or seconds as an int or float.

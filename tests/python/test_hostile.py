@@ -125,3 +125,34 @@ def test_hostile_header_keys_are_limited_exactly_through_every_door(door, store_
     run = statuses_wsgi if door == "wsgi" else statuses_asgi
     for key in DOOR_KEYS:
         assert run(url, key) == [200, 200, 200, 429, 429], f"{door} on {store_name}: {key[:8]!r}"
+
+
+HOSTILE_COSTS = [6, 2**40, 2**63 - 1, 2**63, 2**64, 2**64 + 1, 2**200]
+
+
+def test_a_hostile_cost_is_a_denial_on_every_store(store, caplog):
+    """A cost a request may choose (tokens asked for, a batch size) never
+    switches limiting off: above the limit it is denied for good, on every
+    store, with the default on_error="allow", and never warns of a failing
+    store."""
+    limiter = ratekeeper.Limiter("5/second; 10/minute", store, prefix=unique_prefix())
+    with caplog.at_level("WARNING"):
+        for cost in HOSTILE_COSTS:
+            for call in (limiter.check, limiter.peek):
+                decision = call("k", cost=cost)
+                assert not decision.allowed, (call.__name__, cost)
+                assert decision.retry_after is None, (call.__name__, cost)
+        assert limiter.check("k", cost=5).allowed
+        [decision] = limiter.check_many(["m"], cost=2**64)
+        assert not decision.allowed and decision.retry_after is None
+    assert "failing" not in caplog.text
+
+
+@pytest.mark.parametrize("cost,error", [
+    (0, ValueError), (-1, ValueError), (-(2**64), ValueError), (-(2**200), ValueError),
+    (1.0, TypeError), (2.5, TypeError), (True, TypeError), ("3", TypeError), (float("inf"), TypeError),
+])
+def test_a_cost_that_is_not_a_whole_number_of_at_least_one_is_an_error_naming_it(cost, error):
+    limiter = ratekeeper.Limiter("5/second", "memory://")
+    with pytest.raises(error, match="cost"):
+        limiter.check("k", cost=cost)

@@ -102,6 +102,23 @@ class TestApi < Minitest::Test
     assert_nil d.retry_after
   end
 
+  # a cost a request may choose never switches limiting off, on either store
+  def test_hostile_cost_is_a_denial_on_every_store
+    ["memory://", redis_url].each do |store|
+      limiter = Ratekeeper::Limiter.new("5/s; 10/min", store: store, prefix: "hostile-cost-#{rand(1 << 30)}")
+      [6, 2**40, 2**63 - 1, 2**63, 2**64, 2**200].each do |cost|
+        d = limiter.check("k", cost: cost)
+        refute d.allowed?, "#{store} cost #{cost}"
+        assert_nil d.retry_after, "#{store} cost #{cost}"
+      end
+      assert limiter.check("k", cost: 5).allowed?, store
+    end
+    [-1, -(2**64), -(2**200)].each do |cost|
+      error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s").check("k", cost: cost) }
+      assert_includes error.message, "cost"
+    end
+  end
+
   def test_binary_and_hostile_keys
     limiter = Ratekeeper::Limiter.new("1/minute")
     ["caf\u00e9", "\xff\x00\n{}".b, "", "x" * 1_000_000].each do |key|

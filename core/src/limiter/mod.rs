@@ -15,7 +15,7 @@ pub mod warden;
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
-pub use options::{CheckOptions, Offender, OnError};
+pub use options::{cost_from, CheckOptions, Offender, OnError};
 pub use view::DEFAULT_POLICY_REFRESH;
 pub use wait::Acquired;
 pub use warden::{Listed, Warden};
@@ -357,6 +357,28 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("'maybe'"));
+    }
+
+    #[test]
+    fn a_cost_past_every_limit_is_a_denial_that_never_passes() {
+        let limiter = Limiter::open(
+            RuleSet::parse("5/s; 10/m").unwrap(),
+            "memory://",
+            &StoreOptions::default(),
+            OnError::Raise,
+        )
+        .unwrap();
+        for cost in [6, 1 << 40, 1 << 63, u64::MAX] {
+            let denied = limiter.check(b"k", cost, None).unwrap();
+            assert!(!denied.allowed(), "cost {cost}");
+            assert_eq!(denied.retry_after_ms, None, "cost {cost}");
+        }
+        assert!(limiter.check(b"k", 5, None).unwrap().allowed());
+        assert_eq!(cost_from(i128::MAX).unwrap(), u64::MAX);
+        assert_eq!(cost_from(7).unwrap(), 7);
+        for wrong in [0, -1, i128::MIN] {
+            assert!(cost_from(wrong).unwrap_err().to_string().contains("cost"));
+        }
     }
 
     #[test]

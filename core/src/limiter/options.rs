@@ -42,6 +42,21 @@ impl FromStr for OnError {
     }
 }
 
+/// A check's cost from the whole number a caller gave (of any size: a
+/// binding passes a number past `i128` as [`i128::MAX`] or [`i128::MIN`]).
+///
+/// Less than 1 is an error that names the cost. A cost past `u64` is kept as
+/// [`u64::MAX`]: it exceeds every limit, so it is a denial that can never pass,
+/// as any cost above a rule's limit is.
+pub fn cost_from(value: i128) -> Result<u64> {
+    if value < 1 {
+        return Err(Error::config(format!(
+            "invalid cost {value}: a check costs at least 1"
+        )));
+    }
+    Ok(u64::try_from(value).unwrap_or(u64::MAX))
+}
+
 /// How one check is asked for: its cost and time, the tier the caller names,
 /// the client address.
 #[derive(Debug, Clone, Copy)]

@@ -54,6 +54,14 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// The cost as a log takes it. A cost above every limit can never pass
+    /// and never logs a unit, so any cost past the largest limit a rule may
+    /// have goes to the log as one more than that limit: the log's arithmetic
+    /// stays in range on every store, whatever the caller asked.
+    pub fn log_cost(&self) -> i64 {
+        self.cost.min(crate::rule::MAX_LIMIT + 1) as i64
+    }
+
     /// A request with no scope, no tiers and no policy record.
     pub fn plain(
         tag: &'a [u8],

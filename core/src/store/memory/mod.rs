@@ -390,7 +390,7 @@ impl MemoryStore {
             let (seen, write) = check(Check {
                 stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
                 rules,
-                cost: request.cost as i64,
+                cost: request.log_cost(),
                 now,
                 clock: None,
                 writing: request.mode == Mode::Check,

@@ -85,14 +85,14 @@ pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
         let tiers = r.tiers.iter().filter(|_| r.policy);
         cmd.arg(crate::engine::packed::pack_check(
             writing,
-            r.cost,
+            r.log_cost() as u64,
             r.now_ms,
             r.rules.log_rules(),
             tiers.map(|(name, rules)| (name.as_bytes(), rules.log_rules())),
         ));
         return;
     }
-    cmd.arg(if writing { "c" } else { "p" }).arg(r.cost);
+    cmd.arg(if writing { "c" } else { "p" }).arg(r.log_cost());
     match r.now_ms {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),

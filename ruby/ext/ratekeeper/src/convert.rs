@@ -30,14 +30,13 @@ pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
             format!("cost must be an Integer, not {}", class_name(cost)),
         ));
     };
-    match int.to_i64() {
-        Ok(value) if value >= 1 => Ok(value as u64),
-        Ok(value) => Err(config_error(
-            ruby,
-            format!("invalid cost {value}: a check costs at least 1"),
-        )),
-        Err(_) => Err(config_error(ruby, "invalid cost: out of range")),
-    }
+    // a Bignum is kept by its sign: the core decides what it means
+    let value = match int.to_i64() {
+        Ok(value) => i128::from(value),
+        Err(_) if int.funcall::<_, _, bool>("positive?", ())? => i128::MAX,
+        Err(_) => i128::MIN,
+    };
+    ratekeeper_core::cost_from(value).map_err(|e| to_ruby(ruby, e))
 }
 
 /// An optional whole number option `name`: nil, or an Integer.
