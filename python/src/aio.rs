@@ -15,6 +15,11 @@
 //! so it logs once or not at all, and its connection is the shared
 //! multiplexed one, never left half-used.
 //!
+//! Every `a*` method returns a [`Coroutine`]: nothing runs until it is
+//! first awaited (or sent to by a task), so `asyncio.run(limiter.acheck(k))`,
+//! `create_task`, `TaskGroup` and `wait_for` take it as they take an `async
+//! def`'s coroutine, and the loop it runs on is the one that awaits it.
+//!
 //! The runtime is rebuilt in a forked child (a tokio runtime's threads do
 //! not survive a fork; the parent's copy is leaked, never dropped), as the
 //! core's pools are; this is why the binding keeps its own runtime rather
@@ -23,6 +28,7 @@
 use crate::errors::{panic_message, to_py};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -201,16 +207,6 @@ fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     get.bind(py).call0()
 }
 
-/// A future of the running loop, already holding `value`.
-pub fn ready<'py>(py: Python<'py>, value: PyResult<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    let future = running_loop(py)?.call_method0(intern!(py, "create_future"))?;
-    match value {
-        Ok(value) => future.call_method1("set_result", (value,))?,
-        Err(err) => future.call_method1("set_exception", (err.into_value(py),))?,
-    };
-    Ok(future)
-}
-
 /// An awaitable of `work`, run on the runtime; `deliver` turns its result
 /// into a Python value (with the GIL, on the loop's thread).
 pub fn spawn<'py, T, W, D>(py: Python<'py>, work: W, deliver: D) -> PyResult<Bound<'py, PyAny>>
@@ -249,4 +245,142 @@ where
         }
     }
     Ok(future)
+}
+
+/// What a coroutine's first step comes to: its value at once (a call that
+/// does not wait on the store), or a future of the running loop to wait on.
+pub enum Started {
+    /// The call's outcome, made on the loop's thread.
+    Ready(PyResult<Py<PyAny>>),
+    /// A future the runtime settles ([`spawn`]).
+    Waiting(Py<PyAny>),
+}
+
+/// A coroutine's first step, made on the loop that awaits it.
+type Start = Box<dyn FnOnce(Python<'_>) -> PyResult<Started> + Send>;
+
+/// Where a [`Coroutine`] is.
+enum State {
+    Created(Start),
+    Waiting(Py<PyAny>),
+    Done,
+}
+
+/// The coroutine an `a*` method returns (`collections.abc.Coroutine`: it
+/// has `send`, `throw`, `close` and `__await__`). Its call starts at the
+/// first step, on the loop that runs it; cancelled (`throw`) or closed
+/// while it waits, the call itself still runs to its end once.
+#[pyclass(frozen, module = "ratekeeper", name = "Coroutine")]
+pub struct Coroutine {
+    name: &'static str,
+    state: Mutex<State>,
+}
+
+impl Coroutine {
+    /// The next step: the future to wait on, or the outcome as
+    /// `StopIteration(value)` (or the call's exception).
+    fn step(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let state = std::mem::replace(&mut *self.lock(), State::Done);
+        let future = match state {
+            State::Created(start) => match start(py)? {
+                Started::Ready(value) => return Err(PyStopIteration::new_err((value?,))),
+                Started::Waiting(future) => future,
+            },
+            State::Waiting(future) => future,
+            State::Done => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "cannot reuse already awaited coroutine {}",
+                    self.name
+                )))
+            }
+        };
+        let bound = future.bind(py);
+        if bound.call_method0(intern!(py, "done"))?.is_truthy()? {
+            let value = bound.call_method0(intern!(py, "result"))?;
+            return Err(PyStopIteration::new_err((value.unbind(),)));
+        }
+        // as an asyncio future's own `__await__` does: the task waits on it
+        bound.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        *self.lock() = State::Waiting(future.clone_ref(py));
+        Ok(future)
+    }
+
+    /// Ends it: a future still waited on is cancelled (the call runs on).
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        if let State::Waiting(future) = std::mem::replace(&mut *self.lock(), State::Done) {
+            future.bind(py).call_method0(intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl Coroutine {
+    fn __await__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.step(py)
+    }
+
+    /// Runs the next step (the value sent is not used: a step only waits).
+    fn send(&self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.step(py)
+    }
+
+    /// Raises `typ` (an exception, or its class with `val`) where it waits, ending it.
+    #[pyo3(signature = (typ, val = None, _tb = None))]
+    fn throw(
+        &self,
+        py: Python<'_>,
+        typ: &Bound<'_, PyAny>,
+        val: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.finish(py)?;
+        let raised = match val {
+            Some(val) if typ.is_instance_of::<pyo3::types::PyType>() && !val.is_none() => {
+                typ.call1((val,))?
+            }
+            _ => typ.clone(),
+        };
+        Err(PyErr::from_value(raised))
+    }
+
+    /// Ends it where it waits.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<ratekeeper coroutine {}>", self.name)
+    }
+
+    #[getter]
+    fn __name__(&self) -> &'static str {
+        self.name
+    }
+
+    #[getter]
+    fn __qualname__(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// A coroutine named `name` whose first step is `start`.
+pub fn coroutine<'py>(
+    py: Python<'py>,
+    name: &'static str,
+    start: impl FnOnce(Python<'_>) -> PyResult<Started> + Send + 'static,
+) -> PyResult<Bound<'py, PyAny>> {
+    let made = Coroutine {
+        name,
+        state: Mutex::new(State::Created(Box::new(start))),
+    };
+    Ok(Bound::new(py, made)?.into_any())
 }

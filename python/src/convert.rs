@@ -1,6 +1,5 @@
 //! Python values to core values, with `TypeError`s that say what was expected.
 
-use crate::errors::config_error;
 use crate::types::Rule;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

@@ -2,12 +2,13 @@
 //! and `acheck`, `block` and `ablock`...). A [`Twin`] is the core call a
 //! method makes, taken from its arguments once; [`blocking`] makes it on the
 //! caller's thread (without the GIL when it may wait on the store),
-//! [`awaited`] on the runtime (at once, on the loop, when it would not
-//! wait), and both hand its outcome to Python by [`Twin::deliver`]. The
+//! [`awaited`] returns a coroutine that makes it on the runtime (at once, on
+//! the loop, when it would not wait), and both hand its outcome to Python by [`Twin::deliver`]. The
 //! [`twins!`](crate::twins) macro writes both methods of each pair from one
 //! signature and one expression that makes the call; `scripts/stubs` writes
 //! the awaited twins' stubs from the blocking ones'.
 
+use crate::aio::Started;
 use crate::call::run_core;
 use pyo3::prelude::*;
 use ratekeeper_core as core;
@@ -55,21 +56,30 @@ pub fn blocking<T: Twin>(py: Python<'_>, on: &T::On, call: T) -> PyResult<Py<PyA
     }
 }
 
-/// An awaitable of `call` on `on`: made on the runtime when it may wait on
-/// the store, else at once (an already finished future).
-pub fn awaited<'py, T: Twin>(py: Python<'py>, on: &T::On, call: T) -> PyResult<Bound<'py, PyAny>> {
-    if !call.waits(on) {
-        let value =
-            run_core(py, false, || call.blocking(on)).and_then(|out| call.deliver(py, on, out));
-        return crate::aio::ready(py, value);
-    }
-    let made = Arc::new((on.clone(), call));
-    let delivered = made.clone();
-    crate::aio::spawn(
-        py,
-        async move { made.1.awaited(&made.0).await },
-        move |py, out| delivered.1.deliver(py, &delivered.0, out),
-    )
+/// A coroutine of `call` on `on`, named `name`: at its first step, made on
+/// the runtime when it may wait on the store, else at once on the loop.
+pub fn awaited<'py, T: Twin>(
+    py: Python<'py>,
+    name: &'static str,
+    on: &T::On,
+    call: T,
+) -> PyResult<Bound<'py, PyAny>> {
+    let on = on.clone();
+    crate::aio::coroutine(py, name, move |py| {
+        if !call.waits(&on) {
+            let value = run_core(py, false, || call.blocking(&on))
+                .and_then(|out| call.deliver(py, &on, out));
+            return Ok(Started::Ready(value));
+        }
+        let made = Arc::new((on, call));
+        let delivered = made.clone();
+        crate::aio::spawn(
+            py,
+            async move { made.1.awaited(&made.0).await },
+            move |py, out| delivered.1.deliver(py, &delivered.0, out),
+        )
+        .map(|future| Started::Waiting(future.unbind()))
+    })
 }
 
 /// Writes, into an `#[pymethods]` block of its own, each pair of a
@@ -110,12 +120,12 @@ macro_rules! twins {
                 }
 
                 #[doc = concat!("`await ", stringify!($aname), "(...)`: `", stringify!($name),
-                                "`, awaited on the running event loop without blocking it (the store's calls ",
+                                "`, as a coroutine: awaited on the running event loop without blocking it (the store's calls ",
                                 "on this process's runtime). Cancelled, the call still runs to its end once.")]
                 #[pyo3(signature = $sig)]
                 #[allow(clippy::too_many_arguments)]
                 fn $aname<'py>(&$self, $py: pyo3::Python<'py> $(, $arg: $ty)*) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
-                    $crate::twin::awaited($py, &$on, $call)
+                    $crate::twin::awaited($py, stringify!($aname), &$on, $call)
                 }
             )*
         }

@@ -119,9 +119,64 @@ def test_errors_reach_the_awaiting_coroutine(redis_url):
     asyncio.run(main())
 
 
-def test_an_awaitable_needs_a_running_loop(redis_url):
-    with pytest.raises(RuntimeError, match="no running event loop"):
-        Limiter("1/s", redis_url).acheck("k")
+def awaited_calls(store: str, prefix: str):
+    """Every kind of awaited call, each a fresh coroutine: a limiter's,
+    check_all's, an admin's and a gate's."""
+    limiter = Limiter("50/minute", store, prefix=prefix, on_error="raise")
+    admin = ratekeeper.Admin(store, prefix=prefix)
+    gate = ratekeeper.Gate({"throttle": [{"scope": "all", "rules": "50/minute", "key": "ip"}]}, limiter=limiter)
+    return [
+        lambda: limiter.acheck("k"),
+        lambda: limiter.apeek("k"),
+        lambda: limiter.acheck_many(["a", "b"]),
+        lambda: limiter.aacquire("w", timeout=1),
+        lambda: limiter.areset("gone"),
+        lambda: ratekeeper.acheck_all([(limiter, "x", 1, None)]),
+        lambda: admin.ainspect("k"),
+        lambda: gate.adecide("GET", "/", "example.com", "192.0.2.1", []),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_awaited_calls_are_coroutines(kind, redis_url, prefix):
+    """What users of redis.asyncio and limits.aio do every day: asyncio.run,
+    create_task, TaskGroup, wait_for and cancellation take every a* call."""
+    calls = awaited_calls("memory://" if kind == "memory" else redis_url, prefix)
+    for call in calls:
+        made = call()
+        assert asyncio.iscoroutine(made), made
+        made.close()  # never started: nothing runs, nothing warns
+        asyncio.run(call())
+    with pytest.raises(RuntimeError, match="already awaited"):
+        done = calls[0]()
+        asyncio.run(done)
+        asyncio.run(done)
+
+    async def main() -> None:
+        for call in calls:
+            await asyncio.create_task(call())
+            await asyncio.wait_for(call(), 5)
+            if hasattr(asyncio, "TaskGroup"):
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(call()) for _ in range(3)]
+                assert all(t.done() and not t.cancelled() for t in tasks)
+        # cancelled while it waits: the task ends cancelled, the call still logs once
+        limiter = Limiter("5/minute", "memory://" if kind == "memory" else redis_url,
+                          prefix=prefix + "cancel", on_error="raise")
+        task = asyncio.create_task(limiter.acheck("c"))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        for _ in range(100):
+            if (await limiter.apeek("c")).remaining == 4:
+                break
+            await asyncio.sleep(0.01)
+        assert (await limiter.apeek("c")).remaining == 4
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])

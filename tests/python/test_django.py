@@ -261,6 +261,38 @@ def test_async_view_and_middleware():
     assert json.loads(third.content)["error"] == "rate_limited"
 
 
+def test_an_async_denial_on_a_django_without_signal_asend(monkeypatch):
+    """Django 4.2 LTS has no Signal.asend (5.0 added it): an async view's
+    denial is still a 429, and the rate_limited receivers still run."""
+    import asyncio
+
+    from ratekeeper.django.signals import rate_limited
+
+    class Django42Signal:
+        """rate_limited as Django 4.2 has it: send, and no asend."""
+
+        def send(self, **sent):
+            return rate_limited.send(**sent)
+
+    monkeypatch.setattr("ratekeeper.django.limiting.rate_limited", Django42Signal())
+    heard = []
+
+    def receiver(sender, request, decision, scope, **kwargs):
+        heard.append((request.path, scope, decision.allowed))
+
+    rate_limited.connect(receiver)
+    try:
+        async def run():
+            c = AsyncClient(REMOTE_ADDR="192.0.2.51")
+            return [await c.get("/report") for _ in range(3)]
+
+        statuses = [r.status_code for r in asyncio.run(run())]
+    finally:
+        rate_limited.disconnect(receiver)
+    assert statuses == [200, 200, 429]
+    assert [(path, allowed) for path, _, allowed in heard] == [("/report", False)]
+
+
 def test_config_is_rebuilt_when_settings_change(settings_override):
     before = get_config()
     with override_settings(RATEKEEPER=dict(settings_override, RULES="7/minute")):

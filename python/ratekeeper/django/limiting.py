@@ -98,7 +98,7 @@ async def aconclude(request: HttpRequest, config: Config, verdict: Verdict,
     run as an async view would (awaited, or in a thread)."""
     if not _noted(request, config, verdict):
         return None if verdict.answer.status is None else rendered(verdict.answer)
-    await rate_limited.asend(sender=Config, request=request, decision=verdict.decision, scope=verdict.scope)
+    await _asend(request=request, decision=verdict.decision, scope=verdict.scope)
     if not block:
         return None
     if config.raise_exception:
@@ -111,6 +111,17 @@ async def aconclude(request: HttpRequest, config: Config, verdict: Verdict,
     else:
         response = await sync_to_async(responder)(request, verdict.decision)
     return _with_denial_headers(config, verdict.decision, response)
+
+
+async def _asend(**sent: Any) -> None:
+    """Sends ``rate_limited`` from async code: awaited with ``Signal.asend``
+    (Django 5.0+); before it (Django 4.2 LTS) the receivers, all sync there,
+    run in a thread as ``sync_to_async`` runs them."""
+    asend = getattr(rate_limited, "asend", None)
+    if asend is not None:
+        await asend(sender=Config, **sent)
+    else:
+        await sync_to_async(rate_limited.send)(sender=Config, **sent)
 
 
 def _with_denial_headers(config: Config, decision: Optional[Decision], response: Any) -> HttpResponseBase:

@@ -360,5 +360,5 @@ pub fn acheck_all<'py>(
     now: Option<&Bound<'_, PyAny>>,
     ip: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    crate::twin::awaited(py, &(), check_all_batch(py, items, now, ip)?)
+    crate::twin::awaited(py, "acheck_all", &(), check_all_batch(py, items, now, ip)?)
 }
