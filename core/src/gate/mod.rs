@@ -315,53 +315,61 @@ impl Gate {
 
     /// Makes a plan's store calls (blocking) and concludes.
     pub fn run(&self, plan: Plan) -> Result<Verdict> {
-        if plan.screen {
-            let listed = self.warden.screen(&plan.client.ip);
-            if let Some(verdict) = self.screened(listed, plan.shown) {
-                return Ok(verdict);
+        crate::store::deadline::within(|| {
+            if plan.screen {
+                let listed = self.warden.screen(&plan.client.ip);
+                if let Some(verdict) = self.screened(listed, plan.shown) {
+                    return Ok(verdict);
+                }
             }
-        }
-        for &i in &plan.strikes {
-            let ban = &self.spec.bans[i];
-            let strike =
-                self.warden
-                    .penalize(Offender::Address(&plan.client.key), &ban.rule, "", None)?;
-            if let Some(verdict) = self.struck(i, strike.banned) {
-                return Ok(verdict);
+            for &i in &plan.strikes {
+                let ban = &self.spec.bans[i];
+                let strike = self.warden.penalize(
+                    Offender::Address(&plan.client.key),
+                    &ban.rule,
+                    "",
+                    None,
+                )?;
+                if let Some(verdict) = self.struck(i, strike.banned) {
+                    return Ok(verdict);
+                }
             }
-        }
-        if plan.checks.is_empty() {
-            return Ok(Verdict::unmarked());
-        }
-        let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
-        Ok(self.conclude(plan, decisions))
+            if plan.checks.is_empty() {
+                return Ok(Verdict::unmarked());
+            }
+            let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
+            Ok(self.conclude(plan, decisions))
+        })
     }
 
     /// [`Gate::run`], awaiting the store's calls where it has an awaitable
     /// form (Redis).
     #[cfg(feature = "async")]
     pub async fn run_async(&self, plan: Plan) -> Result<Verdict> {
-        if plan.screen {
-            let listed = self.warden.screen_async(&plan.client.ip).await;
-            if let Some(verdict) = self.screened(listed, plan.shown) {
-                return Ok(verdict);
+        crate::store::deadline::within_async(async {
+            if plan.screen {
+                let listed = self.warden.screen_async(&plan.client.ip).await;
+                if let Some(verdict) = self.screened(listed, plan.shown) {
+                    return Ok(verdict);
+                }
             }
-        }
-        for &i in &plan.strikes {
-            let ban = &self.spec.bans[i];
-            let strike = self
-                .warden
-                .penalize_async(Offender::Address(&plan.client.key), &ban.rule, "", None)
-                .await?;
-            if let Some(verdict) = self.struck(i, strike.banned) {
-                return Ok(verdict);
+            for &i in &plan.strikes {
+                let ban = &self.spec.bans[i];
+                let strike = self
+                    .warden
+                    .penalize_async(Offender::Address(&plan.client.key), &ban.rule, "", None)
+                    .await?;
+                if let Some(verdict) = self.struck(i, strike.banned) {
+                    return Ok(verdict);
+                }
             }
-        }
-        if plan.checks.is_empty() {
-            return Ok(Verdict::unmarked());
-        }
-        let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
-        Ok(self.conclude(plan, decisions))
+            if plan.checks.is_empty() {
+                return Ok(Verdict::unmarked());
+            }
+            let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
+            Ok(self.conclude(plan, decisions))
+        })
+        .await
     }
 
     /// The verdict of ban `i`'s strike, when it ends the request.

@@ -161,40 +161,45 @@ impl<'i> Batch<'i> {
 /// own rules admit it, whatever the others decide; the decisions come back in
 /// order.
 pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
-    let batch = Batch::prepare(items, now)?;
-    let requests = batch.requests();
-    let outcomes = match batch.one_store() {
-        Some(store) => store.apply_many(&requests),
-        None => batch
-            .pending
-            .iter()
-            .zip(&requests)
-            .map(|(&i, request)| items[i].limiter.warden.store.apply(request))
-            .collect(),
-    };
-    batch.finish(&requests, outcomes)
+    crate::store::deadline::within(|| {
+        let batch = Batch::prepare(items, now)?;
+        let requests = batch.requests();
+        let outcomes = match batch.one_store() {
+            Some(store) => store.apply_many(&requests),
+            None => batch
+                .pending
+                .iter()
+                .zip(&requests)
+                .map(|(&i, request)| items[i].limiter.warden.store.apply(request))
+                .collect(),
+        };
+        batch.finish(&requests, outcomes)
+    })
 }
 
 /// [`check_batch`], awaiting the store's answers where it has an awaitable
 /// log (one pipeline on a single Redis).
 #[cfg(feature = "async")]
 pub async fn check_batch_async(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
-    let batch = Batch::prepare(items, now)?;
-    let requests = batch.requests();
-    let outcomes = match batch.one_store().map(|store| (store, store.as_async())) {
-        Some((_, Some(log))) => log.apply_many_async(&requests).await,
-        Some((store, None)) => store.apply_many(&requests),
-        None => {
-            let mut outcomes = Vec::with_capacity(requests.len());
-            for (&i, request) in batch.pending.iter().zip(&requests) {
-                let store = &items[i].limiter.warden.store;
-                outcomes.push(match store.as_async() {
-                    Some(log) => log.apply_async(request).await,
-                    None => store.apply(request),
-                });
+    crate::store::deadline::within_async(async {
+        let batch = Batch::prepare(items, now)?;
+        let requests = batch.requests();
+        let outcomes = match batch.one_store().map(|store| (store, store.as_async())) {
+            Some((_, Some(log))) => log.apply_many_async(&requests).await,
+            Some((store, None)) => store.apply_many(&requests),
+            None => {
+                let mut outcomes = Vec::with_capacity(requests.len());
+                for (&i, request) in batch.pending.iter().zip(&requests) {
+                    let store = &items[i].limiter.warden.store;
+                    outcomes.push(match store.as_async() {
+                        Some(log) => log.apply_async(request).await,
+                        None => store.apply(request),
+                    });
+                }
+                outcomes
             }
-            outcomes
-        }
-    };
-    batch.finish(&requests, outcomes)
+        };
+        batch.finish(&requests, outcomes)
+    })
+    .await
 }

@@ -35,22 +35,24 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        let now_ms = self.check_time(options.cost, options.now)?;
-        match self.prepare(key, options, now_ms, mode)? {
-            Prepared::Decided(decision) => Ok(decision),
-            Prepared::Ask {
-                tag,
-                rules,
-                tiers,
-                shared,
-            } => {
-                let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
-                let outcome = self.warden.store.apply(&request);
-                let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
-                self.noted(&decision, mode, &tag, options.ip);
-                Ok(decision)
+        crate::store::deadline::within(|| {
+            let now_ms = self.check_time(options.cost, options.now)?;
+            match self.prepare(key, options, now_ms, mode)? {
+                Prepared::Decided(decision) => Ok(decision),
+                Prepared::Ask {
+                    tag,
+                    rules,
+                    tiers,
+                    shared,
+                } => {
+                    let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+                    let outcome = self.warden.store.apply(&request);
+                    let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
+                    self.noted(&decision, mode, &tag, options.ip);
+                    Ok(decision)
+                }
             }
-        }
+        })
     }
 
     /// [`Limiter::decide`], awaiting the store's answer where it has an
@@ -62,25 +64,28 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        let now_ms = self.check_time(options.cost, options.now)?;
-        match self.prepare(key, options, now_ms, mode)? {
-            Prepared::Decided(decision) => Ok(decision),
-            Prepared::Ask {
-                tag,
-                rules,
-                tiers,
-                shared,
-            } => {
-                let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
-                let outcome = match self.warden.store.as_async() {
-                    Some(log) => log.apply_async(&request).await,
-                    None => self.warden.store.apply(&request),
-                };
-                let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
-                self.noted(&decision, mode, &tag, options.ip);
-                Ok(decision)
+        crate::store::deadline::within_async(async {
+            let now_ms = self.check_time(options.cost, options.now)?;
+            match self.prepare(key, options, now_ms, mode)? {
+                Prepared::Decided(decision) => Ok(decision),
+                Prepared::Ask {
+                    tag,
+                    rules,
+                    tiers,
+                    shared,
+                } => {
+                    let request = self.request(&tag, &rules, &tiers, options.cost, now_ms, mode);
+                    let outcome = match self.warden.store.as_async() {
+                        Some(log) => log.apply_async(&request).await,
+                        None => self.warden.store.apply(&request),
+                    };
+                    let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
+                    self.noted(&decision, mode, &tag, options.ip);
+                    Ok(decision)
+                }
             }
-        }
+        })
+        .await
     }
 
     /// What can be decided without the store (switched off, a listed address,

@@ -157,23 +157,28 @@ impl Warden {
     /// for the process's first read of the lists (see
     /// [`Warden::policies_ready`]).
     pub fn screen(&self, ip: &str) -> Option<Listed> {
-        if !self.clock.limiting() {
-            return None;
-        }
-        self.judge(ip, current_policies(&self.shared, &self.store))
+        crate::store::deadline::within(|| {
+            if !self.clock.limiting() {
+                return None;
+            }
+            self.judge(ip, current_policies(&self.shared, &self.store))
+        })
     }
 
     /// [`Warden::screen`], awaiting the store when the policies must be
     /// read first.
     #[cfg(feature = "async")]
     pub async fn screen_async(&self, ip: &str) -> Option<Listed> {
-        if !self.clock.limiting() {
-            return None;
-        }
-        self.judge(
-            ip,
-            view::current_policies_async(&self.shared, &self.store).await,
-        )
+        crate::store::deadline::within_async(async {
+            if !self.clock.limiting() {
+                return None;
+            }
+            self.judge(
+                ip,
+                view::current_policies_async(&self.shared, &self.store).await,
+            )
+        })
+        .await
     }
 
     fn judge(&self, ip: &str, shared: Arc<Shared>) -> Option<Listed> {
@@ -202,7 +207,9 @@ impl Warden {
         now: Option<f64>,
     ) -> Result<Strike> {
         let calls = PolicyCalls::blocking(&*self.store);
-        in_place(self.penalize_in(&calls, offender, rule, scope, now))
+        crate::store::deadline::within(|| {
+            in_place(self.penalize_in(&calls, offender, rule, scope, now))
+        })
     }
 
     /// [`Warden::penalize`], awaited.
@@ -215,7 +222,8 @@ impl Warden {
         now: Option<f64>,
     ) -> Result<Strike> {
         let calls = PolicyCalls::awaited(&*self.store);
-        self.penalize_in(&calls, offender, rule, scope, now).await
+        crate::store::deadline::within_async(self.penalize_in(&calls, offender, rule, scope, now))
+            .await
     }
 
     /// [`Warden::penalize`]'s one definition, over the store's `calls`.

@@ -3,6 +3,7 @@
 
 mod breaker;
 mod calls;
+pub mod deadline;
 mod memory;
 pub mod policies;
 mod pool;

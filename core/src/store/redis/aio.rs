@@ -155,15 +155,16 @@ impl RedisStore {
     /// breaker; the connection is dropped), the inner one when it answered
     /// with an error (or with a reply that could not be read: the connection
     /// is dropped, no outage counted). Each call counts once with the
-    /// breaker, and ends within `timeout`, the connection made included.
+    /// breaker, and ends by `deadline` (the call's: [`RedisStore::deadline_async`]),
+    /// the connection made included.
     async fn on_async(
         &self,
         work: &Work<'_>,
+        deadline: Instant,
     ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
         let local = self.connections()?;
         local.breaker.allow()?;
         let side = &local.aio;
-        let deadline = Instant::now() + side.timeout;
         let mut conn = match side.connection(deadline).await {
             Ok(conn) => conn,
             Err(e) => {
@@ -222,11 +223,21 @@ impl RedisStore {
         Error::storage(why)
     }
 
-    /// One command's reply; a Cluster redirect is retried once.
+    /// When an awaited command must end: `timeout` after the caller's call
+    /// began, as [`RedisStore::deadline`] says.
+    fn deadline_async(&self) -> Result<Instant> {
+        Ok(Instant::from_std(crate::store::deadline::of(
+            self.connections()?.aio.timeout,
+        )))
+    }
+
+    /// One command's reply by `deadline`; a Cluster redirect is retried once
+    /// by the same deadline.
     async fn run_async(
         &self,
         cmd: &Cmd,
         route: Option<&[u8]>,
+        deadline: Instant,
     ) -> Result<std::result::Result<Value, RedisError>> {
         let once = |reply: std::result::Result<Vec<Value>, RedisError>| {
             reply.and_then(|mut v| {
@@ -236,18 +247,18 @@ impl RedisStore {
             })
         };
         let work = Work::One(cmd, route);
-        match once(self.on_async(&work).await?) {
-            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&work).await?)),
+        match once(self.on_async(&work, deadline).await?) {
+            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&work, deadline).await?)),
             answered => Ok(answered),
         }
     }
 
     /// This process's paths, the server asked first when they are due, as
     /// [`RedisStore::settled_paths`] does.
-    async fn settled_paths_async(&self) -> Result<&Paths> {
+    async fn settled_paths_async(&self, deadline: Instant) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
-            paths.probed(&self.run_async(&probe(), None).await?);
+            paths.probed(&self.run_async(&probe(), None, deadline).await?);
         }
         Ok(paths)
     }
@@ -261,15 +272,21 @@ impl RedisStore {
         route: Option<&[u8]>,
         command: impl Fn(Via) -> Cmd,
     ) -> Result<Value> {
-        let paths = self.settled_paths_async().await?;
+        let deadline = self.deadline_async()?;
+        let paths = self.settled_paths_async(deadline).await?;
         if paths.choose() == Path::Module {
-            let answered = self.run_async(&command(Via::Module), route).await?;
+            let answered = self
+                .run_async(&command(Via::Module), route, deadline)
+                .await?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self.run_async(&command(Via::Sha), None).await? {
-            Err(e) if is_noscript(&e) => self.run_async(&command(Via::Source), None).await?,
+        let answer = match self.run_async(&command(Via::Sha), None, deadline).await? {
+            Err(e) if is_noscript(&e) => {
+                self.run_async(&command(Via::Source), None, deadline)
+                    .await?
+            }
             other => other,
         }
         .map_err(storage_error)?;
@@ -295,7 +312,11 @@ impl RedisStore {
             }
             return out;
         }
-        if let Err(e) = self.settled_paths_async().await {
+        let deadline = match self.deadline_async() {
+            Ok(deadline) => deadline,
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
+        if let Err(e) = self.settled_paths_async(deadline).await {
             return requests.iter().map(|_| Err(e.clone())).collect();
         }
         let (pipe, via, paths) = match self.batch(requests) {
@@ -303,7 +324,7 @@ impl RedisStore {
             Err(every) => return every,
         };
         let path = via.path();
-        let answered = self.on_async(&Work::Many(&pipe)).await;
+        let answered = self.on_async(&Work::Many(&pipe), deadline).await;
         unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
@@ -344,7 +365,10 @@ impl AsyncLogStore for RedisStore {
         Box::pin(async move {
             let mut cmd = redis::cmd("DEL");
             cmd.arg(log_key(&self.prefix, tag, scope));
-            self.run_async(&cmd, None).await?.map_err(storage_error)?;
+            let deadline = self.deadline_async()?;
+            self.run_async(&cmd, None, deadline)
+                .await?
+                .map_err(storage_error)?;
             Ok(())
         })
     }
@@ -359,7 +383,13 @@ impl Wire for Awaited<'_> {
     }
 
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(async move { self.0.run_async(cmd, None).await?.map_err(storage_error) })
+        Box::pin(async move {
+            let deadline = self.0.deadline_async()?;
+            self.0
+                .run_async(cmd, None, deadline)
+                .await?
+                .map_err(storage_error)
+        })
     }
 
     fn policy_script<'a>(

@@ -145,18 +145,19 @@ impl RedisStore {
         }
     }
 
-    /// Runs one command: the outer error when Redis could not be reached (the
-    /// circuit breaker counts those), the inner one when it answered with an
-    /// error. A Cluster redirect (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the
-    /// command did not run) is retried once on a new connection, which reads
-    /// the slot map afresh.
+    /// Runs one command by `deadline`: the outer error when Redis could not
+    /// be reached (the circuit breaker counts those), the inner one when it
+    /// answered with an error. A Cluster redirect (MOVED, ASK, TRYAGAIN,
+    /// CLUSTERDOWN: the command did not run) is retried once on a new
+    /// connection, which reads the slot map afresh, by the same deadline.
     fn run<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         route: Option<&[u8]>,
+        deadline: Instant,
     ) -> Result<std::result::Result<T, RedisError>> {
-        match self.run_once(cmd, route)? {
-            Err(e) if e.is_cluster_error() => self.run_once(cmd, route),
+        match self.run_once(cmd, route, deadline)? {
+            Err(e) if e.is_cluster_error() => self.run_once(cmd, route, deadline),
             answered => Ok(answered),
         }
     }
@@ -165,27 +166,36 @@ impl RedisStore {
         &self,
         cmd: &redis::Cmd,
         route: Option<&[u8]>,
+        deadline: Instant,
     ) -> Result<std::result::Result<T, RedisError>> {
-        self.on_connection(|con, _| con.query::<T>(cmd, route))
+        self.on_connection(deadline, |con, _| con.query::<T>(cmd, route))
+    }
+
+    /// When a command must end: `timeout` after the caller's call began
+    /// ([`crate::store::deadline`]), so every command one call makes (the
+    /// policies' first read, the module probe, the check, a retry, the
+    /// script sent again) shares it.
+    fn deadline(&self) -> Result<Instant> {
+        Ok(crate::store::deadline::of(self.connections()?.timeout))
     }
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
-    /// answered with an error. Each call counts once with the breaker. The
-    /// whole call (waiting for a connection, making and setting it up, the
-    /// command) ends within `timeout`, the thread's signals held back
+    /// answered with an error. Each command counts once with the breaker. The
+    /// whole command (waiting for a connection, making and setting it up, the
+    /// command) ends by `deadline` (the call's), the thread's signals held back
     /// meanwhile ([`SignalsHeld`]: one would end a wait with EINTR). A reply
     /// that cannot be read (as a server quoting bytes that are not UTF-8 in
     /// an error) is that call's error alone: Redis answered, so the breaker
     /// is not told of an outage.
     fn on_connection<T>(
         &self,
+        deadline: Instant,
         f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         let _held = SignalsHeld::now();
         let local = self.connections()?;
         local.breaker.allow()?;
-        let deadline = Instant::now() + local.timeout;
         let mut con = self.fresh_connection(local, deadline)?;
         match con.limit(deadline).and_then(|()| f(&mut con, deadline)) {
             Err(e) if e.kind() == redis::ErrorKind::Parse => {
@@ -253,21 +263,23 @@ impl RedisStore {
     /// `key`: through the module when this process uses it (falling back to
     /// the script, with no error, on a server that has none), else by the
     /// script's SHA-1, and once more by its source on NOSCRIPT (after a
-    /// restart or `SCRIPT FLUSH`: the script did not run).
+    /// restart or `SCRIPT FLUSH`: the script did not run). All of it, the
+    /// probe first when it is due, ends within one `timeout`.
     fn script<T: redis::FromRedisValue>(
         &self,
         route: Option<&[u8]>,
         command: impl Fn(Via) -> redis::Cmd,
     ) -> Result<T> {
-        let paths = self.settled_paths()?;
+        let deadline = self.deadline()?;
+        let paths = self.settled_paths(deadline)?;
         if paths.choose() == Path::Module {
-            let answered = self.run(&command(Via::Module), route)?;
+            let answered = self.run(&command(Via::Module), route, deadline)?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self.run(&command(Via::Sha), None)? {
-            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None)?,
+        let answer = match self.run(&command(Via::Sha), None, deadline)? {
+            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None, deadline)?,
             other => other,
         }
         .map_err(storage_error)?;
@@ -277,11 +289,11 @@ impl RedisStore {
 
     /// This process's paths, the server asked first ([`probe`]) when they
     /// are due: whether it has the module is learnt from a fixed command,
-    /// never from a caller's key (see [`module`]).
-    fn settled_paths(&self) -> Result<&Paths> {
+    /// never from a caller's key (see [`module`]); by the call's `deadline`.
+    fn settled_paths(&self, deadline: Instant) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
-            paths.probed(&self.run::<Value>(&probe(), None)?);
+            paths.probed(&self.run::<Value>(&probe(), None, deadline)?);
         }
         Ok(paths)
     }
@@ -321,7 +333,8 @@ impl RedisStore {
 
     /// A command answered by Redis (or a storage error).
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.run(cmd, None)?.map_err(storage_error)
+        self.run(cmd, None, self.deadline()?)?
+            .map_err(storage_error)
     }
 }
 
@@ -338,7 +351,11 @@ impl LogStore for RedisStore {
         if requests.len() < 2 || self.cluster {
             return requests.iter().map(|r| self.apply(r)).collect();
         }
-        if let Err(e) = self.settled_paths() {
+        let deadline = match self.deadline() {
+            Ok(deadline) => deadline,
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
+        if let Err(e) = self.settled_paths(deadline) {
             return requests.iter().map(|_| Err(e.clone())).collect();
         }
         let (pipe, via, paths) = match self.batch(requests) {
@@ -346,8 +363,9 @@ impl LogStore for RedisStore {
             Err(every) => return every,
         };
         let path = via.path();
-        let answered =
-            self.on_connection(|con, deadline| con.pipeline(&pipe, requests.len(), deadline));
+        let answered = self.on_connection(deadline, |con, deadline| {
+            con.pipeline(&pipe, requests.len(), deadline)
+        });
         unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
