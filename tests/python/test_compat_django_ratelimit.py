@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
@@ -25,6 +27,11 @@ from ratekeeper.compat.django_ratelimit.middleware import RatelimitMiddleware
 
 rf = RequestFactory()
 REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"
+LOCMEM_CACHE = "django.core.cache.backends.locmem.LocMemCache"
+
+
+class AppRedisCache(RedisCache):
+    """An app's own Redis cache backend (a subclass of Django's)."""
 
 
 def on_redis(url: str, prefix: str, **more):
@@ -140,7 +147,6 @@ def test_an_unreachable_store_follows_fail_open():
     with on_redis(closed, unique_prefix()):
         started = time.monotonic()
         assert is_ratelimited(rf.get("/"), **check), "closed by default"
-        assert is_ratelimited(rf.get("/"), group="down", key="ip", rate="100/m"), "a peek too"
         with override_settings(RATELIMIT_FAIL_OPEN=True):
             assert not is_ratelimited(rf.get("/"), **check)
         assert time.monotonic() - started < 10
@@ -148,6 +154,64 @@ def test_an_unreachable_store_follows_fail_open():
                                                "LOCATION": "/tmp/unused"}}):
         with pytest.raises(ImproperlyConfigured, match="cannot hold exact windows"):
             is_ratelimited(rf.get("/"), **check)
+
+
+def test_a_read_the_store_cannot_answer_counts_nothing():
+    """As django-ratelimit reads a failing cache: a read (increment=False)
+    is not limited, whatever RATELIMIT_FAIL_OPEN says; only a counted
+    request fails closed."""
+    with on_redis(f"redis://127.0.0.1:{free_port()}/0", unique_prefix()):
+        read = dict(group="down-read", key="ip", rate="1/m")
+        assert get_usage(rf.get("/"), **read) == {"count": 0, "limit": 1, "should_limit": False, "time_left": 60,
+                                                  "decision": None}
+        assert not is_ratelimited(rf.get("/"), **read)
+        assert is_ratelimited(rf.get("/"), increment=True, **read), "a counted request is limited"
+        with override_settings(RATELIMIT_FAIL_OPEN=True):
+            assert not is_ratelimited(rf.get("/"), **read)
+
+
+def test_clearing_a_local_memory_cache_resets_its_counts():
+    """cache.clear() (an app's test setUp) resets the counts kept for that
+    cache, as it resets django-ratelimit's, and only for that cache."""
+    where = unique_prefix()
+    with override_settings(CACHES={"default": {"BACKEND": LOCMEM_CACHE, "LOCATION": f"{where}-a"},
+                                   "other": {"BACKEND": LOCMEM_CACHE, "LOCATION": f"{where}-b"}}):
+        check = dict(group="cleared", key="ip", rate="1/m", increment=True)
+        assert [is_ratelimited(rf.get("/"), **check) for _ in range(2)] == [False, True]
+        with override_settings(RATELIMIT_USE_CACHE="other"):
+            assert [is_ratelimited(rf.get("/"), **check) for _ in range(2)] == [False, True]
+        caches["default"].set("app", "entry")
+        caches["default"].clear()
+        assert [is_ratelimited(rf.get("/"), **check) for _ in range(2)] == [False, True], "counts reset"
+        with override_settings(RATELIMIT_USE_CACHE="other"):
+            assert is_ratelimited(rf.get("/"), **check), "the other cache was not cleared: its counts hold"
+        assert is_ratelimited(rf.get("/"), **check), "counting goes on after the reset"
+
+
+def test_a_dummy_cache_keeps_nothing():
+    """A DummyCache ("instant expiration"): every count expires at once, so
+    nothing is limited but a rate of 0, as with django-ratelimit."""
+    with override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}):
+        @ratelimit(key="ip", rate="1/m")
+        def view(request):
+            return HttpResponse("ok")
+
+        assert [view(rf.get("/")).status_code for _ in range(3)] == [200] * 3
+        usage = get_usage(rf.get("/"), group="dummy", key="ip", rate="1/m", increment=True)
+        assert (usage["count"], usage["limit"], usage["should_limit"]) == (1, 1, False)
+        assert is_ratelimited(rf.get("/"), group="dummy", key="ip", rate="0/m", increment=True)
+        assert not is_ratelimited(rf.get("/"), group="dummy", key="ip", rate="0/m"), "a read counts nothing"
+
+
+def test_a_subclass_of_a_known_backend_is_that_backend(redis_url):
+    prefix = unique_prefix()
+    backend = f"{__name__}.AppRedisCache"
+    with override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": redis_url}},
+                           RATELIMIT_CACHE_PREFIX=prefix):
+        check = dict(group="subclass", key="ip", rate="1/m", increment=True)
+        assert [is_ratelimited(rf.get("/"), **check) for _ in range(2)] == [False, True]
+    with on_redis(redis_url, prefix):
+        assert is_ratelimited(rf.get("/"), **check), "the same Redis, the same counts"
 
 
 def test_hostile_keys_are_limited_each_exactly(redis_url):

@@ -150,6 +150,34 @@ class TestRackAttack < Minitest::Test
     assert_equal 200, get.status
   end
 
+  # As rack-attack's counts are entries of the cache store, an app's test
+  # setup that clears the store, or calls reset!, starts from nothing:
+  # counts, strikes and bans
+  def test_clearing_the_cache_store_or_reset_forgets_the_counts
+    Rack::Attack.throttle("req/ip", limit: 1, period: 60) { |req| req.ip }
+    Rack::Attack.blocklist("f2b") do |req|
+      Rack::Attack::Fail2Ban.filter(req.ip, maxretry: 1, findtime: 60, bantime: 60) { req.path == "/bad" }
+    end
+    other = ActiveSupport::Cache::MemoryStore.new
+    Rack::Attack.cache.store = ActiveSupport::Cache::MemoryStore.new
+    assert_equal [200, 429], [get.status, get.status]
+    assert_equal [403, 403], [get("/bad", ip: "198.51.100.8").status, get(ip: "198.51.100.8").status]
+    other.clear
+    assert_equal 429, get.status, "another store's clear is not this one's"
+    Rack::Attack.cache.store.clear
+    assert_equal [200, 429], [get.status, get.status], "MemoryStore#clear forgot the counts"
+    assert_equal 200, get(ip: "198.51.100.8").status, "and the ban"
+    Rack::Attack.reset!
+    assert_equal [200, 429], [get.status, get.status], "reset! forgot them"
+    # a RedisCacheStore's clear empties its database (one no other test uses)
+    Rack::Attack.cache.store = ActiveSupport::Cache::RedisCacheStore.new(url: redis_url.sub(%r{/\d+\z}, "/11"))
+    assert_equal [200, 429], [get.status, get.status]
+    Rack::Attack.cache.store.clear
+    assert_equal [200, 429], [get.status, get.status], "RedisCacheStore#clear forgot the counts"
+    Rack::Attack.reset!
+    assert_equal [200, 429], [get.status, get.status], "reset! forgot them"
+  end
+
   def test_cache_stores
     memory = ActiveSupport::Cache::MemoryStore.new
     Rack::Attack.cache.store = memory

@@ -49,6 +49,18 @@ module Rack
     # Distinct rates a throttle's limit and period procs may give (each is a tier of its throttle).
     MAX_RATES = 64
 
+    # What the cache store is extended with: its #clear (an app's test
+    # setup) forgets the counts, as it forgets rack-attack's, which are
+    # entries of the store (see Attack.forget_on_clear).
+    module ForgetOnClear
+      # The store's own #clear, then Attack.changed!.
+      def clear(*)
+        result = super
+        ::Rack::Attack.changed!
+        result
+      end
+    end
+
     @cache = Cache.new
     @lock = Mutex.new
 
@@ -151,6 +163,22 @@ module Rack
         end
       end
 
+      # rack-attack's counts are entries of the cache store, so
+      # +Rack::Attack.cache.store.clear+ (an app's test setup) forgets them.
+      # Here the store in use (the one given, else Rails.cache) is extended
+      # with ForgetOnClear: its #clear also forgets what the process keeps
+      # (changed!: the next request builds the gate afresh), which with a
+      # MemoryStore are the counts, strikes and bans themselves (a memory
+      # store of the gate's own), and with a RedisCacheStore the denials
+      # cached in the process, its #clear emptying the database (FLUSHDB),
+      # ratekeeper's keys with it. (One with a namespace deletes only that
+      # namespace's entries: reset! forgets ratekeeper's.)
+      def forget_on_clear(store)
+        return if !store.respond_to?(:clear) || store.is_a?(ForgetOnClear) || store.frozen?
+
+        store.extend(ForgetOnClear)
+      end
+
       # Under Timecop (an app's tests), the clock of every check is
       # Timecop's, as rack-attack's windows follow Time.now: each request
       # freezes ratekeeper's test clock (Ratekeeper::Testing) at Time.now,
@@ -247,6 +275,7 @@ module Rack
       # given that cannot be used fails only the rules that count in it, as
       # in rack-attack.
       def store_options(counting: !@throttles.empty? || @tracks.values.any?(&:last))
+        forget_on_clear(cache.store || (defined?(::Rails) && ::Rails.respond_to?(:cache) && ::Rails.cache))
         options = { store: counting || (cache.store && cache.usable?) ? cache.url : "memory://" }
         options[:prefix] = cache.prefix if cache.prefix
         options

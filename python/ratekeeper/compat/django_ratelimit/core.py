@@ -6,8 +6,11 @@ methods, when limited to some: ``group:GET+POST``; with the rate, when a
 callable gives it: ``group:5/60s``), its rules the rate (``5/m`` is
 ``5/60s``), its key the request's value of ``key``. The store
 is the one ``RATELIMIT_USE_CACHE`` names: a Django Redis cache (Django's
-``RedisCache`` or django-redis) is its Redis, a local-memory cache the
-process's memory. The settings read: ``RATELIMIT_ENABLE``,
+``RedisCache`` or django-redis, or a subclass) is its Redis, a
+local-memory cache the process's memory (a store of that cache's own,
+whose counts the cache's ``clear()`` resets: see ``_generation``), a
+dummy cache nothing (every count expires at once, as in
+django-ratelimit). The settings read: ``RATELIMIT_ENABLE``,
 ``RATELIMIT_USE_CACHE``, ``RATELIMIT_CACHE_PREFIX`` (ratekeeper's prefix,
 when set), ``RATELIMIT_FAIL_OPEN``, ``RATELIMIT_IP_META_KEY``,
 ``RATELIMIT_IPV4_MASK`` and ``RATELIMIT_IPV6_MASK``.
@@ -15,6 +18,7 @@ when set), ``RATELIMIT_FAIL_OPEN``, ``RATELIMIT_IP_META_KEY``,
 
 import re
 import threading
+import uuid
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from django.conf import settings
@@ -40,6 +44,12 @@ _MAX_GATES = 1024
 _LOCK = threading.Lock()
 _REDIS_BACKENDS = ("django.core.cache.backends.redis.RedisCache", "django_redis.cache.RedisCache")
 _MEMORY_BACKENDS = ("django.core.cache.backends.locmem.LocMemCache",)
+_DUMMY_BACKENDS = ("django.core.cache.backends.dummy.DummyCache",)
+# the entry a local-memory cache holds beside its own, whose loss (the
+# cache's clear()) resets the counts kept for it; and the generation last
+# seen, by cache name and LOCATION (the cache's entries are LOCATION's)
+_GENERATION_KEY = "ratekeeper.compat.django_ratelimit.generation"
+_GENERATIONS: Dict[Tuple[str, str], str] = {}
 
 
 def _split_rate(rate: Rate) -> Tuple[int, int]:
@@ -146,12 +156,24 @@ def _methods(method: Any) -> Optional[Tuple[str, ...]]:
     return tuple(sorted({m.upper() for m in method}))
 
 
-def _store() -> Tuple[str, Dict[str, Any]]:
-    """The cache ``RATELIMIT_USE_CACHE`` names, as ratekeeper's ``[store]``."""
+def _backend(cache: Any) -> str:
+    """The dotted path of the known backend the cache is, or derives from
+    (an app's subclass of Django's RedisCache is a Redis cache); '' for none."""
+    for klass in type(cache).__mro__:
+        path = f"{klass.__module__}.{klass.__qualname__}"
+        if path in _REDIS_BACKENDS + _MEMORY_BACKENDS + _DUMMY_BACKENDS:
+            return path
+    return ""
+
+
+def _store() -> Tuple[str, Optional[Dict[str, Any]]]:
+    """The name of the cache ``RATELIMIT_USE_CACHE`` names, and that cache as
+    ratekeeper's ``[store]`` (None: a dummy cache, which keeps nothing)."""
     name = getattr(settings, "RATELIMIT_USE_CACHE", "default")
-    caches[name]  # raises InvalidCacheBackendError, naming it, when there is none
+    backend = _backend(caches[name])  # caches[] raises InvalidCacheBackendError, naming it, when there is none
     conf = settings.CACHES[name]
-    backend = conf.get("BACKEND", "")
+    if backend in _DUMMY_BACKENDS:
+        return name, None
     if backend in _REDIS_BACKENDS:
         location = conf.get("LOCATION")
         first = location[0] if isinstance(location, (list, tuple)) else str(location or "")
@@ -159,8 +181,9 @@ def _store() -> Tuple[str, Dict[str, Any]]:
     elif backend in _MEMORY_BACKENDS:
         url = "memory://"
     else:
-        raise ImproperlyConfigured(f"RATELIMIT_USE_CACHE: the cache {name!r} ({backend}) cannot hold exact windows: "
-                                   "use a Redis cache (Django's RedisCache or django-redis) or a local-memory one")
+        raise ImproperlyConfigured(f"RATELIMIT_USE_CACHE: the cache {name!r} ({conf.get('BACKEND')}) cannot hold "
+                                   "exact windows: use a Redis cache (Django's RedisCache or django-redis), a "
+                                   "local-memory one, or a dummy one (nothing limited)")
     store: Dict[str, Any] = {"url": url, "on_error": "raise", "denial_cache": 0}
     prefix = getattr(settings, "RATELIMIT_CACHE_PREFIX", None)
     if prefix:
@@ -168,18 +191,46 @@ def _store() -> Tuple[str, Dict[str, Any]]:
     return name, store
 
 
-def _gate(scope: str, rules: str) -> Gate:
-    """The gate of one check, on the store of ``RATELIMIT_USE_CACHE``."""
-    name, store = _store()
-    key = (name, tuple(sorted(store.items())), scope, rules)
+def _generation(name: str) -> str:
+    """The generation of the counts kept for the local-memory cache ``name``:
+    a token the cache holds (``_GENERATION_KEY``) beside its own entries.
+
+    django-ratelimit's counts are entries of the cache, so the cache's
+    ``clear()`` (an app's test ``setUp``) resets them; ratekeeper's are in a
+    memory store of the cache's own, which this mirrors: once the token is
+    gone (cleared, or culled past ``MAX_ENTRIES`` as the counts it stands
+    for would be), the next check starts a new one, and with it a new,
+    empty, memory store. The stores of earlier generations are dropped."""
+    cache = caches[name]
+    token = cache.get(_GENERATION_KEY)
+    if token is None:
+        new = uuid.uuid4().hex
+        cache.add(_GENERATION_KEY, new, None)  # the first of concurrent checks sets it
+        token = cache.get(_GENERATION_KEY, new)
+    where = (name, str(settings.CACHES[name].get("LOCATION", "")))
+    with _LOCK:
+        last = _GENERATIONS.get(where)
+        if last != token:
+            _GENERATIONS[where] = token
+            for table in (_GATES, _BASES):
+                for key in [k for k in table if k[0] == name and k[2] == last]:
+                    del table[key]
+    return str(token)
+
+
+def _gate(name: str, store: Dict[str, Any], scope: str, rules: str) -> Gate:
+    """The gate of one check, on the store of the cache ``name`` (``_store``)."""
+    generation = _generation(name) if store["url"] == "memory://" else ""
+    key = (name, tuple(sorted(store.items())), generation, scope, rules)
     with _LOCK:
         gate = _GATES.get(key)
     if gate is not None:
         return gate
     try:
-        base = _BASES.get(key[:2])
-        if base is None:
-            base = _BASES[key[:2]] = Gate({"store": store})
+        with _LOCK:  # one base, and so one memory store, per cache and generation
+            base = _BASES.get(key[:3])
+            if base is None:
+                base = _BASES[key[:3]] = Gate({"store": store})
         gate = base.with_policy({"throttle": [{"scope": scope, "rules": rules, "key": _given_key}]})
     except ConfigurationError as exc:
         raise ImproperlyConfigured(f"ratelimit: {exc}") from None
@@ -215,7 +266,13 @@ def get_usage(
     ratekeeper's ``decision``. ``increment`` counts the request; without it
     the window is only read (``should_limit``: the next request would be
     refused). None when the request is not limited: the method does not
-    apply, the rate is None, or the key is empty."""
+    apply, the rate is None, or the key is empty.
+
+    A store that cannot answer: a counted request is limited (or not, with
+    ``RATELIMIT_FAIL_OPEN``); a read counts nothing and is not limited, as
+    django-ratelimit reads a failing cache. A dummy cache keeps nothing:
+    ``count`` is the request alone (1 counted, 0 read), limited only above
+    the rate (``0/m``)."""
     if group is None and fn is None:
         raise ImproperlyConfigured("get_usage needs a group or a function (fn)")
     if key is None:
@@ -234,17 +291,23 @@ def get_usage(
     value = _key_value(group, key, request)
     if value is None or value == "" or value == b"":
         return None
+    name, store = _store()
+    if store is None:  # a dummy cache: every count expires at once
+        count = int(increment)
+        return {"count": count, "limit": limit, "should_limit": count > limit, "time_left": period, "decision": None}
     if limit == 0:
         return {"count": int(increment), "limit": 0, "should_limit": True, "time_left": period, "decision": None}
     parts = [group] if methods is None else [group, "+".join(methods)]
     if not isinstance(rate, (str, tuple)) or "/" not in str(rate):
         parts.append(f"{limit}/{period}s")  # a rate a callable gives: a log of its own
     scope = scope_name(":".join(parts))
-    gate = _gate(scope, f"{limit}/{period}s")
+    gate = _gate(name, store, scope, f"{limit}/{period}s")
     key_bytes = _encoded(value)
     try:
         return _usage(gate, request, key_bytes, limit, increment)
     except StorageError:
+        if not increment:  # a read that fails counts nothing
+            return {"count": 0, "limit": limit, "should_limit": False, "time_left": period, "decision": None}
         if getattr(settings, "RATELIMIT_FAIL_OPEN", False):
             return None
         return {"count": 0, "limit": limit, "should_limit": True, "time_left": period, "decision": None}
