@@ -24,7 +24,7 @@ import inspect
 from functools import partial
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper._ratekeeper import Answer, Decision, Limiter
 from ratekeeper.body import MAX_BODY, field, readable_length, unreadable
 from ratekeeper.doors import door_gate, log_verdict
 
@@ -97,7 +97,9 @@ class RateLimitMiddleware:
     - ``key(scope)`` names the caller (default: the client, ``client_key``); it may be a
       coroutine function; None lets the request through unlimited.
     - ``exempt``: path prefixes (or a callable taking the scope) never limited.
-    - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
+    - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed
+      (by the gate, ``client_ip`` and ``client_key``; with ``policy=``, the
+      policy's ``trusted_proxies`` and prefixes instead).
     - ``ipv4_prefix`` (16-32, default 32) and ``ipv6_prefix`` (48-128,
       default 64): how much of the client IP names the client in the default
       key (an IPv6 client holds a whole /64).
@@ -134,7 +136,7 @@ class RateLimitMiddleware:
         self.gate = door_gate("RateLimitMiddleware", limiter, policy, given)
         self.app = app
         self.limiter = limiter
-        self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
+        self.proxies = self.gate.trusted_proxies  # the client the gate names, policy= or not
         self.key = key
         self.responder = responder
         self.cost = cost
@@ -142,14 +144,16 @@ class RateLimitMiddleware:
         self.websocket_close_code = websocket_close_code
 
     def client_ip(self, scope: Scope) -> str:
-        """The client's IP, believing X-Forwarded-For only from trusted proxies."""
+        """The client's IP, believing X-Forwarded-For only from trusted proxies
+        (the policy's, with ``policy=``)."""
         client = scope.get("client")
         peer = client[0] if client else ""
         return self.proxies.client_ip(peer, header(scope, b"x-forwarded-for"))
 
     def client_key(self, scope: Scope) -> str:
         """The client as the default key names it: its IP's network by the
-        prefixes (an IPv6 client as its /64)."""
+        prefixes (an IPv6 client as its /64); with ``policy=``, by the
+        policy's trusted proxies and prefixes."""
         client = scope.get("client")
         peer = client[0] if client else ""
         return self.proxies.client_key(peer, header(scope, b"x-forwarded-for"))

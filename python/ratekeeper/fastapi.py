@@ -89,17 +89,25 @@ def setup(
     app.add_exception_handler(RateLimited, rate_limited_handler)
 
 
+def _proxies(request: Request) -> TrustedProxies:
+    """The trusted proxies and prefixes of a request: its ``policy``
+    dependency's policy's, else those ``setup`` gave."""
+    return request.scope.get("ratekeeper.proxies") or _setup.proxies
+
+
 def client_ip(request: Request) -> str:
-    """The client's IP, believing X-Forwarded-For only from the trusted proxies ``setup`` gave."""
+    """The client's IP, believing X-Forwarded-For only from the trusted
+    proxies of the ``policy`` guarding the request, else those ``setup`` gave."""
     peer = request.client.host if request.client else ""
-    return _setup.proxies.client_ip(peer, request.headers.get("x-forwarded-for"))
+    return _proxies(request).client_ip(peer, request.headers.get("x-forwarded-for"))
 
 
 def client_key(request: Request) -> str:
     """The client as the default key names it: its IP's network (an IPv6
-    client as its /64), by the prefixes ``setup`` gave."""
+    client as its /64), by the trusted proxies and prefixes of the
+    ``policy`` guarding the request, else those ``setup`` gave."""
     peer = request.client.host if request.client else ""
-    return _setup.proxies.client_key(peer, request.headers.get("x-forwarded-for"))
+    return _proxies(request).client_key(peer, request.headers.get("x-forwarded-for"))
 
 
 def _given_key(scope: Dict[str, Any]) -> Any:
@@ -152,12 +160,16 @@ def policy(
     routes it guards: an app's (``FastAPI(dependencies=[...])``), a router's
     or a route's. The handler ``setup(app)`` installs renders its denials
     and blocks; a denial is logged at ``log_level`` when the policy logs
-    denials. A bad policy fails here, at import."""
+    denials. ``client_ip`` and ``client_key`` believe the policy's trusted
+    proxies (and prefixes) for the requests it guards. A bad policy fails
+    here, at import."""
     if limiter is not None and not isinstance(limiter, Limiter):
         raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
     gate = Gate(policy, limiter=limiter)
+    proxies = gate.trusted_proxies
 
     async def dependency(request: Request, response: Response) -> Any:
+        request.scope["ratekeeper.proxies"] = proxies  # for client_ip and client_key, the policy's keys' too
         return await _decide(gate, request, response, 1, log_level)
 
     return dependency

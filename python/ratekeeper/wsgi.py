@@ -17,7 +17,7 @@ import io
 from http import HTTPStatus
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, TrustedProxies
+from ratekeeper._ratekeeper import Answer, Decision, Limiter
 from ratekeeper.body import UNREADABLE, Found, field, readable_length
 from ratekeeper.doors import door_gate, log_verdict
 
@@ -60,7 +60,9 @@ class RateLimitMiddleware:
     - ``key(environ)`` names the caller (default: the client, ``client_key``); returning
       None lets the request through unlimited.
     - ``exempt``: path prefixes (or a callable taking the environ) never limited.
-    - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed.
+    - ``trusted_proxies``: address ranges whose X-Forwarded-For is believed
+      (by the gate, ``client_ip`` and ``client_key``; with ``policy=``, the
+      policy's ``trusted_proxies`` and prefixes instead).
     - ``ipv4_prefix`` (16-32, default 32) and ``ipv6_prefix`` (48-128,
       default 64): how much of the client IP names the client in the default
       key (an IPv6 client holds a whole /64).
@@ -98,18 +100,20 @@ class RateLimitMiddleware:
         self.gate = door_gate("RateLimitMiddleware", limiter, policy, given)
         self.app = app
         self.limiter = limiter
-        self.proxies = TrustedProxies(list(trusted_proxies), ipv4_prefix=ipv4_prefix, ipv6_prefix=ipv6_prefix)
+        self.proxies = self.gate.trusted_proxies  # the client the gate names, policy= or not
         self.responder = responder
         self.cost = cost
         self.log_level = log_level
 
     def client_ip(self, environ: Environ) -> str:
-        """The client's IP, believing X-Forwarded-For only from trusted proxies."""
+        """The client's IP, believing X-Forwarded-For only from trusted proxies
+        (the policy's, with ``policy=``)."""
         return self.proxies.client_ip(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
 
     def client_key(self, environ: Environ) -> str:
         """The client as the default key names it: its IP's network by the
-        prefixes (an IPv6 client as its /64)."""
+        prefixes (an IPv6 client as its /64); with ``policy=``, by the
+        policy's trusted proxies and prefixes."""
         return self.proxies.client_key(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_X_FORWARDED_FOR"))
 
     @staticmethod

@@ -13,6 +13,13 @@ pub struct TrustedProxies {
     inner: core::TrustedProxies,
 }
 
+impl TrustedProxies {
+    /// The core's proxies, for Python (a gate's, as its policy gives them).
+    pub fn of(inner: core::TrustedProxies) -> TrustedProxies {
+        TrustedProxies { inner }
+    }
+}
+
 #[pymethods]
 impl TrustedProxies {
     #[new]

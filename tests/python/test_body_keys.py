@@ -8,6 +8,7 @@ repeated field counts every value; look-alike spellings are one person."""
 
 import hashlib
 import http.client
+import io
 import json
 import os
 import urllib.error
@@ -19,6 +20,7 @@ import pytest
 
 from conftest import ROOT, unique_prefix
 from test_async import uvicorn  # noqa: F401 (the fixture)
+from ratekeeper.body import MAX_BODY
 
 SERVERS = str(Path(ROOT) / "tests" / "python" / "servers")
 
@@ -123,3 +125,71 @@ def test_json_types_repeated_fields_and_look_alikes_are_one_person(base, route):
     assert [post(url, body, kind)[0] for body, kind in sent] == [200, 200, 429, 429, 429]
     # the junk of the second request was counted too: one left
     assert [post(url, as_json("junk1@example.com"), "application/json")[0] for _ in range(2)] == [200, 429]
+
+
+FORM, JSON = "application/x-www-form-urlencoded", "application/json"
+# (content type, body, Content-Length sent, what every door's reader answers for "email")
+BODIES = [
+    (JSON, b'{"email": "Alice@Example.com"}', True, "Alice@Example.com"),
+    (JSON, b'{"email": 42}', True, None),
+    (JSON, b'{"email": true}', True, None),
+    (JSON, b'{"email": {"address": "a@example.com"}}', True, None),
+    (JSON, b'{"email": ["a@example.com", "b@example.com"]}', True, None),
+    (JSON, b'["email"]', True, None),
+    (JSON, b'{"email": ', True, None),
+    ("application/merge-patch+json; charset=utf-8", b'{"email": "a@example.com"}', True, "a@example.com"),
+    (FORM, b"email=a%40example.com&password=x", True, "a@example.com"),
+    (FORM, b"email=junk%40example.com&email=a%40example.com", True, ["junk@example.com", "a@example.com"]),
+    (FORM, b"email=&password=x", True, ""),
+    (FORM, b"password=x", True, None),
+    # over the cap, however it starts: the door does not read it
+    (JSON, b'{"email": "a@example.com"}' + b" " * MAX_BODY, True, False),
+    (FORM, b"email=a%40example.com&pad=" + b"x" * MAX_BODY, True, False),
+    # without a length (chunked), multipart, a type no framework parses as a form or JSON
+    (JSON, b'{"email": "a@example.com"}', False, False),
+    ("multipart/form-data; boundary=XyZ",
+     b'--XyZ\r\nContent-Disposition: form-data; name="email"\r\n\r\na@example.com\r\n--XyZ--\r\n', True, False),
+    ("text/plain", b"email=a@example.com", True, False),
+    (JSON, b"", True, None),
+]
+
+
+def wsgi_environ(kind: str, body: bytes, sized: bool) -> dict:
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/login", "SERVER_NAME": "testserver", "SERVER_PORT": "80",
+               "REMOTE_ADDR": "203.0.113.5", "CONTENT_TYPE": kind, "wsgi.input": io.BytesIO(body),
+               "wsgi.url_scheme": "http"}
+    if sized:
+        environ["CONTENT_LENGTH"] = str(len(body))
+    else:
+        environ["HTTP_TRANSFER_ENCODING"] = "chunked"
+    return environ
+
+
+def django_requests(kind: str, body: bytes, sized: bool):
+    """The request as Django builds it under WSGI and under ASGI, and under
+    WSGI once request.POST was read (as the CSRF middleware does)."""
+    from django.core.handlers.asgi import ASGIRequest
+    from django.core.handlers.wsgi import WSGIRequest
+
+    headers = [(b"content-type", kind.encode())]
+    headers.append((b"content-length", str(len(body)).encode()) if sized else (b"transfer-encoding", b"chunked"))
+    scope = {"type": "http", "method": "POST", "path": "/login", "headers": headers, "client": ("203.0.113.5", 1),
+             "server": ("testserver", 80), "query_string": b""}
+    posted = WSGIRequest(wsgi_environ(kind, body, sized))
+    posted.POST  # noqa: B018 (parsed first)
+    return [WSGIRequest(wsgi_environ(kind, body, sized)), ASGIRequest(scope, io.BytesIO(body)), posted]
+
+
+@pytest.mark.parametrize("kind, body, sized, wanted", BODIES, ids=[f"{i}-{b[0]}" for i, b in enumerate(BODIES)])
+def test_django_reads_a_body_field_as_the_wsgi_door_does(kind, body, sized, wanted):
+    """One reader, one cap, one answer: Django's identity:FIELD reader gives
+    what the WSGI door's does for the same body (a string, a list for a
+    repeated form field, None for a JSON value that is not a string, False
+    for a body over the cap, without a length or of a type not parsed)."""
+    from ratekeeper.django.keys import body_field as django_field
+    from ratekeeper.wsgi import body_field as wsgi_field
+
+    assert wsgi_field(wsgi_environ(kind, body, sized), "email") == wanted
+    answers = [django_field(request, "email") for request in django_requests(kind, body, sized)]
+    assert answers == [wanted] * 3
+    assert all(type(answer) is type(wanted) for answer in answers)

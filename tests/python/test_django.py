@@ -3,6 +3,7 @@ client against the test Redis: headers, 429 body, the login decorator, exempt
 paths, user and IP keys, spoofed X-Forwarded-For, settings checks, async."""
 
 import json
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -39,6 +40,11 @@ def settings_override(redis_url):
 
 def client(ip="203.0.113.5", **extra):
     return Client(REMOTE_ADDR=ip, **extra)
+
+
+def post_form(c, path, data):
+    """A form posted as a browser posts one (urlencoded: the body every door reads)."""
+    return c.post(path, urlencode(data), content_type="application/x-www-form-urlencoded")
 
 
 def test_headers_then_429_after_the_configured_requests():
@@ -96,12 +102,12 @@ def test_users_are_keyed_by_user_not_ip():
 def test_login_view_is_limited_per_posted_email():
     c = client()
     for i in range(3):
-        assert c.post("/login", {"email": "victim@example.com", "password": str(i)}).status_code == 401
-    denied = c.post("/login", {"email": "victim@example.com", "password": "x"})
+        assert post_form(c, "/login", {"email": "victim@example.com", "password": str(i)}).status_code == 401
+    denied = post_form(c, "/login", {"email": "victim@example.com", "password": "x"})
     assert denied.status_code == 429
     assert denied["X-RateLimit-Limit"] in {"3", "5"}
     # another address, and GETs of the form, are not limited by this decorator
-    assert client("198.18.0.1").post("/login", {"email": "other@example.com"}).status_code == 401
+    assert post_form(client("198.18.0.1"), "/login", {"email": "other@example.com"}).status_code == 401
     assert client("198.18.0.2").get("/login").status_code == 200
 
 
@@ -317,7 +323,7 @@ def test_identity_keys_are_trimmed_lower_case_and_absent_means_unlimited(setting
     ips = (f"198.51.100.{i}" for i in range(1, 250))  # apart from the per-IP RULES
 
     def form(data):
-        return client(next(ips)).post("/login", data).status_code
+        return post_form(client(next(ips)), "/login", data).status_code
 
     def as_json(data):
         return client(next(ips)).post("/login", json.dumps(data), content_type="application/json").status_code
@@ -330,6 +336,17 @@ def test_identity_keys_are_trimmed_lower_case_and_absent_means_unlimited(setting
     for _ in range(5):
         assert as_json({"user": "x"}) == 401
         assert form({"email": "   "}) == 401
+
+
+def test_a_body_no_door_reads_counts_the_client(settings_override):
+    """identity:FIELD reads the body as every door does: one over 64 KiB or
+    multipart is not read (whatever email it holds), so the client's
+    address is counted instead, never a fresh email per request."""
+    c = client("198.51.100.250")
+    large = [json.dumps({"email": f"p{i}@example.com", "pad": " " * 70 * 1024}) for i in range(3)]
+    assert [c.post("/login", body, content_type="application/json").status_code for body in large] == [401] * 3
+    assert c.post("/login", {"email": "p4@example.com"}).status_code == 429  # multipart: the client again
+    assert post_form(client("198.51.100.251"), "/login", {"email": "p4@example.com"}).status_code == 401
 
 
 def test_a_header_key_is_its_bytes_and_a_named_scope_is_shared_with_ruby(settings_override, redis_url):

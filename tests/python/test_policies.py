@@ -145,6 +145,41 @@ def test_penalize_counts_against_a_policy_files_entry_and_the_proxys_client(redi
             penalize(request, "nope")
 
 
+def test_a_decorated_view_under_a_policy_file_names_the_proxys_client(redis_url, tmp_path):
+    """With POLICY_FILE, @ratelimit(key="ip") and a key function calling
+    the config's proxies count the client the file's trusted proxy names,
+    never the proxy (which would make every client share one quota)."""
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from ratekeeper.django import ratelimit
+
+    policy = tmp_path / "policy.toml"
+    shared = (Path(__file__).parents[1] / "cases" / "penalize.toml").read_text()
+    policy.write_text(f'{shared}\n[store]\nurl = "{redis_url}"\nprefix = "{unique_prefix()}"\n')
+    with override_settings(RATEKEEPER={"POLICY_FILE": str(policy)}):
+        seen = []
+
+        def own_key(request):
+            seen.append(get_config().proxies.client_ip(request.META["REMOTE_ADDR"],
+                                                       request.META.get("HTTP_X_FORWARDED_FOR")))
+            return seen[-1]
+
+        @ratelimit("1/minute", key="ip")
+        def by_ip(request):
+            return HttpResponse("ok")
+
+        @ratelimit("1/minute", key=own_key)
+        def by_own(request):
+            return HttpResponse("ok")
+
+        for view in (by_ip, by_own):
+            statuses = [view(RequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=client)).status_code
+                        for client in ("198.51.100.1", "198.51.100.2", "198.51.100.1")]
+            assert statuses == [200, 200, 429], statuses
+        assert seen[:2] == ["198.51.100.1", "198.51.100.2"]
+
+
 def test_shadow_mode_reports_but_never_denies(site):
     admin(site).set_switches(shadow=True)
     settle()

@@ -432,6 +432,7 @@ def _from_file(raw: Dict[str, Any]) -> Config:
             raise ConfigurationError(f"the policy file says {given}: give them there, not beside it")
         cfg = Config()
         cfg.gate = Gate(str(raw["POLICY_FILE"]))
+        cfg.proxies = cfg.gate.trusted_proxies  # a decorator's key and gate name the file's client
         cfg.enabled = cfg.gate.enabled
         cfg.reads_user = True  # a key "user" reads the signed-in user
     _door_settings(cfg, raw)

@@ -10,10 +10,11 @@ blank or absent: not limited), the dotted path of a callable, or a callable
 from typing import Any, Callable, Optional, Union
 
 from django.http import HttpRequest
+from django.http.request import RawPostDataException
 from django.utils.module_loading import import_string
 
 from ratekeeper._ratekeeper import ConfigurationError, TrustedProxies, identity
-from ratekeeper.body import UNREADABLE, Found, field, is_json, media_type, readable_length
+from ratekeeper.body import UNREADABLE, Found, field, readable_length
 
 Key = Optional[Union[str, bytes]]
 KeyFunc = Callable[[HttpRequest], Key]
@@ -38,20 +39,22 @@ def _user_pk(request: HttpRequest) -> Optional[str]:
 
 
 def body_field(request: HttpRequest, name: str) -> Found:
-    """Field `name` of a posted form (urlencoded or multipart, as Django
-    parses it: each value of a repeated field), or of a JSON object body
-    (as ratekeeper.body reads one); None when absent; UNREADABLE for a body
-    of another type, which the app may parse itself."""
-    kind = media_type(request.content_type)
-    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        values = request.POST.getlist(name)
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else values
-    if is_json(kind):
-        return field(request.content_type, request.body, name)
-    has_body = readable_length(request.META.get("CONTENT_LENGTH"), request.META.get("HTTP_TRANSFER_ENCODING")) != 0
-    return UNREADABLE if has_body else None
+    """Field `name` of the request body, as every door reads it
+    (ratekeeper.body: a form or JSON object body of at most MAX_BODY bytes;
+    a string, a list for a repeated form field, None when absent or not a
+    string); UNREADABLE for a body the door may not read while the app may
+    (too long, without a length, multipart, a type it does not parse, or
+    one the app has read as a stream). Django gives only the bytes."""
+    length = readable_length(request.META.get("CONTENT_LENGTH"), request.META.get("HTTP_TRANSFER_ENCODING"))
+    if length is None:
+        return UNREADABLE
+    if length == 0:
+        return None
+    try:
+        raw = request.body
+    except RawPostDataException:  # read as a stream (a multipart form Django parsed, say)
+        return UNREADABLE
+    return field(request.META.get("CONTENT_TYPE"), raw, name)
 
 
 def kind_of(func: KeyFunc) -> str:
