@@ -33,10 +33,12 @@ from ratekeeper._ratekeeper import (
     acheck_all,
     check_all,
     check_option,
+    flush_denials,
     identity,
     parse_rules,
     scope_name,
 )
+from ratekeeper import _exit
 
 __all__ = [
     "CONSOLE_CSP",
@@ -61,6 +63,7 @@ __all__ = [
     "acheck_all",
     "check_all",
     "check_option",
+    "flush_denials",
     "identity",
     "parse_rules",
     "scope_name",

@@ -53,6 +53,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(limiter::acheck_all, m)?)?;
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(scope_name, m)?)?;
+    m.add_function(wrap_pyfunction!(flush_denials, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_frozen, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
@@ -69,6 +70,15 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn identity(text: &str) -> Option<String> {
     ratekeeper_core::identity(text)
+}
+
+/// Writes this process's record of denials (what `Admin.top_denied` reads)
+/// now, within one `timeout` (without the GIL): the package calls it as the
+/// process exits, a forked child's exit included, so that a script's or a
+/// recycled worker's denials since the last periodic write are kept.
+#[pyfunction]
+fn flush_denials(py: Python<'_>) {
+    py.detach(ratekeeper_core::flush_denials);
 }
 
 /// A limiter scope from a name (a path, a view, a throttle): characters

@@ -59,6 +59,10 @@ require "ratekeeper/limiter"
 require "ratekeeper/admin"
 require "ratekeeper/gate"
 require "ratekeeper/rack/middleware"
+# The record of denials is written every policy_refresh: a script's, a job's
+# or a recycled worker's last denials are written as it exits (one timeout at
+# most; a forked child inherits the hook).
+at_exit { Ratekeeper.flush_denials }
 if defined?(Rails::Railtie)
   require "ratekeeper/railtie"
 else

@@ -206,6 +206,8 @@ async fn serve(args: Args) -> Result<(), ServerError> {
     for door in doors {
         door.await.map_err(|e| ServerError::Io(e.to_string()))??;
     }
+    // the denials since the record's last periodic write (one timeout at most)
+    let _ = tokio::task::spawn_blocking(ratekeeper_core::flush_denials).await;
     log::info!("stopped");
     Ok(())
 }

@@ -7,8 +7,8 @@ use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
 use crate::store::policies::load_shared;
 use crate::store::{in_place, PolicyCalls, Store};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 /// How often a process reads the shared policies (switches, address lists) again by default.
@@ -144,6 +144,10 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
     if local.reader.swap(true, Ordering::AcqRel) {
         return;
     }
+    WRITERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((Arc::downgrade(view), Arc::downgrade(store)));
     let (view, store) = (Arc::downgrade(view), Arc::downgrade(store));
     let refresh = local.refresh;
     let spawned = std::thread::Builder::new()
@@ -164,6 +168,52 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
         local.reader.store(false, Ordering::Release);
         *local.read_at.lock().unwrap_or_else(|p| p.into_inner()) = u64::MAX;
     }
+}
+
+/// The views whose tally a reader writes, and their stores (held weakly):
+/// what [`flush_denials`] writes once more.
+type Writer = (Weak<ProcessLocal<SharedView>>, Weak<dyn Store>);
+static WRITERS: Mutex<Vec<Writer>> = Mutex::new(Vec::new());
+/// The process whose [`flush_denials`] found the store not answering (0:
+/// none): it is going, and a limiter dropped after it does not wait again.
+static FAILED_IN: AtomicU32 = AtomicU32::new(0);
+
+/// Writes this process's record of denials now, on every store a reader
+/// writes it to, within one `timeout` in all (what a process does as it
+/// exits, so that the denials since the reader's last write are not lost:
+/// a script's, a job's, a recycled worker's). A failed write is logged at
+/// debug and dropped: the process is going.
+pub fn flush_denials() {
+    // (a child forked while another thread held the list finds it taken: it skips)
+    let writers: Vec<(Policies, Arc<dyn Store>)> = match WRITERS.try_lock() {
+        Ok(list) => list
+            .iter()
+            .filter_map(|(view, store)| Some((view.upgrade()?, store.upgrade()?)))
+            .collect(),
+        Err(_) => return,
+    };
+    crate::store::deadline::within(|| {
+        for (view, store) in writers {
+            if let Err(e) = view.get().tally.flush(&*store) {
+                FAILED_IN.store(std::process::id(), Ordering::Release);
+                log::debug!("the record of denials was not written at exit: {e}");
+            }
+        }
+    });
+}
+
+/// Writes what `view`'s tally holds unwritten to `store` now (nothing to
+/// write: no call), within one `timeout`: the last limiter of a view is
+/// going, and its reader with it (a job's limiter made in a function).
+pub(crate) fn flush_view(view: &Policies, store: &dyn Store) {
+    if FAILED_IN.load(Ordering::Acquire) == std::process::id() {
+        return;
+    }
+    crate::store::deadline::within(|| {
+        if let Err(e) = view.get().tally.flush(store) {
+            log::debug!("the record of denials was not written: {e}");
+        }
+    });
 }
 
 /// Whether `view` holds the policies as of this process's last change (a

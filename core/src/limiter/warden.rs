@@ -67,6 +67,16 @@ impl Listed {
     }
 }
 
+impl Drop for Warden {
+    /// The last warden of a view writes the denials its reader has not
+    /// written yet: the reader ends with it.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.shared) == 1 && self.store.waits_on_io() {
+            super::view::flush_view(&self.shared, &*self.store);
+        }
+    }
+}
+
 impl Warden {
     /// A warden of `store` with the defaults: allow on error, policies read
     /// again every [`super::DEFAULT_POLICY_REFRESH`], each key's record

@@ -39,6 +39,12 @@ fn scope_name(name: String) -> String {
     ratekeeper_core::scope_name(&name)
 }
 
+/// `Ratekeeper.flush_denials`: writes this process's record of denials now
+/// (without the GVL; one `timeout` at most), as `at_exit` does by itself.
+fn flush_denials() {
+    let _ = gvl::without_gvl(ratekeeper_core::flush_denials);
+}
+
 /// `Ratekeeper._testing_freeze(now)`: the process's clock (what every
 /// limiter reads unless given another) frozen at `now` seconds (nil: the
 /// store's clock again); see lib/ratekeeper/testing.rb.
@@ -71,6 +77,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     module.define_singleton_method("_panic_for_tests", function!(panic_for_tests, 0))?;
     module.define_singleton_method("identity", function!(identity, 1))?;
     module.define_singleton_method("scope_name", function!(scope_name, 1))?;
+    module.define_singleton_method("flush_denials", function!(flush_denials, 0))?;
     module.define_singleton_method("_testing_freeze", function!(testing_freeze, 1))?;
     module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
     module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;

@@ -1,0 +1,26 @@
+"""The record of denials written as a process exits: the periodic write
+(every ``policy_refresh``) would lose a script's, a job's or a recycled
+worker's last denials. ``flush_denials`` (one ``timeout`` at most) runs at
+interpreter exit (``atexit``: a script, ``ratekeeper check``, a gunicorn
+worker), and at the end of a child that ``multiprocessing`` or Celery's
+prefork pool started (``billiard`` shares ``multiprocessing.util``'s
+registries), which leaves by ``os._exit`` without ``atexit``.
+"""
+
+import atexit
+import multiprocessing.util
+
+from ratekeeper._ratekeeper import flush_denials
+
+
+class _Children:
+    """What the after-fork registry holds (weakly) for the process's life."""
+
+    def started(self) -> None:
+        """In a new child, whose finalizers were cleared: write its denials at its end."""
+        multiprocessing.util.Finalize(None, flush_denials, exitpriority=100)
+
+
+atexit.register(flush_denials)
+_CHILDREN = _Children()
+multiprocessing.util.register_after_fork(_CHILDREN, _Children.started)
