@@ -80,22 +80,20 @@ impl<'a> Cursor<'a> {
     fn quoted(&mut self) -> Option<()> {
         self.eat(b'"')?;
         let bytes = self.line.as_bytes();
-        while let Some(&b) = bytes.get(self.at) {
-            match b {
-                b'"' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                b'\\' => {
-                    if matches!(bytes.get(self.at + 1), None | Some(b'\n')) {
-                        return None;
-                    }
-                    // (the escaped character may be several bytes long)
-                    let next = self.line[self.at + 1..].chars().next()?;
-                    self.at += 1 + next.len_utf8();
-                }
-                _ => self.at += 1,
+        // (a request is most of a line: its end is searched for, not walked to)
+        while let Some(found) = memchr::memchr2(b'"', b'\\', &bytes[self.at..]) {
+            self.at += found;
+            if bytes[self.at] == b'"' {
+                self.at += 1;
+                return Some(());
             }
+            // a backslash
+            if matches!(bytes.get(self.at + 1), None | Some(b'\n')) {
+                return None;
+            }
+            // (the escaped character may be several bytes long)
+            let next = self.line[self.at + 1..].chars().next()?;
+            self.at += 1 + next.len_utf8();
         }
         None
     }

@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::rule::RuleSet;
 use source::Source;
 use std::borrow::Cow;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tally::Tally;
 
@@ -188,29 +188,32 @@ fn detect(head: &[&str]) -> Option<Format> {
     })
 }
 
-/// A line waiting in the reorder buffer, oldest (then first read) first.
+/// A line waiting in the reorder buffer, oldest (then first read) first:
+/// ordered by one integer, its time's bits (in `f64::total_cmp`'s order)
+/// above its line's number, so that the buffer compares one number.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Held {
-    at: f64,
-    line: u64,
+    order: u128,
     user: Option<u32>,
 }
 
-impl PartialEq for Held {
-    fn eq(&self, other: &Held) -> bool {
-        self.cmp(other) == Ordering::Equal
+impl Held {
+    fn new(at: f64, line: u64, user: Option<u32>) -> Held {
+        // f64::total_cmp's key: flip the bits below the sign of a negative
+        // time, then the sign, so that the integers order as the times
+        let bits = at.to_bits() as i64;
+        let ordered = (bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64 ^ (1 << 63);
+        Held {
+            order: (u128::from(ordered) << 64) | u128::from(line),
+            user,
+        }
     }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Held) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Held {
-    fn cmp(&self, other: &Held) -> Ordering {
-        self.at
-            .total_cmp(&other.at)
-            .then(self.line.cmp(&other.line))
+
+    /// Its time (epoch seconds).
+    fn at(&self) -> f64 {
+        let ordered = (self.order >> 64) as u64 ^ (1 << 63);
+        let bits = ordered as i64;
+        f64::from_bits((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64)
     }
 }
 
@@ -289,11 +292,10 @@ pub fn replay_file(
             late += 1;
         }
         let user = key.map(|k| tally.user_id(&k));
-        held.push(Reverse(Held {
-            at,
-            line: lines,
-            user,
-        }));
+        if let Some(id) = user {
+            tally.prefetch(id);
+        }
+        held.push(Reverse(Held::new(at, lines, user)));
         if at > newest {
             newest = at;
             release(&mut held, &mut tally, newest - REORDER_SECONDS);
@@ -321,9 +323,46 @@ pub fn replay_file(
 fn release(held: &mut BinaryHeap<Reverse<Held>>, tally: &mut Tally, until: f64) {
     while held
         .peek()
-        .is_some_and(|Reverse(h)| h.at <= until || held.len() > MAX_HELD)
+        .is_some_and(|Reverse(h)| h.at() <= until || held.len() > MAX_HELD)
     {
         let Some(Reverse(h)) = held.pop() else { break };
-        tally.feed(h.user, h.at);
+        tally.feed(h.user, h.at());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reorder_buffer_orders_by_time_then_line_and_keeps_the_time() {
+        let times = [-1.5, -0.0, 0.0, 1e-9, 1.0, 1_709_596_800.125, 7.3e9];
+        let held: Vec<Held> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| Held::new(at, i as u64, None))
+            .collect();
+        for (h, &at) in held.iter().zip(&times) {
+            assert_eq!(h.at().to_bits(), at.to_bits());
+        }
+        assert!(held.windows(2).all(|w| w[0] < w[1]));
+        assert!(Held::new(5.0, 1, None) < Held::new(5.0, 2, Some(0)));
+    }
+
+    #[test]
+    fn keys_are_numbered_once_each() {
+        let mut tally = tally::Tally::new(vec![crate::rule::RuleSet::parse("1/s").unwrap()], 3600);
+        let keys = [
+            "10.0.0.1",
+            "",
+            "10.0.0.10",
+            "alice",
+            "10.0.0.1",
+            "ａlice",
+            "alice",
+        ];
+        let ids: Vec<u32> = keys.iter().map(|k| tally.user_id(k)).collect();
+        assert_eq!(ids, [0, 1, 2, 3, 0, 4, 3]);
+        assert_eq!(tally.users(), 5);
     }
 }

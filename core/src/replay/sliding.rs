@@ -31,6 +31,14 @@ pub struct Log {
 }
 
 impl Log {
+    /// Asks for the units a check reads first: the newest, and the oldest.
+    pub fn prefetch(&self) {
+        if let (Some(oldest), Some(newest)) = (self.times.front(), self.times.back()) {
+            super::tally::prefetch(oldest);
+            super::tally::prefetch(newest);
+        }
+    }
+
     /// Checks one unit at `now` (ms) against `rules`, whose starts are
     /// `starts` (zeros for a new log): writes each rule's count before it
     /// into `counts`, and logs it when every rule admits it (returns whether

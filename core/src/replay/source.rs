@@ -91,7 +91,7 @@ impl Source {
         }
         let rest = &self.chunk[self.at..];
         // a lone \r ends a line too; \r\n is one end
-        let (len, end) = match rest.iter().position(|&b| b == b'\r' || b == b'\n') {
+        let (len, end) = match memchr::memchr2(b'\r', b'\n', rest) {
             Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => (i, 2),
             Some(i) => (i, 1),
             None => (rest.len(), 0),
