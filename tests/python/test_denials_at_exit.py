@@ -1,7 +1,8 @@
 """A short-lived process's denials reach the record (Admin.top_denied) when
 it exits before the periodic write (policy_refresh, 60 s here): a Python
 script (atexit), a multiprocessing child and a Celery-style billiard child
-(os._exit), a Ruby script (at_exit), the edge server stopped by SIGTERM."""
+(os._exit), a Ruby script and a forked Ruby child (at_exit), the edge
+server stopped by SIGTERM."""
 
 import os
 import shutil
@@ -78,14 +79,17 @@ def test_a_python_process_writes_its_denials_as_it_exits(how, redis_url):
     assert_all_recorded(redis_url, prefix)
 
 
-def test_a_ruby_process_writes_its_denials_as_it_exits(redis_url):
+@pytest.mark.parametrize("how", ["script", "fork"])
+def test_a_ruby_process_writes_its_denials_as_it_exits(how, redis_url):
     ruby = shutil.which("ruby")
     if ruby is None:
         pytest.skip("no ruby")
     prefix = unique_prefix()
     env = {**os.environ, "RUBYLIB": os.pathsep.join(filter(None, [os.path.join(ROOT, "ruby", "lib"),
                                                                    os.environ.get("RUBYLIB")]))}
-    run = subprocess.run([ruby, "-e", RUBY, redis_url, prefix], capture_output=True, text=True, timeout=60, env=env)
+    # a forked child's denials: the parent leaves by exit!, writing nothing of its own
+    script = RUBY if how == "script" else f"require 'ratekeeper'\nProcess.wait(fork {{\n{RUBY}\n}})\nexit!(0)\n"
+    run = subprocess.run([ruby, "-e", script, redis_url, prefix], capture_output=True, text=True, timeout=60, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert_all_recorded(redis_url, prefix)
 
