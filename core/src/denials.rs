@@ -194,6 +194,19 @@ impl Tally {
         current.noted += 1;
     }
 
+    /// Whether it holds denials not written yet.
+    pub(crate) fn unwritten(&self) -> bool {
+        self.ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+            || self
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwritten()
+    }
+
     /// Writes what changed since the last write (a minute that ended, then
     /// the current one) to `store`. What a failed write held stays to be
     /// written by the next flush.

@@ -94,8 +94,8 @@ pub use keys::{identity, scope_name};
 #[cfg(feature = "async")]
 pub use limiter::check_batch_async;
 pub use limiter::{
-    check_batch, cost_from, flush_denials, Acquired, BatchItem, CheckOptions, Limiter, Offender,
-    OnError,
+    check_batch, cost_from, flush_denials, flush_denials_at_exit, Acquired, BatchItem,
+    CheckOptions, Limiter, Offender, OnError,
 };
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};

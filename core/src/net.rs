@@ -272,6 +272,32 @@ impl TrustedProxies {
         })
     }
 
+    /// These proxies with each part not `given` (the ranges, the IPv4
+    /// prefix, the IPv6 prefix, in that order) taken from `base`.
+    pub fn or_from(self, base: &TrustedProxies, given: (bool, bool, bool)) -> TrustedProxies {
+        let (ranges, v4, v6) = given;
+        TrustedProxies {
+            ranges: if ranges {
+                self.ranges
+            } else {
+                base.ranges.clone()
+            },
+            unix: if ranges { self.unix } else { base.unix },
+            prefixes: ClientPrefixes {
+                v4: if v4 {
+                    self.prefixes.v4
+                } else {
+                    base.prefixes.v4
+                },
+                v6: if v6 {
+                    self.prefixes.v6
+                } else {
+                    base.prefixes.v6
+                },
+            },
+        }
+    }
+
     /// The same proxies, naming clients by `prefixes`.
     pub fn with_prefixes(mut self, prefixes: ClientPrefixes) -> TrustedProxies {
         self.prefixes = prefixes;
@@ -362,6 +388,26 @@ fn unknown_peer(peer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gate_beside_another_keeps_each_part_of_the_client_it_does_not_name() {
+        let base = TrustedProxies::parse(&["10.0.0.0/8", "unix"])
+            .unwrap()
+            .with_prefixes(ClientPrefixes::new(Some(24), Some(48)).unwrap());
+        let own = TrustedProxies::parse(&["192.0.2.1"])
+            .unwrap()
+            .with_prefixes(ClientPrefixes::new(None, Some(56)).unwrap());
+        let kept = own.clone().or_from(&base, (false, false, false));
+        assert_eq!(kept, base);
+        let mixed = own.clone().or_from(&base, (false, false, true));
+        assert_eq!(
+            mixed.client_key("10.0.0.1", Some("203.0.113.9")),
+            "203.0.113.0/24"
+        );
+        assert_eq!(mixed.prefixes.v6, 56);
+        let named = own.clone().or_from(&base, (true, true, true));
+        assert_eq!(named, own);
+    }
 
     fn proxies(ranges: &[&str]) -> TrustedProxies {
         TrustedProxies::parse(ranges).unwrap()

@@ -84,7 +84,8 @@ pub struct Settings {
     pub prefix: String,
     /// What a check returns when the store fails (`allow`).
     pub on_error: OnError,
-    /// Longest wait for one Redis command (see [`DEFAULT_TIMEOUT`]).
+    /// Longest wait on Redis for one call, every command it makes included
+    /// (see [`DEFAULT_TIMEOUT`] and [`crate::store::deadline`]).
     pub timeout: Duration,
     /// Longest wait for a new Redis connection.
     pub connect_timeout: Duration,

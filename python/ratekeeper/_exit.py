@@ -1,6 +1,6 @@
 """The record of denials written as a process exits: the periodic write
 (every ``policy_refresh``) would lose a script's, a job's or a recycled
-worker's last denials. ``flush_denials`` (one ``timeout`` at most) runs at
+worker's last denials. They are written (once, one ``timeout`` at most) at
 interpreter exit (``atexit``: a script, ``ratekeeper check``, a gunicorn
 worker), and at the end of a child that ``multiprocessing`` or Celery's
 prefork pool started (``billiard`` shares ``multiprocessing.util``'s
@@ -10,7 +10,7 @@ registries), which leaves by ``os._exit`` without ``atexit``.
 import atexit
 import multiprocessing.util
 
-from ratekeeper._ratekeeper import flush_denials
+from ratekeeper._ratekeeper import _flush_denials_at_exit
 
 
 class _Children:
@@ -18,9 +18,9 @@ class _Children:
 
     def started(self) -> None:
         """In a new child, whose finalizers were cleared: write its denials at its end."""
-        multiprocessing.util.Finalize(None, flush_denials, exitpriority=100)
+        multiprocessing.util.Finalize(None, _flush_denials_at_exit, exitpriority=100)
 
 
-atexit.register(flush_denials)
+atexit.register(_flush_denials_at_exit)
 _CHILDREN = _Children()
 multiprocessing.util.register_after_fork(_CHILDREN, _Children.started)

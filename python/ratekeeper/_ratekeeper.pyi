@@ -12,6 +12,7 @@ CONSOLE_CSP: str
 """The Content-Security-Policy of every response of the operations consoles (the Django page's and Ratekeeper::Web's)."""
 
 def _panic_for_tests() -> None: ...
+def _flush_denials_at_exit() -> None: ...
 def check_all(
     items: Iterable[
         Union[

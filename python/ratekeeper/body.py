@@ -1,7 +1,7 @@
 """The request body field a policy's ``identity:FIELD`` key reads: a field of
 a posted form or of a JSON object, from a body of at most ``MAX_BODY`` bytes
-(with a ``Content-Length`` that says so). The WSGI, ASGI and FastAPI doors
-read the body with it; Django reads it as it parses it.
+(with a ``Content-Length`` that says so). The WSGI, ASGI, FastAPI and
+Django doors read the body with it (Django giving only the bytes).
 
 A reader answers the field's value, a list of its values (a repeated form
 field: each is counted), None when the body has no such field (or there is

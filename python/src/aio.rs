@@ -333,22 +333,29 @@ impl Coroutine {
         self.step(py)
     }
 
-    /// Raises `typ` (an exception, or its class with `val`) where it waits, ending it.
-    #[pyo3(signature = (typ, val = None, _tb = None))]
+    /// Raises where it waits, ending it, as a coroutine's `throw` does: the
+    /// exception `typ`, or `val` when it is one (an instance of the class
+    /// `typ`), or `typ(val)`; with the traceback `tb` when given.
+    #[pyo3(signature = (typ, val = None, tb = None))]
     fn throw(
         &self,
         py: Python<'_>,
         typ: &Bound<'_, PyAny>,
         val: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
+        tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.finish(py)?;
-        let raised = match val {
-            Some(val) if typ.is_instance_of::<pyo3::types::PyType>() && !val.is_none() => {
-                typ.call1((val,))?
-            }
+        let mut raised = match val.filter(|val| !val.is_none()) {
+            Some(val) if val.is_instance_of::<pyo3::exceptions::PyBaseException>() => val.clone(),
+            Some(val) if typ.is_instance_of::<pyo3::types::PyType>() => typ.call1((val,))?,
             _ => typ.clone(),
         };
+        if let Some(tb) = tb.filter(|tb| !tb.is_none()) {
+            if raised.is_instance_of::<pyo3::types::PyType>() {
+                raised = raised.call0()?;
+            }
+            raised = raised.call_method1(intern!(py, "with_traceback"), (tb,))?;
+        }
         Err(PyErr::from_value(raised))
     }
 
@@ -369,6 +376,25 @@ impl Coroutine {
     #[getter]
     fn __qualname__(&self) -> &'static str {
         self.name
+    }
+}
+
+impl Drop for Coroutine {
+    /// A coroutine never run warns as an `async def`'s does: a forgotten
+    /// `await` would otherwise check nothing, silently.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if matches!(state, State::Created(_)) {
+            Python::attach(|py| {
+                let message = format!("coroutine '{}' was never awaited", self.name);
+                if let Ok(message) = std::ffi::CString::new(message) {
+                    let warning = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                    if let Err(err) = PyErr::warn(py, &warning, &message, 1) {
+                        err.write_unraisable(py, None);
+                    }
+                }
+            });
+        }
     }
 }
 

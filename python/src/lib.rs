@@ -54,6 +54,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(identity, m)?)?;
     m.add_function(wrap_pyfunction!(scope_name, m)?)?;
     m.add_function(wrap_pyfunction!(flush_denials, m)?)?;
+    m.add_function(wrap_pyfunction!(_flush_denials_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_frozen, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
@@ -73,12 +74,19 @@ fn identity(text: &str) -> Option<String> {
 }
 
 /// Writes this process's record of denials (what `Admin.top_denied` reads)
-/// now, within one `timeout` (without the GIL): the package calls it as the
-/// process exits, a forked child's exit included, so that a script's or a
-/// recycled worker's denials since the last periodic write are kept.
+/// now, within one `timeout` (without the GIL); the package writes it as
+/// the process exits, a forked child's exit included, so that a script's
+/// or a recycled worker's denials since the last periodic write are kept.
 #[pyfunction]
 fn flush_denials(py: Python<'_>) {
     py.detach(ratekeeper_core::flush_denials);
+}
+
+/// `flush_denials` as the process exits: once, whichever of its exit hooks
+/// (`atexit`, a `multiprocessing` child's end) calls it first.
+#[pyfunction]
+fn _flush_denials_at_exit(py: Python<'_>) {
+    py.detach(ratekeeper_core::flush_denials_at_exit);
 }
 
 /// A limiter scope from a name (a path, a view, a throttle): characters

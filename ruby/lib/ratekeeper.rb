@@ -62,7 +62,7 @@ require "ratekeeper/rack/middleware"
 # The record of denials is written every policy_refresh: a script's, a job's
 # or a recycled worker's last denials are written as it exits (one timeout at
 # most; a forked child inherits the hook).
-at_exit { Ratekeeper.flush_denials }
+at_exit { Ratekeeper._flush_denials_at_exit }
 if defined?(Rails::Railtie)
   require "ratekeeper/railtie"
 else

@@ -207,7 +207,7 @@ async fn serve(args: Args) -> Result<(), ServerError> {
         door.await.map_err(|e| ServerError::Io(e.to_string()))??;
     }
     // the denials since the record's last periodic write (one timeout at most)
-    let _ = tokio::task::spawn_blocking(ratekeeper_core::flush_denials).await;
+    let _ = tokio::task::spawn_blocking(ratekeeper_core::flush_denials_at_exit).await;
     log::info!("stopped");
     Ok(())
 }

@@ -4,6 +4,7 @@ Redis under uvicorn, and FastAPI, Starlette and Django ASGI apps over real
 HTTP. (TLS: test_tls.py; the shared scenarios: test_scenarios.py.)"""
 
 import asyncio
+import gc
 import json
 import os
 import re
@@ -147,6 +148,14 @@ def test_awaited_calls_are_coroutines(kind, redis_url, prefix):
         assert asyncio.iscoroutine(made), made
         made.close()  # never started: nothing runs, nothing warns
         asyncio.run(call())
+    with pytest.warns(RuntimeWarning, match="coroutine 'acheck' was never awaited"):
+        forgotten = calls[0]()  # a forgotten await says so, as an async def's does
+        del forgotten
+        gc.collect()
+    try:
+        asyncio.run(asyncio.wait_for(calls[0](), 0))  # thrown into before its first step ends
+    except asyncio.TimeoutError:
+        pass
     with pytest.raises(RuntimeError, match="already awaited"):
         done = calls[0]()
         asyncio.run(done)

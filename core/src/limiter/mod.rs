@@ -16,7 +16,7 @@ pub mod warden;
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
 pub use options::{cost_from, CheckOptions, Offender, OnError};
-pub use view::{flush_denials, DEFAULT_POLICY_REFRESH};
+pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_POLICY_REFRESH};
 pub use wait::Acquired;
 pub use warden::{Listed, Warden};
 

@@ -8,7 +8,7 @@ use crate::process::ProcessLocal;
 use crate::store::policies::load_shared;
 use crate::store::{in_place, PolicyCalls, Store};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 /// How often a process reads the shared policies (switches, address lists) again by default.
@@ -144,10 +144,16 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
     if local.reader.swap(true, Ordering::AcqRel) {
         return;
     }
-    WRITERS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((Arc::downgrade(view), Arc::downgrade(store)));
+    {
+        let mut writers = writers();
+        // (those of limiters gone are dropped as others come)
+        writers
+            .live
+            .retain(|(view, store)| view.strong_count() > 0 && store.strong_count() > 0);
+        writers
+            .live
+            .push((Arc::downgrade(view), Arc::downgrade(store)));
+    }
     let (view, store) = (Arc::downgrade(view), Arc::downgrade(store));
     let refresh = local.refresh;
     let spawned = std::thread::Builder::new()
@@ -161,6 +167,8 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
             local.read(&*store);
             if let Err(e) = local.tally.flush(&*store) {
                 log::debug!("the record of denials was not written: {e}");
+            } else if !local.tally.unwritten() {
+                written(&view);
             }
         });
     if spawned.is_err() {
@@ -170,50 +178,78 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
     }
 }
 
-/// The views whose tally a reader writes, and their stores (held weakly):
-/// what [`flush_denials`] writes once more.
+/// A view whose reader writes its tally, and the store it writes to.
 type Writer = (Weak<ProcessLocal<SharedView>>, Weak<dyn Store>);
-static WRITERS: Mutex<Vec<Writer>> = Mutex::new(Vec::new());
-/// The process whose [`flush_denials`] found the store not answering (0:
-/// none): it is going, and a limiter dropped after it does not wait again.
-static FAILED_IN: AtomicU32 = AtomicU32::new(0);
 
-/// Writes this process's record of denials now, on every store a reader
-/// writes it to, within one `timeout` in all (what a process does as it
-/// exits, so that the denials since the reader's last write are not lost:
-/// a script's, a job's, a recycled worker's). A failed write is logged at
-/// debug and dropped: the process is going.
+/// This process's writers of the record of denials (a forked child starts
+/// with none, so it never waits on a lock held at the fork): the views of
+/// live limiters, held weakly, and those whose last limiter went with
+/// denials unwritten, held until their reader has written them (or the
+/// process writes them as it exits).
+#[derive(Default)]
+struct Writers {
+    live: Vec<Writer>,
+    left: Vec<(Policies, Arc<dyn Store>)>,
+}
+
+static WRITERS: LazyLock<ProcessLocal<Mutex<Writers>>> =
+    LazyLock::new(|| ProcessLocal::new(|| Mutex::new(Writers::default())));
+
+fn writers() -> std::sync::MutexGuard<'static, Writers> {
+    WRITERS.get().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The process that has written its record as it exits (0: none).
+static EXITED_IN: AtomicU32 = AtomicU32::new(0);
+
+/// The last limiter of `view` is going: what its tally holds unwritten is
+/// kept, with the store, for its reader's next write (or the write at
+/// exit), never written here (a drop must not wait on the store).
+pub(crate) fn leave(view: &Policies, store: &Arc<dyn Store>) {
+    if view.get().tally.unwritten() {
+        writers().left.push((view.clone(), store.clone()));
+    }
+}
+
+/// `view`'s reader has written all it held: a view left behind is let go.
+fn written(view: &Policies) {
+    let mut writers = writers();
+    if !writers.left.is_empty() {
+        writers.left.retain(|(left, _)| !Arc::ptr_eq(left, view));
+    }
+}
+
+/// Writes this process's record of denials now (what each reader holds
+/// unwritten since its last write, every `policy_refresh`), on every store
+/// it goes to, within one `timeout` in all. A failed write is logged at
+/// debug; what it held stays to be written.
 pub fn flush_denials() {
-    // (a child forked while another thread held the list finds it taken: it skips)
-    let writers: Vec<(Policies, Arc<dyn Store>)> = match WRITERS.try_lock() {
-        Ok(list) => list
+    let pending: Vec<(Policies, Arc<dyn Store>)> = {
+        let writers = writers();
+        writers
+            .live
             .iter()
             .filter_map(|(view, store)| Some((view.upgrade()?, store.upgrade()?)))
-            .collect(),
-        Err(_) => return,
+            .chain(writers.left.iter().cloned())
+            .collect()
     };
     crate::store::deadline::within(|| {
-        for (view, store) in writers {
+        for (view, store) in pending {
             if let Err(e) = view.get().tally.flush(&*store) {
-                FAILED_IN.store(std::process::id(), Ordering::Release);
-                log::debug!("the record of denials was not written at exit: {e}");
+                log::debug!("the record of denials was not written: {e}");
             }
         }
     });
 }
 
-/// Writes what `view`'s tally holds unwritten to `store` now (nothing to
-/// write: no call), within one `timeout`: the last limiter of a view is
-/// going, and its reader with it (a job's limiter made in a function).
-pub(crate) fn flush_view(view: &Policies, store: &dyn Store) {
-    if FAILED_IN.load(Ordering::Acquire) == std::process::id() {
-        return;
+/// [`flush_denials`] as a process exits, once however many of its exit
+/// hooks call it (Python's `atexit` and a `multiprocessing` child's end may
+/// both run): a script's, a job's or a recycled worker's last denials.
+pub fn flush_denials_at_exit() {
+    let me = std::process::id();
+    if EXITED_IN.swap(me, Ordering::AcqRel) != me {
+        flush_denials();
     }
-    crate::store::deadline::within(|| {
-        if let Err(e) = view.get().tally.flush(store) {
-            log::debug!("the record of denials was not written: {e}");
-        }
-    });
 }
 
 /// Whether `view` holds the policies as of this process's last change (a

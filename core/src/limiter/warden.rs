@@ -68,11 +68,11 @@ impl Listed {
 }
 
 impl Drop for Warden {
-    /// The last warden of a view writes the denials its reader has not
-    /// written yet: the reader ends with it.
+    /// The last warden of a view leaves the denials its reader has not
+    /// written yet to be written (see [`super::view::leave`]).
     fn drop(&mut self) {
         if Arc::strong_count(&self.shared) == 1 && self.store.waits_on_io() {
-            super::view::flush_view(&self.shared, &*self.store);
+            super::view::leave(&self.shared, &self.store);
         }
     }
 }

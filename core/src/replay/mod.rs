@@ -350,6 +350,15 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_of_no_candidate_counts_requests() {
+        let mut tally = tally::Tally::new(Vec::new(), 3600);
+        let id = tally.user_id("10.0.0.1");
+        tally.prefetch(id);
+        tally.feed(Some(id), 1_700_000_000.0);
+        assert_eq!(tally.requests, 1);
+    }
+
+    #[test]
     fn keys_are_numbered_once_each() {
         let mut tally = tally::Tally::new(vec![crate::rule::RuleSet::parse("1/s").unwrap()], 3600);
         let keys = [

@@ -206,10 +206,14 @@ impl Tally {
     pub fn prefetch(&self, id: u32) {
         let id = id as usize;
         let (logs, stride, windows) = (self.rules.len(), self.stride, self.windows_ms.len());
-        prefetch(&self.users[id]);
-        prefetch(&self.starts[id * logs * stride]);
-        prefetch(&self.peaks[id * windows]);
-        for log in &self.logs[id * logs..(id + 1) * logs] {
+        // (a replay of no candidate keeps no starts and no peaks)
+        let firsts = [
+            self.starts.get(id * logs * stride),
+            self.peaks.get(id * windows),
+        ];
+        firsts.into_iter().flatten().for_each(prefetch);
+        self.users.get(id).into_iter().for_each(prefetch);
+        for log in self.logs.iter().skip(id * logs).take(logs) {
             log.prefetch();
         }
     }

@@ -299,18 +299,14 @@ impl Gate {
     /// `Gate` takes, naming no store) on this gate's store: the same
     /// connections, address lists and failure policy (say a Django view's
     /// own throttle beside the settings' gate). Who the client is (its
-    /// trusted proxies and prefixes) is this gate's unless the policy names
-    /// its own.
+    /// trusted proxies, each prefix) is this gate's unless the policy names
+    /// it.
     fn with_policy(&self, py: Python<'_>, policy: &Bound<'_, PyDict>) -> PyResult<Gate> {
         let mut callables = Vec::new();
-        let names_client = ["trusted_proxies", "ipv4_prefix", "ipv6_prefix"]
-            .into_iter()
-            .any(|name| policy.contains(name).unwrap_or(false));
         let table = storeless_table(py, policy, true, "the gate it is made from", &mut callables)?;
-        let mut spec = guard(py, || Spec::from_table(table, callables.len()))?;
-        if !names_client {
-            spec.proxies = self.inner.spec().proxies.clone();
-        }
+        let spec = guard(py, || {
+            Spec::beside(table, callables.len(), self.inner.spec())
+        })?;
         let warden = self.inner.warden().clone();
         let inner = guard(py, || core::gate::Gate::on_warden(spec, warden))?;
         Ok(Gate {
@@ -365,7 +361,6 @@ impl Gate {
         Ok(out)
     }
 
-    /// Whether the policy limits at all.
     /// Who this gate names as the client: its policy's `trusted_proxies`,
     /// `ipv4_prefix` and `ipv6_prefix` (what a door's `client_ip` and
     /// `client_key` believe, so that they name the client the gate does).
@@ -374,6 +369,7 @@ impl Gate {
         crate::net::TrustedProxies::of(self.inner.spec().proxies.clone())
     }
 
+    /// Whether the policy limits at all.
     #[getter]
     fn enabled(&self) -> bool {
         self.inner.spec().enabled

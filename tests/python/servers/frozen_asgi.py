@@ -1,6 +1,7 @@
 """An ASGI app behind ratekeeper's ASGI middleware (awaited checks) on
 RK_STORE with a timeout of RK_TIMEOUT seconds (on_error "allow"); each
-answer carries X-Took-Ms, the time the middleware took to decide it."""
+answer carries X-Took-Ms, the time the middleware took to decide it; /health
+is exempt (a worker is warmed without asking the store)."""
 
 import os
 import time
@@ -18,7 +19,7 @@ async def hello(scope, receive, send):
 
 LIMITER = Limiter("100000/second", os.environ["RK_STORE"], prefix=os.environ["RK_PREFIX"], timeout=TIMEOUT,
                   connect_timeout=TIMEOUT, on_error="allow")
-LIMITED = RateLimitMiddleware(hello, LIMITER)
+LIMITED = RateLimitMiddleware(hello, LIMITER, exempt=("/health",))
 
 
 async def app(scope, receive, send):

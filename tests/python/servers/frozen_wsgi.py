@@ -18,7 +18,7 @@ def hello(environ, start_response):
 
 LIMITER = Limiter("100000/second", os.environ["RK_STORE"], prefix=os.environ["RK_PREFIX"], timeout=TIMEOUT,
                   connect_timeout=TIMEOUT, on_error="allow")
-LIMITED = RateLimitMiddleware(hello, LIMITER)
+LIMITED = RateLimitMiddleware(hello, LIMITER, exempt=("/health",))
 
 
 def app(environ, start_response):

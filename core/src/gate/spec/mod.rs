@@ -189,6 +189,22 @@ impl Spec {
         Spec::read(&Spec::written(&table)?, callables, None)
     }
 
+    /// [`Spec::from_table`] for a gate made beside `base`'s (a view's own
+    /// throttle beside the settings' gate): who the client is, each of
+    /// `trusted_proxies`, `ipv4_prefix` and `ipv6_prefix`, is `base`'s
+    /// unless the table names it.
+    pub fn beside(table: toml::Table, callables: usize, base: &Spec) -> Result<Spec> {
+        let named = |name: &str| table.contains_key(name);
+        let given = (
+            named("trusted_proxies"),
+            named("ipv4_prefix"),
+            named("ipv6_prefix"),
+        );
+        let mut spec = Spec::from_table(table, callables)?;
+        spec.proxies = spec.proxies.or_from(&base.proxies, given);
+        Ok(spec)
+    }
+
     /// [`Spec::from_table`] for a door given a limiter (see
     /// [`super::Gate::on_limiter`]): a throttle that gives no rules has the
     /// limiter's rules and tiers, and its scope unless it gives one.

@@ -163,6 +163,9 @@ impl RedisStore {
         deadline: Instant,
     ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
         let local = self.connections()?;
+        if Instant::now() >= deadline {
+            return Err(self.spent());
+        }
         local.breaker.allow()?;
         let side = &local.aio;
         let mut conn = match side.connection(deadline).await {

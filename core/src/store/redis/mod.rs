@@ -179,6 +179,16 @@ impl RedisStore {
         Ok(crate::store::deadline::of(self.connections()?.timeout))
     }
 
+    /// The error of a command whose call's `timeout` an earlier command
+    /// spent: Redis is not blamed for it (no breaker failure, no
+    /// connection dropped), as it was not asked.
+    fn spent(&self) -> Error {
+        Error::storage(format!(
+            "Redis at {}: the call's timeout was spent before this command",
+            self.shown
+        ))
+    }
+
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
     /// answered with an error. Each command counts once with the breaker. The
@@ -195,6 +205,9 @@ impl RedisStore {
     ) -> Result<std::result::Result<T, RedisError>> {
         let _held = SignalsHeld::now();
         let local = self.connections()?;
+        if Instant::now() >= deadline {
+            return Err(self.spent());
+        }
         local.breaker.allow()?;
         let mut con = self.fresh_connection(local, deadline)?;
         match con.limit(deadline).and_then(|()| f(&mut con, deadline)) {

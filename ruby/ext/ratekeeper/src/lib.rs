@@ -40,9 +40,15 @@ fn scope_name(name: String) -> String {
 }
 
 /// `Ratekeeper.flush_denials`: writes this process's record of denials now
-/// (without the GVL; one `timeout` at most), as `at_exit` does by itself.
+/// (without the GVL; one `timeout` at most), as the gem does at exit.
 fn flush_denials() {
     let _ = gvl::without_gvl(ratekeeper_core::flush_denials);
+}
+
+/// `Ratekeeper._flush_denials_at_exit`: `flush_denials` as the process
+/// exits (once, however many hooks call it).
+fn flush_denials_at_exit() {
+    let _ = gvl::without_gvl(ratekeeper_core::flush_denials_at_exit);
 }
 
 /// `Ratekeeper._testing_freeze(now)`: the process's clock (what every
@@ -78,6 +84,10 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     module.define_singleton_method("identity", function!(identity, 1))?;
     module.define_singleton_method("scope_name", function!(scope_name, 1))?;
     module.define_singleton_method("flush_denials", function!(flush_denials, 0))?;
+    module.define_singleton_method(
+        "_flush_denials_at_exit",
+        function!(flush_denials_at_exit, 0),
+    )?;
     module.define_singleton_method("_testing_freeze", function!(testing_freeze, 1))?;
     module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
     module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;
