@@ -15,8 +15,10 @@ import json
 from typing import List, Literal, Optional, Union
 from urllib.parse import parse_qs
 
-# The most of a request body read for an ``identity:FIELD`` key.
-MAX_BODY = 64 * 1024
+from ratekeeper._ratekeeper import _MAX_BODY, _readable_length
+
+# The most of a request body read for an ``identity:FIELD`` key (the core's cap).
+MAX_BODY = _MAX_BODY
 
 # What a reader answers for a body it cannot read (the binding's "unreadable").
 UNREADABLE: Literal[False] = False
@@ -30,19 +32,12 @@ _JSON_TYPES = ("application/json", "text/x-json", "application/jsonrequest")
 
 
 def readable_length(content_length: Optional[str], transfer_encoding: Optional[str] = None) -> Optional[int]:
-    """How much of the body a door reads for a field: its length (1 to
-    ``MAX_BODY`` bytes, as ``Content-Length`` says); 0 when the request has
-    no body; None when it has one the door may not read (longer, chunked
-    without a length, a length that is not a number)."""
-    if content_length is None or content_length == "":
-        return None if "chunked" in (transfer_encoding or "").lower() else 0
-    try:
-        length = int(content_length)
-    except ValueError:
-        return None
-    if length <= 0:
-        return 0 if length == 0 else None
-    return length if length <= MAX_BODY else None
+    """How much of the body a door reads for a field (the core decides, for
+    every door): its length (1 to ``MAX_BODY`` bytes, as ``Content-Length``
+    says); 0 when the request has no body; None when it has one the door
+    may not read (longer, chunked without a length, a length that is not a
+    number)."""
+    return _readable_length(content_length, transfer_encoding)
 
 
 def media_type(content_type: Optional[str]) -> str:

@@ -55,6 +55,8 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scope_name, m)?)?;
     m.add_function(wrap_pyfunction!(flush_denials, m)?)?;
     m.add_function(wrap_pyfunction!(_flush_denials_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(_readable_length, m)?)?;
+    m.add("_MAX_BODY", ratekeeper_core::gate::MAX_BODY)?;
     m.add_function(wrap_pyfunction!(_testing_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_frozen, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
@@ -80,6 +82,17 @@ fn identity(text: &str) -> Option<String> {
 #[pyfunction]
 fn flush_denials(py: Python<'_>) {
     py.detach(ratekeeper_core::flush_denials);
+}
+
+/// How much of a request's body a door reads for a field (the core's one
+/// cap): the length, 0 for no body, None for a body it may not read.
+#[pyfunction]
+#[pyo3(signature = (content_length, transfer_encoding = None))]
+fn _readable_length(
+    content_length: Option<&str>,
+    transfer_encoding: Option<&str>,
+) -> Option<usize> {
+    ratekeeper_core::gate::readable_length(content_length, transfer_encoding)
 }
 
 /// `flush_denials` as the process exits: once, whichever of its exit hooks

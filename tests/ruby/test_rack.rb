@@ -210,8 +210,8 @@ class TestRackIdentity < Minitest::Test
 
   # A policy's identity:FIELD at the Rack door: every JSON type Rails parses,
   # a repeated form field counted against each value, look-alikes as one
-  # person, and a body the door does not parse counted against the client
-  # (never skipped).
+  # person, and a body the door does not parse (another type, multipart,
+  # over the core's 64 KiB cap) counted against the client (never skipped).
   def test_a_policys_identity_field_is_the_apps_and_never_skipped
     Dir.mktmpdir do |dir|
       policy = File.join(dir, "policy.toml")
@@ -238,6 +238,15 @@ class TestRackIdentity < Minitest::Test
       # a body this door does not parse: the client's quota, not a skip
       assert_equal [200, 200, 429], Array.new(3) { post.call("email=zed@example.com", "text/plain", "198.51.100.9") }
       assert_equal 200, post.call("", "text/plain", "198.51.100.9"), "no body: the throttle does not apply"
+      # the core's one cap, and multipart, as at every door: the client's quota
+      big = "email=alice%40example.com&pad=#{"x" * (64 * 1024)}"
+      multipart = "--b\r\nContent-Disposition: form-data; name=\"email\"\r\n\r\nbob@example.com\r\n--b--\r\n"
+      assert_equal [200, 200, 429], [[big, "application/x-www-form-urlencoded"],
+                                     [multipart, "multipart/form-data; boundary=b"],
+                                     [big, "application/x-www-form-urlencoded"]].map { |body, type| post.call(body, type, "198.51.100.10") }
+      assert_equal 200, post.call(multipart, "multipart/form-data; boundary=b", "198.51.100.11"),
+                   "a multipart body is not read as bob's, whose quota is whole"
+      assert_equal 200, post.call("email=bob%40example.com", "application/x-www-form-urlencoded", "198.51.100.12")
     end
   end
 

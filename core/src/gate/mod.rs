@@ -30,7 +30,7 @@ pub mod source;
 pub mod spec;
 mod verdict;
 
-pub use source::{Client, Facts, Source};
+pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
 pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
 pub use verdict::{Checked, Ending, Verdict};
 

@@ -146,6 +146,31 @@ pub trait Facts {
     }
 }
 
+/// The most of a request body a door reads for an `identity:FIELD` key
+/// (every door, in both languages: one cap, one answer).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// How much of a request's body a door reads for a field, from its
+/// `Content-Length` and `Transfer-Encoding` headers: the length (1 to
+/// [`MAX_BODY`] bytes), `Some(0)` when the request has no body, `None` when
+/// it has one the door may not read (longer, chunked without a length, a
+/// length that is not a number): the throttle then counts the client.
+pub fn readable_length(
+    content_length: Option<&str>,
+    transfer_encoding: Option<&str>,
+) -> Option<usize> {
+    let given = content_length.map(str::trim).filter(|l| !l.is_empty());
+    let Some(given) = given else {
+        let chunked = transfer_encoding.is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+        return if chunked { None } else { Some(0) };
+    };
+    match given.parse::<i128>() {
+        Ok(0) => Some(0),
+        Ok(length) if length > 0 && length <= MAX_BODY as i128 => Some(length as usize),
+        _ => None,
+    }
+}
+
 /// What a door found of a body field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyField {
@@ -342,6 +367,22 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_door_reads_a_body_of_a_known_length_up_to_the_cap() {
+        let read = |length: Option<&str>, encoding: Option<&str>| readable_length(length, encoding);
+        assert_eq!(read(None, None), Some(0));
+        assert_eq!(read(Some(""), None), Some(0));
+        assert_eq!(read(Some("0"), None), Some(0));
+        assert_eq!(read(Some(" 17 "), None), Some(17));
+        assert_eq!(read(Some("65536"), None), Some(MAX_BODY));
+        assert_eq!(read(Some("65537"), None), None);
+        assert_eq!(read(Some("-1"), None), None);
+        assert_eq!(read(Some("1e3"), None), None);
+        assert_eq!(read(Some("99999999999999999999999999"), None), None);
+        assert_eq!(read(None, Some("gzip, Chunked")), None);
+        assert_eq!(read(Some("12"), Some("chunked")), Some(12));
+    }
 
     #[test]
     fn a_head_holds_its_path_with_single_slashes() {

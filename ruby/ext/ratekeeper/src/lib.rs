@@ -45,6 +45,16 @@ fn flush_denials() {
     let _ = gvl::without_gvl(ratekeeper_core::flush_denials);
 }
 
+/// `Ratekeeper._readable_length(content_length, transfer_encoding)`: how
+/// much of a request's body a door reads for a field (the core's one cap):
+/// the length, 0 for no body, nil for a body it may not read.
+fn readable_length(
+    content_length: Option<String>,
+    transfer_encoding: Option<String>,
+) -> Option<usize> {
+    ratekeeper_core::gate::readable_length(content_length.as_deref(), transfer_encoding.as_deref())
+}
+
 /// `Ratekeeper._flush_denials_at_exit`: `flush_denials` as the process
 /// exits (once, however many hooks call it).
 fn flush_denials_at_exit() {
@@ -88,6 +98,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
         "_flush_denials_at_exit",
         function!(flush_denials_at_exit, 0),
     )?;
+    module.define_singleton_method("_readable_length", function!(readable_length, 2))?;
     module.define_singleton_method("_testing_freeze", function!(testing_freeze, 1))?;
     module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
     module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;
