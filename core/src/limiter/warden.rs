@@ -69,7 +69,7 @@ impl Listed {
 
 impl Drop for Warden {
     /// The last warden of a view leaves the denials its reader has not
-    /// written yet to be written (see [`super::view::leave`]).
+    /// written yet to be written (by its reader, or as the process exits).
     fn drop(&mut self) {
         if Arc::strong_count(&self.shared) == 1 && self.store.waits_on_io() {
             super::view::leave(&self.shared, &self.store);
