@@ -84,8 +84,9 @@ pub struct Settings {
     pub prefix: String,
     /// What a check returns when the store fails (`allow`).
     pub on_error: OnError,
-    /// Longest wait on Redis for one call, every command it makes included
-    /// (see [`DEFAULT_TIMEOUT`] and [`crate::store::deadline`]).
+    /// Longest wait for one Redis command; a call waits that long once on a
+    /// Redis that does not answer (see [`DEFAULT_TIMEOUT`] and
+    /// [`crate::store::one_wait`]).
     pub timeout: Duration,
     /// Longest wait for a new Redis connection.
     pub connect_timeout: Duration,

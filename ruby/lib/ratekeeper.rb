@@ -7,6 +7,9 @@
 #
 #   limiter = Ratekeeper::Limiter.new("1/second; 20/minute", store: "redis://127.0.0.1:6379/0")
 #   limiter.check("user:42").allowed?
+# (loaded now: the first warning of an outage comes while a request waits)
+require "logger"
+
 module Ratekeeper
   class << self
     # Where warnings go (once per store outage): Rails.logger in a Rails app,
@@ -46,7 +49,6 @@ module Ratekeeper
     private
 
     def default_logger
-      require "logger"
       Logger.new($stderr, progname: "ratekeeper")
     end
   end

@@ -315,7 +315,7 @@ impl Gate {
 
     /// Makes a plan's store calls (blocking) and concludes.
     pub fn run(&self, plan: Plan) -> Result<Verdict> {
-        crate::store::deadline::within(|| {
+        crate::store::one_wait::within(|| {
             if plan.screen {
                 let listed = self.warden.screen(&plan.client.ip);
                 if let Some(verdict) = self.screened(listed, plan.shown) {
@@ -346,7 +346,7 @@ impl Gate {
     /// form (Redis).
     #[cfg(feature = "async")]
     pub async fn run_async(&self, plan: Plan) -> Result<Verdict> {
-        crate::store::deadline::within_async(async {
+        crate::store::one_wait::within_async(async {
             if plan.screen {
                 let listed = self.warden.screen_async(&plan.client.ip).await;
                 if let Some(verdict) = self.screened(listed, plan.shown) {

@@ -161,7 +161,7 @@ impl<'i> Batch<'i> {
 /// own rules admit it, whatever the others decide; the decisions come back in
 /// order.
 pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
-    crate::store::deadline::within(|| {
+    crate::store::one_wait::within(|| {
         let batch = Batch::prepare(items, now)?;
         let requests = batch.requests();
         let outcomes = match batch.one_store() {
@@ -181,7 +181,7 @@ pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Deci
 /// log (one pipeline on a single Redis).
 #[cfg(feature = "async")]
 pub async fn check_batch_async(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
-    crate::store::deadline::within_async(async {
+    crate::store::one_wait::within_async(async {
         let batch = Batch::prepare(items, now)?;
         let requests = batch.requests();
         let outcomes = match batch.one_store().map(|store| (store, store.as_async())) {

@@ -35,7 +35,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        crate::store::deadline::within(|| {
+        crate::store::one_wait::within(|| {
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
                 Prepared::Decided(decision) => Ok(decision),
@@ -64,7 +64,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
-        crate::store::deadline::within_async(async {
+        crate::store::one_wait::within_async(async {
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
                 Prepared::Decided(decision) => Ok(decision),

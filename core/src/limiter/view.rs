@@ -233,7 +233,7 @@ pub fn flush_denials() {
             .chain(writers.left.iter().cloned())
             .collect()
     };
-    crate::store::deadline::within(|| {
+    crate::store::one_wait::within(|| {
         for (view, store) in pending {
             if let Err(e) = view.get().tally.flush(&*store) {
                 log::debug!("the record of denials was not written: {e}");

@@ -167,7 +167,7 @@ impl Warden {
     /// for the process's first read of the lists (see
     /// [`Warden::policies_ready`]).
     pub fn screen(&self, ip: &str) -> Option<Listed> {
-        crate::store::deadline::within(|| {
+        crate::store::one_wait::within(|| {
             if !self.clock.limiting() {
                 return None;
             }
@@ -179,7 +179,7 @@ impl Warden {
     /// read first.
     #[cfg(feature = "async")]
     pub async fn screen_async(&self, ip: &str) -> Option<Listed> {
-        crate::store::deadline::within_async(async {
+        crate::store::one_wait::within_async(async {
             if !self.clock.limiting() {
                 return None;
             }
@@ -217,7 +217,7 @@ impl Warden {
         now: Option<f64>,
     ) -> Result<Strike> {
         let calls = PolicyCalls::blocking(&*self.store);
-        crate::store::deadline::within(|| {
+        crate::store::one_wait::within(|| {
             in_place(self.penalize_in(&calls, offender, rule, scope, now))
         })
     }
@@ -232,7 +232,7 @@ impl Warden {
         now: Option<f64>,
     ) -> Result<Strike> {
         let calls = PolicyCalls::awaited(&*self.store);
-        crate::store::deadline::within_async(self.penalize_in(&calls, offender, rule, scope, now))
+        crate::store::one_wait::within_async(self.penalize_in(&calls, offender, rule, scope, now))
             .await
     }
 

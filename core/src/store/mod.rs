@@ -3,8 +3,8 @@
 
 mod breaker;
 mod calls;
-pub mod deadline;
 mod memory;
+pub mod one_wait;
 pub mod policies;
 mod pool;
 mod redis;

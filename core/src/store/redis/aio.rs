@@ -155,17 +155,30 @@ impl RedisStore {
     /// breaker; the connection is dropped), the inner one when it answered
     /// with an error (or with a reply that could not be read: the connection
     /// is dropped, no outage counted). Each call counts once with the
-    /// breaker, and ends by `deadline` (the call's: [`RedisStore::deadline_async`]),
-    /// the connection made included.
+    /// breaker, and ends by `deadline`, the connection made included. After
+    /// an earlier command of the caller's call found Redis not answering,
+    /// that error at once ([`crate::store::one_wait`]).
     async fn on_async(
         &self,
         work: &Work<'_>,
         deadline: Instant,
     ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
-        let local = self.connections()?;
-        if Instant::now() >= deadline {
-            return Err(self.spent());
+        if let Some(earlier) = crate::store::one_wait::unanswered() {
+            return Err(earlier);
         }
+        let outcome = self.on_async_now(work, deadline).await;
+        if let Err(e) = &outcome {
+            crate::store::one_wait::note(e);
+        }
+        outcome
+    }
+
+    async fn on_async_now(
+        &self,
+        work: &Work<'_>,
+        deadline: Instant,
+    ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
+        let local = self.connections()?;
         local.breaker.allow()?;
         let side = &local.aio;
         let mut conn = match side.connection(deadline).await {
@@ -226,12 +239,9 @@ impl RedisStore {
         Error::storage(why)
     }
 
-    /// When an awaited command must end: `timeout` after the caller's call
-    /// began, as [`RedisStore::deadline`] says.
+    /// When an awaited command that starts now must end: `timeout` from now.
     fn deadline_async(&self) -> Result<Instant> {
-        Ok(Instant::from_std(crate::store::deadline::of(
-            self.connections()?.aio.timeout,
-        )))
+        Ok(Instant::now() + self.connections()?.aio.timeout)
     }
 
     /// One command's reply by `deadline`; a Cluster redirect is retried once
@@ -258,9 +268,10 @@ impl RedisStore {
 
     /// This process's paths, the server asked first when they are due, as
     /// [`RedisStore::settled_paths`] does.
-    async fn settled_paths_async(&self, deadline: Instant) -> Result<&Paths> {
+    async fn settled_paths_async(&self) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
+            let deadline = self.deadline_async()?;
             paths.probed(&self.run_async(&probe(), None, deadline).await?);
         }
         Ok(paths)
@@ -275,19 +286,21 @@ impl RedisStore {
         route: Option<&[u8]>,
         command: impl Fn(Via) -> Cmd,
     ) -> Result<Value> {
-        let deadline = self.deadline_async()?;
-        let paths = self.settled_paths_async(deadline).await?;
+        let paths = self.settled_paths_async().await?;
         if paths.choose() == Path::Module {
             let answered = self
-                .run_async(&command(Via::Module), route, deadline)
+                .run_async(&command(Via::Module), route, self.deadline_async()?)
                 .await?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self.run_async(&command(Via::Sha), None, deadline).await? {
+        let answer = match self
+            .run_async(&command(Via::Sha), None, self.deadline_async()?)
+            .await?
+        {
             Err(e) if is_noscript(&e) => {
-                self.run_async(&command(Via::Source), None, deadline)
+                self.run_async(&command(Via::Source), None, self.deadline_async()?)
                     .await?
             }
             other => other,
@@ -315,13 +328,13 @@ impl RedisStore {
             }
             return out;
         }
+        if let Err(e) = self.settled_paths_async().await {
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
         let deadline = match self.deadline_async() {
             Ok(deadline) => deadline,
             Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
         };
-        if let Err(e) = self.settled_paths_async(deadline).await {
-            return requests.iter().map(|_| Err(e.clone())).collect();
-        }
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,

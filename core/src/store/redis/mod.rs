@@ -31,6 +31,7 @@ use self::failure::{describe, storage_error, unreachable, unreadable, Step};
 pub use self::module::ModuleUse;
 use self::module::{probe, Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
 use self::wire::{check_args, is_noscript, parse_reply, pipeline_replies, Lua, Via};
+use crate::store::one_wait;
 
 use super::breaker::{Failure, StoreStats};
 use super::pool::{GetError, Lent};
@@ -171,43 +172,45 @@ impl RedisStore {
         self.on_connection(deadline, |con, _| con.query::<T>(cmd, route))
     }
 
-    /// When a command must end: `timeout` after the caller's call began
-    /// ([`crate::store::deadline`]), so every command one call makes (the
-    /// policies' first read, the module probe, the check, a retry, the
-    /// script sent again) shares it.
+    /// When a command that starts now must end: `timeout` from now.
     fn deadline(&self) -> Result<Instant> {
-        Ok(crate::store::deadline::of(self.connections()?.timeout))
+        Ok(Instant::now() + self.connections()?.timeout)
     }
 
-    /// The error of a command whose call's `timeout` an earlier command
-    /// spent: Redis is not blamed for it (no breaker failure, no
-    /// connection dropped), as it was not asked.
-    fn spent(&self) -> Error {
-        Error::storage(format!(
-            "Redis at {}: the call's timeout was spent before this command",
-            self.shown
-        ))
+    /// [`RedisStore::on_connection_now`], unless an earlier command of the
+    /// caller's call found Redis not answering: then that error at once,
+    /// Redis not asked again nor blamed twice ([`crate::store::one_wait`]).
+    fn on_connection<T>(
+        &self,
+        deadline: Instant,
+        f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
+    ) -> Result<std::result::Result<T, RedisError>> {
+        if let Some(earlier) = one_wait::unanswered() {
+            return Err(earlier);
+        }
+        let outcome = self.on_connection_now(deadline, f);
+        if let Err(e) = &outcome {
+            one_wait::note(e);
+        }
+        outcome
     }
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
     /// answered with an error. Each command counts once with the breaker. The
     /// whole command (waiting for a connection, making and setting it up, the
-    /// command) ends by `deadline` (the call's), the thread's signals held back
+    /// command) ends by `deadline`, the thread's signals held back
     /// meanwhile ([`SignalsHeld`]: one would end a wait with EINTR). A reply
     /// that cannot be read (as a server quoting bytes that are not UTF-8 in
     /// an error) is that call's error alone: Redis answered, so the breaker
     /// is not told of an outage.
-    fn on_connection<T>(
+    fn on_connection_now<T>(
         &self,
         deadline: Instant,
         f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         let _held = SignalsHeld::now();
         let local = self.connections()?;
-        if Instant::now() >= deadline {
-            return Err(self.spent());
-        }
         local.breaker.allow()?;
         let mut con = self.fresh_connection(local, deadline)?;
         match con.limit(deadline).and_then(|()| f(&mut con, deadline)) {
@@ -276,23 +279,22 @@ impl RedisStore {
     /// `key`: through the module when this process uses it (falling back to
     /// the script, with no error, on a server that has none), else by the
     /// script's SHA-1, and once more by its source on NOSCRIPT (after a
-    /// restart or `SCRIPT FLUSH`: the script did not run). All of it, the
-    /// probe first when it is due, ends within one `timeout`.
+    /// restart or `SCRIPT FLUSH`: the script did not run). The probe is
+    /// made first when it is due.
     fn script<T: redis::FromRedisValue>(
         &self,
         route: Option<&[u8]>,
         command: impl Fn(Via) -> redis::Cmd,
     ) -> Result<T> {
-        let deadline = self.deadline()?;
-        let paths = self.settled_paths(deadline)?;
+        let paths = self.settled_paths()?;
         if paths.choose() == Path::Module {
-            let answered = self.run(&command(Via::Module), route, deadline)?;
+            let answered = self.run(&command(Via::Module), route, self.deadline()?)?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self.run(&command(Via::Sha), None, deadline)? {
-            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None, deadline)?,
+        let answer = match self.run(&command(Via::Sha), None, self.deadline()?)? {
+            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None, self.deadline()?)?,
             other => other,
         }
         .map_err(storage_error)?;
@@ -302,11 +304,11 @@ impl RedisStore {
 
     /// This process's paths, the server asked first ([`probe`]) when they
     /// are due: whether it has the module is learnt from a fixed command,
-    /// never from a caller's key (see [`module`]); by the call's `deadline`.
-    fn settled_paths(&self, deadline: Instant) -> Result<&Paths> {
+    /// never from a caller's key (see [`module`]).
+    fn settled_paths(&self) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
-            paths.probed(&self.run::<Value>(&probe(), None, deadline)?);
+            paths.probed(&self.run::<Value>(&probe(), None, self.deadline()?)?);
         }
         Ok(paths)
     }
@@ -364,13 +366,13 @@ impl LogStore for RedisStore {
         if requests.len() < 2 || self.cluster {
             return requests.iter().map(|r| self.apply(r)).collect();
         }
+        if let Err(e) = self.settled_paths() {
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
         let deadline = match self.deadline() {
             Ok(deadline) => deadline,
             Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
         };
-        if let Err(e) = self.settled_paths(deadline) {
-            return requests.iter().map(|_| Err(e.clone())).collect();
-        }
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,
