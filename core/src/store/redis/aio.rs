@@ -155,32 +155,32 @@ impl RedisStore {
     /// breaker; the connection is dropped), the inner one when it answered
     /// with an error (or with a reply that could not be read: the connection
     /// is dropped, no outage counted). Each call counts once with the
-    /// breaker, and ends by `deadline`, the connection made included. After
-    /// an earlier command of the caller's call found Redis not answering,
-    /// that error at once ([`crate::store::one_wait`]).
+    /// breaker, and ends within `timeout`, the connection made included.
+    /// After an earlier command of the caller's call found Redis not
+    /// answering, that error at once ([`crate::store::one_wait`]).
     async fn on_async(
         &self,
         work: &Work<'_>,
-        deadline: Instant,
     ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
         if let Some(earlier) = crate::store::one_wait::unanswered() {
             return Err(earlier);
         }
-        let outcome = self.on_async_now(work, deadline).await;
+        let outcome = self.on_async_now(work).await;
         if let Err(e) = &outcome {
             crate::store::one_wait::note(e);
         }
         outcome
     }
 
+    /// [`RedisStore::on_async`]'s command, made now.
     async fn on_async_now(
         &self,
         work: &Work<'_>,
-        deadline: Instant,
     ) -> Result<std::result::Result<Vec<Value>, RedisError>> {
         let local = self.connections()?;
         local.breaker.allow()?;
         let side = &local.aio;
+        let deadline = Instant::now() + side.timeout;
         let mut conn = match side.connection(deadline).await {
             Ok(conn) => conn,
             Err(e) => {
@@ -239,18 +239,11 @@ impl RedisStore {
         Error::storage(why)
     }
 
-    /// When an awaited command that starts now must end: `timeout` from now.
-    fn deadline_async(&self) -> Result<Instant> {
-        Ok(Instant::now() + self.connections()?.aio.timeout)
-    }
-
-    /// One command's reply by `deadline`; a Cluster redirect is retried once
-    /// by the same deadline.
+    /// One command's reply; a Cluster redirect is retried once.
     async fn run_async(
         &self,
         cmd: &Cmd,
         route: Option<&[u8]>,
-        deadline: Instant,
     ) -> Result<std::result::Result<Value, RedisError>> {
         let once = |reply: std::result::Result<Vec<Value>, RedisError>| {
             reply.and_then(|mut v| {
@@ -260,8 +253,8 @@ impl RedisStore {
             })
         };
         let work = Work::One(cmd, route);
-        match once(self.on_async(&work, deadline).await?) {
-            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&work, deadline).await?)),
+        match once(self.on_async(&work).await?) {
+            Err(e) if e.is_cluster_error() => Ok(once(self.on_async(&work).await?)),
             answered => Ok(answered),
         }
     }
@@ -271,8 +264,7 @@ impl RedisStore {
     async fn settled_paths_async(&self) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
-            let deadline = self.deadline_async()?;
-            paths.probed(&self.run_async(&probe(), None, deadline).await?);
+            paths.probed(&self.run_async(&probe(), None).await?);
         }
         Ok(paths)
     }
@@ -288,21 +280,13 @@ impl RedisStore {
     ) -> Result<Value> {
         let paths = self.settled_paths_async().await?;
         if paths.choose() == Path::Module {
-            let answered = self
-                .run_async(&command(Via::Module), route, self.deadline_async()?)
-                .await?;
+            let answered = self.run_async(&command(Via::Module), route).await?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self
-            .run_async(&command(Via::Sha), None, self.deadline_async()?)
-            .await?
-        {
-            Err(e) if is_noscript(&e) => {
-                self.run_async(&command(Via::Source), None, self.deadline_async()?)
-                    .await?
-            }
+        let answer = match self.run_async(&command(Via::Sha), None).await? {
+            Err(e) if is_noscript(&e) => self.run_async(&command(Via::Source), None).await?,
             other => other,
         }
         .map_err(storage_error)?;
@@ -331,16 +315,12 @@ impl RedisStore {
         if let Err(e) = self.settled_paths_async().await {
             return requests.iter().map(|_| Err(e.clone())).collect();
         }
-        let deadline = match self.deadline_async() {
-            Ok(deadline) => deadline,
-            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
-        };
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,
         };
         let path = via.path();
-        let answered = self.on_async(&Work::Many(&pipe), deadline).await;
+        let answered = self.on_async(&Work::Many(&pipe)).await;
         unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
@@ -381,10 +361,7 @@ impl AsyncLogStore for RedisStore {
         Box::pin(async move {
             let mut cmd = redis::cmd("DEL");
             cmd.arg(log_key(&self.prefix, tag, scope));
-            let deadline = self.deadline_async()?;
-            self.run_async(&cmd, None, deadline)
-                .await?
-                .map_err(storage_error)?;
+            self.run_async(&cmd, None).await?.map_err(storage_error)?;
             Ok(())
         })
     }
@@ -399,13 +376,7 @@ impl Wire for Awaited<'_> {
     }
 
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(async move {
-            let deadline = self.0.deadline_async()?;
-            self.0
-                .run_async(cmd, None, deadline)
-                .await?
-                .map_err(storage_error)
-        })
+        Box::pin(async move { self.0.run_async(cmd, None).await?.map_err(storage_error) })
     }
 
     fn policy_script<'a>(

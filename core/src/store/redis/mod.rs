@@ -146,19 +146,18 @@ impl RedisStore {
         }
     }
 
-    /// Runs one command by `deadline`: the outer error when Redis could not
-    /// be reached (the circuit breaker counts those), the inner one when it
-    /// answered with an error. A Cluster redirect (MOVED, ASK, TRYAGAIN,
-    /// CLUSTERDOWN: the command did not run) is retried once on a new
-    /// connection, which reads the slot map afresh, by the same deadline.
+    /// Runs one command: the outer error when Redis could not be reached (the
+    /// circuit breaker counts those), the inner one when it answered with an
+    /// error. A Cluster redirect (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the
+    /// command did not run) is retried once on a new connection, which reads
+    /// the slot map afresh.
     fn run<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         route: Option<&[u8]>,
-        deadline: Instant,
     ) -> Result<std::result::Result<T, RedisError>> {
-        match self.run_once(cmd, route, deadline)? {
-            Err(e) if e.is_cluster_error() => self.run_once(cmd, route, deadline),
+        match self.run_once(cmd, route)? {
+            Err(e) if e.is_cluster_error() => self.run_once(cmd, route),
             answered => Ok(answered),
         }
     }
@@ -167,28 +166,21 @@ impl RedisStore {
         &self,
         cmd: &redis::Cmd,
         route: Option<&[u8]>,
-        deadline: Instant,
     ) -> Result<std::result::Result<T, RedisError>> {
-        self.on_connection(deadline, |con, _| con.query::<T>(cmd, route))
-    }
-
-    /// When a command that starts now must end: `timeout` from now.
-    fn deadline(&self) -> Result<Instant> {
-        Ok(Instant::now() + self.connections()?.timeout)
+        self.on_connection(|con, _| con.query::<T>(cmd, route))
     }
 
     /// [`RedisStore::on_connection_now`], unless an earlier command of the
     /// caller's call found Redis not answering: then that error at once,
-    /// Redis not asked again nor blamed twice ([`crate::store::one_wait`]).
+    /// Redis neither asked again nor blamed twice ([`crate::store::one_wait`]).
     fn on_connection<T>(
         &self,
-        deadline: Instant,
         f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         if let Some(earlier) = one_wait::unanswered() {
             return Err(earlier);
         }
-        let outcome = self.on_connection_now(deadline, f);
+        let outcome = self.on_connection_now(f);
         if let Err(e) = &outcome {
             one_wait::note(e);
         }
@@ -197,21 +189,21 @@ impl RedisStore {
 
     /// Runs `f` on a fresh pooled connection, behind the circuit breaker: the
     /// outer error when Redis could not be reached, the inner one when it
-    /// answered with an error. Each command counts once with the breaker. The
-    /// whole command (waiting for a connection, making and setting it up, the
-    /// command) ends by `deadline`, the thread's signals held back
+    /// answered with an error. Each call counts once with the breaker. The
+    /// whole call (waiting for a connection, making and setting it up, the
+    /// command) ends within `timeout`, the thread's signals held back
     /// meanwhile ([`SignalsHeld`]: one would end a wait with EINTR). A reply
     /// that cannot be read (as a server quoting bytes that are not UTF-8 in
     /// an error) is that call's error alone: Redis answered, so the breaker
     /// is not told of an outage.
     fn on_connection_now<T>(
         &self,
-        deadline: Instant,
         f: impl FnOnce(&mut Conn, Instant) -> redis::RedisResult<T>,
     ) -> Result<std::result::Result<T, RedisError>> {
         let _held = SignalsHeld::now();
         let local = self.connections()?;
         local.breaker.allow()?;
+        let deadline = Instant::now() + local.timeout;
         let mut con = self.fresh_connection(local, deadline)?;
         match con.limit(deadline).and_then(|()| f(&mut con, deadline)) {
             Err(e) if e.kind() == redis::ErrorKind::Parse => {
@@ -279,8 +271,7 @@ impl RedisStore {
     /// `key`: through the module when this process uses it (falling back to
     /// the script, with no error, on a server that has none), else by the
     /// script's SHA-1, and once more by its source on NOSCRIPT (after a
-    /// restart or `SCRIPT FLUSH`: the script did not run). The probe is
-    /// made first when it is due.
+    /// restart or `SCRIPT FLUSH`: the script did not run).
     fn script<T: redis::FromRedisValue>(
         &self,
         route: Option<&[u8]>,
@@ -288,13 +279,13 @@ impl RedisStore {
     ) -> Result<T> {
         let paths = self.settled_paths()?;
         if paths.choose() == Path::Module {
-            let answered = self.run(&command(Via::Module), route, self.deadline()?)?;
+            let answered = self.run(&command(Via::Module), route)?;
             if let Some(answer) = self.module_answer(paths, answered)? {
                 return Ok(answer);
             }
         }
-        let answer = match self.run(&command(Via::Sha), None, self.deadline()?)? {
-            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None, self.deadline()?)?,
+        let answer = match self.run(&command(Via::Sha), None)? {
+            Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None)?,
             other => other,
         }
         .map_err(storage_error)?;
@@ -308,7 +299,7 @@ impl RedisStore {
     fn settled_paths(&self) -> Result<&Paths> {
         let paths = &self.connections()?.paths;
         if paths.due() {
-            paths.probed(&self.run::<Value>(&probe(), None, self.deadline()?)?);
+            paths.probed(&self.run::<Value>(&probe(), None)?);
         }
         Ok(paths)
     }
@@ -348,8 +339,7 @@ impl RedisStore {
 
     /// A command answered by Redis (or a storage error).
     fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.run(cmd, None, self.deadline()?)?
-            .map_err(storage_error)
+        self.run(cmd, None)?.map_err(storage_error)
     }
 }
 
@@ -369,18 +359,13 @@ impl LogStore for RedisStore {
         if let Err(e) = self.settled_paths() {
             return requests.iter().map(|_| Err(e.clone())).collect();
         }
-        let deadline = match self.deadline() {
-            Ok(deadline) => deadline,
-            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
-        };
         let (pipe, via, paths) = match self.batch(requests) {
             Ok(batch) => batch,
             Err(every) => return every,
         };
         let path = via.path();
-        let answered = self.on_connection(deadline, |con, deadline| {
-            con.pipeline(&pipe, requests.len(), deadline)
-        });
+        let answered =
+            self.on_connection(|con, deadline| con.pipeline(&pipe, requests.len(), deadline));
         unreadable(&answered, paths);
         let replies = match pipeline_replies(requests.len(), answered) {
             Ok(replies) => replies,
