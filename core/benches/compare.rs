@@ -135,6 +135,7 @@ fn packed_args() -> Vec<Vec<u8>> {
     let rules = RuleSet::parse(FOUR_RULES).unwrap();
     vec![ratekeeper_core::engine::packed::pack_check(
         true,
+        false,
         1,
         None,
         rules.log_rules(),

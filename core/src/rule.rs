@@ -9,8 +9,9 @@
 use crate::error::{Error, Result};
 use std::fmt;
 
-/// Largest limit a rule may have: the Redis log of 10,000,000 units is 60 MB
-/// (the engine's bound, which the Redis module holds its arguments to).
+/// Largest limit a rule may have, 2^40 - 1: a log's running totals are kept
+/// modulo 2^40 (the engine's bound, which the Redis module holds its
+/// arguments to).
 pub const MAX_LIMIT: u64 = ratekeeper_engine::command::MAX_LIMIT as u64;
 /// Longest window a rule may have: 366 days, in milliseconds (the engine's bound).
 pub const MAX_WINDOW_MS: u64 = ratekeeper_engine::command::MAX_WINDOW_MS as u64;
@@ -134,11 +135,13 @@ pub struct RuleSet {
     rules: Vec<Rule>,
     /// The same rules as the engine's log takes them (made once, here).
     log: ratekeeper_engine::Rules,
+    /// Every entry kept: close entries never merge (the rule text's `exact`).
+    exact: bool,
 }
 
 impl PartialEq for RuleSet {
     fn eq(&self, other: &RuleSet) -> bool {
-        self.rules == other.rules
+        self.rules == other.rules && self.exact == other.exact
     }
 }
 
@@ -147,6 +150,7 @@ impl Eq for RuleSet {}
 impl std::hash::Hash for RuleSet {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.rules.hash(state);
+        self.exact.hash(state);
     }
 }
 
@@ -178,7 +182,23 @@ impl RuleSet {
             .map(|r| (r.limit as i64, r.window_ms as i64))
             .collect();
         let log = ratekeeper_engine::Rules::new(&pairs);
-        Ok(RuleSet { rules, log })
+        Ok(RuleSet {
+            rules,
+            log,
+            exact: false,
+        })
+    }
+
+    /// The same rules, their log keeping every entry (`exact`): a denial is
+    /// never cautious, and the log grows with the calls in its windows (up
+    /// to 131,072 entries per rule) instead of holding about 1,024.
+    pub fn keeping_every_entry(self, exact: bool) -> RuleSet {
+        RuleSet { exact, ..self }
+    }
+
+    /// Whether the log keeps every entry (see [`RuleSet::keeping_every_entry`]).
+    pub fn exact(&self) -> bool {
+        self.exact
     }
 
     /// The rules of an engine's log (a stored override the engine read) as
@@ -199,12 +219,19 @@ impl RuleSet {
         &self.log
     }
 
-    /// Parses a rule set such as `"1/second; 20/minute, 800/day"`.
+    /// Parses a rule set such as `"1/second; 20/minute, 800/day"`; a part
+    /// `exact` keeps every entry of its log ([`RuleSet::keeping_every_entry`]).
     pub fn parse(text: &str) -> Result<RuleSet> {
+        let mut exact = false;
         let parts: Vec<&str> = text
             .split([';', ','])
             .map(str::trim)
             .filter(|p| !p.is_empty())
+            .filter(|p| {
+                let flag = p.eq_ignore_ascii_case("exact");
+                exact |= flag;
+                !flag
+            })
             .collect();
         if parts.is_empty() {
             return Err(Error::config(format!(
@@ -229,22 +256,26 @@ impl RuleSet {
                 )));
             }
         }
-        RuleSet::new(rules)
+        Ok(RuleSet::new(rules)?.keeping_every_entry(exact))
     }
 
     /// A rule set from parts given one by one, as bindings receive them:
     /// each a rule text (`"20/minute"`, even `"1/s; 5/m"`) or a (limit, window
     /// in seconds) pair.
     pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet> {
-        let mut rules = Vec::new();
+        let (mut rules, mut exact) = (Vec::new(), false);
         for spec in specs {
             match spec {
-                RuleSpec::Text(text) => rules.extend_from_slice(RuleSet::parse(&text)?.rules()),
+                RuleSpec::Text(text) => {
+                    let set = RuleSet::parse(&text)?;
+                    exact |= set.exact;
+                    rules.extend_from_slice(set.rules());
+                }
                 RuleSpec::Pair(limit, window) => rules.push(Rule::from_seconds(limit, window)?),
                 RuleSpec::Rule(rule) => rules.push(rule),
             }
         }
-        RuleSet::new(rules)
+        Ok(RuleSet::new(rules)?.keeping_every_entry(exact))
     }
 
     /// The rules, shortest window first.
@@ -266,7 +297,11 @@ impl RuleSet {
 impl fmt::Display for RuleSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let texts: Vec<String> = self.rules.iter().map(Rule::to_string).collect();
-        f.write_str(&texts.join("; "))
+        f.write_str(&texts.join("; "))?;
+        if self.exact {
+            f.write_str("; exact")?;
+        }
+        Ok(())
     }
 }
 
@@ -407,7 +442,7 @@ mod tests {
             ("10/", "no unit"),
             ("/s", "missing"),
             ("1.5/s", "1.5/s"),
-            ("20000000/s", "at most"),
+            ("1099511627776/s", "at most"),
         ] {
             let message = err(text);
             assert!(message.contains(needle), "{text}: {message}");

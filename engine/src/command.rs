@@ -26,9 +26,9 @@ pub const MAX_RULES: usize = 255;
 /// Latest time a check may give (ms): 2^47, past which a timestamp's
 /// reading relative to the newest one is no longer exact.
 pub const MAX_NOW: i64 = 1 << 47;
-/// The largest limit a rule may have (the core's bound on rules too): a
-/// log's ring holds at most this many units.
-pub const MAX_LIMIT: i64 = 10_000_000;
+/// The largest limit a rule may have (the core's bound on rules too),
+/// 2^40 - 1: a log's running totals are kept modulo 2^40.
+pub const MAX_LIMIT: i64 = MAX5 as i64;
 /// The longest window a rule may have, 366 days (ms): well inside the
 /// range a stored timestamp is read back in.
 pub const MAX_WINDOW_MS: i64 = 366 * 24 * 3_600_000;
@@ -55,6 +55,8 @@ pub fn within(n: i64, what: &str, min: i64, max: i64) -> Result<i64, ArgError> {
 pub struct CheckArgs<'a> {
     /// "c": log the cost on admission; "p": only observe.
     pub writing: bool,
+    /// "cx", "px": keep every entry (never merge close ones).
+    pub exact: bool,
     /// Units the check costs (at least 1).
     pub cost: i64,
     /// The check's time (ms), or `None` for the server clock.
@@ -96,16 +98,18 @@ fn rule_set(args: &[&[u8]], at: usize, whose: &str) -> Result<(Rules, usize), Ar
     Ok((rules, end))
 }
 
-/// Parses the check script's ARGV: `c|p`, cost, now (ms, or "" for the
+/// Parses the check script's ARGV: `c|p` (`cx|px` to keep every entry), cost, now (ms, or "" for the
 /// server clock), the caller's rules, then each tier: name and rules.
 pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
     if args.len() < 6 {
         return bad("wrong number of arguments: give c|p, cost, now, then the rules");
     }
-    let writing = match args[0] {
-        b"c" => true,
-        b"p" => false,
-        _ => return bad("the mode must be c (check) or p (peek)"),
+    let (writing, exact) = match args[0] {
+        b"c" => (true, false),
+        b"p" => (false, false),
+        b"cx" => (true, true),
+        b"px" => (false, true),
+        _ => return bad("the mode must be c (check) or p (peek), with x to keep every entry"),
     };
     let cost = number(args[1], "the cost", 1, MAX5 as i64)?;
     let now = match args[2] {
@@ -122,6 +126,7 @@ pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
     }
     Ok(CheckArgs {
         writing,
+        exact,
         cost,
         now,
         rules,

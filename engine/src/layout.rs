@@ -1,36 +1,86 @@
 //! The bytes of a log: its constants and the fixed-width big-endian numbers
-//! its header and ring hold (see the crate docs for the layout).
+//! its header and rings hold (see the crate docs for the layout).
 
-/// The format's version, the header's first byte.
-pub const VERSION: u8 = 4;
-/// Bytes per logged unit in the ring.
-pub const UNIT: usize = 5;
+/// The first 12 bytes of every log of this format: a header that a release
+/// of the previous format (4) reads as a log of no rules whose ring cannot
+/// hold its units, which it refuses as damaged rather than overwriting.
+pub const GUARD: [u8; 12] = [4, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0x80, 0, 0, 0, 0];
+/// The format's version, the byte after [`GUARD`].
+pub const VERSION: u8 = 5;
+/// Bytes per entry in a ring: its time and its band's running total.
+pub const ENTRY: usize = 10;
 /// Bytes of the header before the rules' windows.
-pub const FIXED: usize = 29;
-/// The range of a stored timestamp (ms): 2^40, about 34 years.
+pub const FIXED: usize = 27;
+/// Bytes of one band's fields in the header: its ring's capacity, its
+/// head, its length, the running total before its front, its front's and
+/// its back's times, and its back's running total (5 bytes each).
+pub const BAND: usize = 35;
+/// Where the header holds the flags byte.
+pub const FLAGS_AT: usize = 14;
+/// Where the header holds the newest entry's time (6 bytes).
+pub const NEWEST_AT: usize = 15;
+/// Where the header holds when the key's TTL runs out (6 bytes).
+pub const EXPIRE_AT: usize = 21;
+/// Flag: every entry is kept (no merging of close entries).
+pub const EXACT: u8 = 1;
+/// The range of a stored timestamp and of a band's running total: 2^40
+/// (about 34 years of milliseconds).
 pub const SPAN: i64 = 1 << 40;
 /// The largest number a 5-byte field holds.
 pub const MAX5: u64 = (1 << 40) - 1;
 /// The longest string Redis keeps (its `proto-max-bulk-len`, 512 MB): a log
 /// whose header asks for more was not written by a check.
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
-
-/// Where the header holds the newest unit's time (6 bytes).
-pub const NEWEST_AT: usize = 17;
-
-/// The time (ms) of a log's newest unit, as its header holds it.
-pub fn newest(log: &[u8]) -> Option<i64> {
-    dec6(log, NEWEST_AT)
-}
+/// The most entries one rule's ring holds (reached only with merging off,
+/// where a full ring merges its two newest entries): 255 rules of this
+/// many entries stay within [`MAX_STRING`].
+pub const MAX_ENTRIES: i64 = 1 << 17;
+/// A window is split into this many steps: entries of one step that every
+/// shorter window no longer sees are merged.
+pub const STEPS: i64 = 1024;
 
 /// Bytes of the header of a log of `n` rules.
 pub const fn header_len(n: usize) -> usize {
-    FIXED + 15 * n
+    FIXED + (5 + BAND) * n
 }
 
-/// Where the per-rule pointers start in the header of a log of `n` rules.
-pub const fn pointers_at(n: usize) -> usize {
-    FIXED + 5 * n
+/// Where band `i`'s fields start in the header of a log of `n` rules.
+pub const fn band_at(n: usize, i: usize) -> usize {
+    FIXED + 5 * n + BAND * i
+}
+
+/// The time step (ms) within which entries of a window's band merge:
+/// 1/1024 of the window rounded up, 1 with merging off (entries of one
+/// millisecond always merge: they are one time).
+pub fn step(window: i64, exact: bool) -> i64 {
+    if exact {
+        1
+    } else {
+        ((window + STEPS - 1) / STEPS).max(1)
+    }
+}
+
+/// The most entries a band holds: the steps of the time it spans (`span`,
+/// its window less the shorter one's), and no more than [`MAX_ENTRIES`].
+/// (Its limit bounds it too, an entry holding at least one unit, but a
+/// limit may be lowered while the log holds more.)
+pub fn most_entries(span: i64, step: i64) -> i64 {
+    (span.div_euclid(step) + 2).clamp(1, MAX_ENTRIES)
+}
+
+/// Whether `log` starts as a log of this format does (any version).
+pub fn guarded(log: &[u8]) -> bool {
+    log.len() > GUARD.len() && log[..GUARD.len()] == GUARD
+}
+
+/// The time (ms) of a log's newest entry, as its header holds it (a log of
+/// this format, or of the previous one).
+pub fn newest(log: &[u8]) -> Option<i64> {
+    if guarded(log) {
+        dec6(log, NEWEST_AT)
+    } else {
+        crate::legacy::newest(log)
+    }
 }
 
 /// `x` modulo 2^40, as 5 big-endian bytes.
@@ -57,35 +107,17 @@ pub fn dec6(bytes: &[u8], at: usize) -> Option<i64> {
     Some(b.iter().fold(0i64, |n, &x| n << 8 | i64::from(x)))
 }
 
+/// The latest time at or before `newest` that the stored time `stamp` (ms
+/// modulo 2^40) stands for.
+pub fn unstamp(newest: i64, stamp: i64) -> i64 {
+    newest - (newest.rem_euclid(SPAN) - stamp).rem_euclid(SPAN)
+}
+
 /// `len` bytes of `bytes` from `at`, cut short at its end (as `GETRANGE`).
 pub fn range(bytes: &[u8], at: usize, len: usize) -> &[u8] {
     let start = at.min(bytes.len());
     let end = at.saturating_add(len).min(bytes.len());
     &bytes[start..end]
-}
-
-/// The allocation jemalloc makes for `bytes` bytes: 16-byte steps up to 128,
-/// then four size classes per doubling.
-pub fn size_class(bytes: usize) -> usize {
-    if bytes <= 128 {
-        return bytes.div_ceil(16) * 16;
-    }
-    let mut q = 128;
-    while q * 2 < bytes {
-        q *= 2;
-    }
-    bytes.div_ceil(q / 4) * (q / 4)
-}
-
-/// What Redis adds to a string of `len` bytes: its sds header and terminator.
-pub fn sds_extra(len: usize) -> usize {
-    if len < 256 {
-        4
-    } else if len < 65536 {
-        6
-    } else {
-        10
-    }
 }
 
 #[cfg(test)]
@@ -104,12 +136,17 @@ mod tests {
     }
 
     #[test]
-    fn size_classes_are_jemallocs() {
-        assert_eq!(size_class(1), 16);
-        assert_eq!(size_class(128), 128);
-        assert_eq!(size_class(129), 160);
-        assert_eq!(size_class(257), 320);
-        assert_eq!(size_class(1025), 1280);
+    fn steps_are_a_1024th_of_the_window_rounded_up() {
+        assert_eq!(step(1, false), 1);
+        assert_eq!(step(1_000, false), 1);
+        assert_eq!(step(1_024, false), 1);
+        assert_eq!(step(1_025, false), 2);
+        assert_eq!(step(60_000, false), 59);
+        assert_eq!(step(86_400_000, false), 84_375);
+        assert_eq!(step(86_400_000, true), 1);
+        // a day's band holds at most ~1,024 entries, whatever the limit
+        assert_eq!(most_entries(86_400_000 - 60_000, 84_375), 1025);
+        assert_eq!(most_entries(86_400_000, 1), MAX_ENTRIES);
     }
 
     #[test]

@@ -9,36 +9,57 @@
 //!
 //! ## The log
 //!
-//! Each key's log is ONE byte string (in Redis, `<prefix>:{<key>}:l`):
+//! Each key's log is ONE byte string (in Redis, `<prefix>:{<key>}:l`) of
+//! **entries**: an admitted check writes one entry, its time and its cost,
+//! however large the cost. Numbers are big-endian, 5 bytes unless said
+//! otherwise:
 //!
-//! * a header (numbers big-endian, 5 bytes unless said otherwise): version
-//!   ([`layout::VERSION`], 1 byte), rule count (1 byte), `N` the number of
-//!   units ever logged, the ring capacity (at least the largest limit), the
-//!   ring slots allocated, the newest timestamp (6 bytes), when the key's TTL
-//!   runs out by the server clock (6 bytes; 0: unknown), every rule's window,
-//!   and per rule `p`, the number of the oldest unit inside its window, and
-//!   that unit's timestamp: 29 + 15 × rules bytes;
-//! * a ring of 5-byte timestamps, one per logged unit: unit `s` sits in slot
-//!   `s % capacity`, so only the newest `max(limit)` units are kept, which is
-//!   all an exact sliding log over these rules needs. A timestamp is stored in
-//!   milliseconds modulo 2^40 and read back relative to the newest one (exact
-//!   across 34 years; the longest window is 366 days).
+//! * a header: [`layout::GUARD`] (12 bytes, which the previous format's
+//!   releases read as a log they cannot use and refuse rather than
+//!   overwrite), the version ([`layout::VERSION`], 1 byte), the rule count
+//!   (1 byte), flags (1 byte: [`layout::EXACT`]), the newest entry's time (6
+//!   bytes), when the key's TTL runs out by the server clock (6 bytes; 0:
+//!   unknown), every rule's window, then per rule its **band**'s fields
+//!   ([`layout::BAND`]): its ring's capacity, head and length, the running
+//!   total before its front, its front's and its back's times, and its back's
+//!   running total: 27 + 40 × rules bytes;
+//! * each band's ring, in rule order: `capacity` entries of 10 bytes, a time
+//!   (ms modulo 2^40, read back relative to the newest one: exact across 34
+//!   years, and the longest window is 366 days) and the band's running total
+//!   after the entry (modulo 2^40: an entry's units are its total less the
+//!   one before it).
 //!
-//! Why this shape: a rule's pointer `p` only moves forward, so a check reads
-//! the header, reads ring entries only for units that leave a window (the
-//! next 32 at once, then a binary search for a burst), and writes the new
-//! units and the header in place. Its cost depends on the number of rules,
-//! not on the limits. While the ring is still filling, the string is
-//! rewritten with as many slots as its allocation (a jemalloc size class,
-//! [`layout::size_class`]) holds anyway, instead of being grown in place,
-//! which would make Redis reserve up to twice the bytes: a unit costs 5 bytes
-//! plus the allocator's rounding. A log written for other rules is rebuilt
-//! for the new ones, keeping every unit still inside the longest window. The
-//! key's TTL is its longest window plus a quarter (at least a second),
-//! renewed on the server clock once per quarter window rather than on every
-//! check. One key's clock never runs backwards: a check older than the newest
-//! unit is taken at that unit's time.
+//! Rule `i`'s band holds the entries inside its window that every shorter
+//! window no longer sees, oldest first; its window's count is the units of
+//! its band and of every shorter one's, kept in the header, so a check's
+//! work does not grow with its cost or the limits. A check moves the entries
+//! that left a window to the next band whose window still holds them (the
+//! longest window's band first), reading a ring only where entries leave
+//! it; when it is denied it finds when enough units will have left by a
+//! binary search of the running totals.
 //!
+//! **Merging.** An entry that joins a band in the same step of its window
+//! (1/1024 of the window rounded up, [`layout::step`]) as the band's newest
+//! entry merges into it, stamped with the newer time: its units leave a window
+//! late by at most the steps of that window's band and the shorter ones',
+//! never early. So a window never holds more than its limit, a denial is at
+//! most that too cautious, and a band holds at most about 1,024 entries
+//! ([`layout::most_entries`]) whatever the traffic. Windows up to 1,024 ms
+//! step by the millisecond, where entries of one millisecond are one time
+//! anyway: nothing changes. A rule set with [`layout::EXACT`] keeps every
+//! entry (up to [`layout::MAX_ENTRIES`] per band).
+//!
+//! A ring that is full is rewritten at twice its capacity (at least 4, at
+//! most its band's most); otherwise a check patches the entries it added and
+//! the header in place. A log written for other rules (or flags) is rebuilt
+//! for the new ones, keeping every unit still inside the longest window; a
+//! log of the previous format ([`legacy`]: a 5-byte timestamp per unit) is
+//! read the same way, once, and written in this one. A log of a newer format
+//! is refused by name ([`log::Damaged::Newer`]). The key's TTL is its longest
+//! window plus a quarter (at least a second), renewed on the server clock once
+//! per quarter window rather than on every check. One key's clock never runs
+//! backwards: a check older than the newest entry is taken at its time.
+
 //! ## The commands
 //!
 //! [`command`] reads the check's arguments and the key's policy record
@@ -49,8 +70,10 @@
 //! maybe renewed, or a whole new string. [`policy`] reads the arguments of
 //! `policy.lua` (a record change, a fail2ban strike).
 
+pub mod band;
 pub mod command;
 pub mod layout;
+pub mod legacy;
 pub mod log;
 pub mod packed;
 pub mod policy;

@@ -1,10 +1,12 @@
 //! One check of one log against one rule set: what it observes, and the
 //! bytes it writes (see the crate docs for the layout and the rules it keeps).
 
+use crate::band::{Band, Stored};
 use crate::layout::{
-    dec5, dec6, enc5, enc6, header_len, newest, pointers_at, range, sds_extra, size_class, FIXED,
-    MAX_STRING, SPAN, UNIT, VERSION,
+    band_at, dec5, dec6, enc5, enc6, guarded, header_len, most_entries, range, step, unstamp,
+    ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, MAX_STRING, NEWEST_AT, SPAN, VERSION,
 };
+use crate::legacy;
 
 /// The rules a check applies, shortest window first, as the header stores them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,12 +66,12 @@ impl Rules {
 /// The buffers checks are made in, handed back after each one so that a
 /// caller making many (the module, on Redis's thread) allocates none: the
 /// rules of parsed arguments ([`Scratch::rules`], [`Scratch::keep_rules`]),
-/// the check's pointers, what it saw and the bytes it writes
+/// the check's bands, what it saw and the bytes it writes
 /// ([`check_in`], [`Scratch::keep`]). A buffer not handed back is simply
 /// made again.
 #[derive(Debug, Default)]
 pub struct Scratch {
-    pointers: Vec<Pointer>,
+    bands: Vec<Band>,
     seen: Vec<RuleSeen>,
     bytes: Vec<u8>,
     rules: Vec<Rules>,
@@ -126,6 +128,8 @@ pub struct Check<'a> {
     pub clock: Option<i64>,
     /// Log the units on admission (a check), or only observe (a peek).
     pub writing: bool,
+    /// Keep every entry: never merge close ones (see the crate docs).
+    pub exact: bool,
 }
 
 /// What a check saw of one rule.
@@ -133,7 +137,7 @@ pub struct Check<'a> {
 pub struct RuleSeen {
     /// Units in the window before this check.
     pub count: i64,
-    /// The oldest unit in the window (-1: none).
+    /// The time of the oldest entry in the window (-1: none).
     pub oldest: i64,
     /// When the check would fit (-1: it does or never will).
     pub free_at: i64,
@@ -142,7 +146,7 @@ pub struct RuleSeen {
 /// What a check saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
-    /// The check's time, never before the log's newest unit.
+    /// The check's time, never before the log's newest entry.
     pub now: i64,
     /// Whether every rule admits it.
     pub allowed: bool,
@@ -172,14 +176,13 @@ pub enum Write {
 }
 
 /// The ranges a patch overwrites, in order, their bytes held in one buffer
-/// (a check writes at most three: the new units, those that wrap around the
-/// ring, and the header).
+/// (a check writes the entries it added to each band's ring, in at most two
+/// ranges per band where the ring wraps, and the header).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edits {
     bytes: Vec<u8>,
     /// (offset in the log, length) of each range.
-    ranges: [(usize, usize); 3],
-    count: usize,
+    ranges: Vec<(usize, usize)>,
 }
 
 impl Edits {
@@ -188,8 +191,7 @@ impl Edits {
         bytes.clear();
         Edits {
             bytes,
-            ranges: [(0, 0); 3],
-            count: 0,
+            ranges: Vec::new(),
         }
     }
 
@@ -197,14 +199,13 @@ impl Edits {
     fn push(&mut self, at: usize, fill: impl FnOnce(&mut Vec<u8>)) {
         let start = self.bytes.len();
         fill(&mut self.bytes);
-        self.ranges[self.count] = (at, self.bytes.len() - start);
-        self.count += 1;
+        self.ranges.push((at, self.bytes.len() - start));
     }
 
     /// Each range: its offset in the log, and its bytes.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8])> {
         let mut start = 0;
-        self.ranges[..self.count].iter().map(move |&(at, len)| {
+        self.ranges.iter().map(move |&(at, len)| {
             start += len;
             (at, &self.bytes[start - len..start])
         })
@@ -230,152 +231,31 @@ impl Write {
     }
 }
 
-/// The stored log does not hold what its header says (a truncated or
-/// foreign string, or a header no check could have written): the check
-/// cannot be made.
+/// The stored log cannot be read by this check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Damaged;
+pub enum Damaged {
+    /// Its bytes do not hold what its header says (a truncated or foreign
+    /// string, or a header no check could have written).
+    Bytes,
+    /// It was written by a newer release, in this format version.
+    Newer(u8),
+}
 
 impl std::fmt::Display for Damaged {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the stored log is damaged (its bytes do not hold what its header says)")
+        match self {
+            Damaged::Bytes => f.write_str(
+                "the stored log is damaged (its bytes do not hold what its header says)",
+            ),
+            Damaged::Newer(version) => write!(
+                f,
+                "the stored log was written by a newer release of ratekeeper (log format {version}, this release reads {VERSION}): upgrade this process"
+            ),
+        }
     }
 }
 
 impl std::error::Error for Damaged {}
-
-/// Rule i's pointer: `p`, the number of the oldest unit in its window, that
-/// unit's time and stored bytes, and `p` as the stored header held it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Pointer {
-    p: i64,
-    tsp: i64,
-    raw: [u8; 5],
-    stored: Option<i64>,
-}
-
-/// The log as one check sees it: units numbered `lo .. n_units` are in the
-/// ring (or, while it is rebuilt, in `table`).
-struct Log<'a> {
-    stored: &'a [u8],
-    rules: &'a Rules,
-    n: usize,
-    h: usize,
-    now: i64,
-    cap: i64,
-    n_units: i64,
-    room: i64,
-    newest: i64,
-    lo: i64,
-    expire_at: i64,
-    /// Per rule: the oldest unit in its window, its time, its stored bytes.
-    at: &'a mut [Pointer],
-    /// Units by number, when the stored log does not fit these rules.
-    table: Option<Vec<i64>>,
-}
-
-impl Log<'_> {
-    fn unstamp(&self, e: i64) -> i64 {
-        self.newest - (self.newest.rem_euclid(SPAN) - e).rem_euclid(SPAN)
-    }
-
-    /// The time of unit `s`.
-    fn entry(&self, s: i64) -> Result<i64, Damaged> {
-        match &self.table {
-            Some(table) => table.get(s as usize).copied().ok_or(Damaged),
-            None => {
-                let off = self.h + (s % self.cap) as usize * UNIT;
-                dec5(self.stored, off)
-                    .map(|e| self.unstamp(e))
-                    .ok_or(Damaged)
-            }
-        }
-    }
-
-    /// Starts from an empty log, its units to be held in a table.
-    fn start_table(&mut self) {
-        self.table = Some(Vec::new());
-        self.n_units = 0;
-        self.room = 0;
-        self.lo = 0;
-        self.expire_at = 0;
-        for i in 0..self.n {
-            self.at[i].p = 0;
-            self.at[i].tsp = 0;
-            self.at[i].raw = [0; 5];
-        }
-    }
-
-    fn set_pointer(&mut self, i: usize, s: i64, t: i64) {
-        self.at[i].p = s;
-        self.at[i].tsp = t;
-        self.at[i].raw = enc5(t.rem_euclid(SPAN));
-    }
-
-    /// Moves rule `i`'s pointer to the oldest unit still inside its window: a
-    /// scan of the next 32 units, then a binary search for a burst.
-    fn advance(&mut self, i: usize) -> Result<(), Damaged> {
-        let w = self.rules.windows[i];
-        let mut s = self.at[i].p;
-        if s < self.lo {
-            s = self.lo;
-            let t = self.entry(s)?;
-            self.at[i].tsp = t;
-            self.at[i].raw = enc5(t.rem_euclid(SPAN));
-        }
-        if s >= self.n_units || self.at[i].tsp + w > self.now {
-            self.at[i].p = s;
-            return Ok(());
-        }
-        s += 1;
-        let mut k = (self.n_units - s).min(32);
-        if self.table.is_none() {
-            k = k.min(self.cap - s % self.cap);
-        }
-        if k > 0 {
-            if let Some(table) = &self.table {
-                for j in 0..k {
-                    let t = *table.get((s + j) as usize).ok_or(Damaged)?;
-                    if t + w > self.now {
-                        self.set_pointer(i, s + j, t);
-                        return Ok(());
-                    }
-                }
-            } else {
-                let off = self.h + (s % self.cap) as usize * UNIT;
-                let chunk = range(self.stored, off, k as usize * UNIT);
-                for j in 0..k as usize {
-                    let t = self.unstamp(dec5(chunk, j * UNIT).ok_or(Damaged)?);
-                    if t + w > self.now {
-                        self.at[i].p = s + j as i64;
-                        self.at[i].tsp = t;
-                        self.at[i]
-                            .raw
-                            .copy_from_slice(&chunk[j * UNIT..j * UNIT + UNIT]);
-                        return Ok(());
-                    }
-                }
-            }
-            s += k;
-        }
-        let (mut a, mut b) = (s, self.n_units);
-        while a < b {
-            let mid = (a + b) / 2;
-            if self.entry(mid)? + w > self.now {
-                b = mid;
-            } else {
-                a = mid + 1;
-            }
-        }
-        self.at[i].p = a;
-        if a < self.n_units {
-            let t = self.entry(a)?;
-            self.at[i].tsp = t;
-            self.at[i].raw = enc5(t.rem_euclid(SPAN));
-        }
-        Ok(())
-    }
-}
 
 /// Runs one check: what it observes, and what it writes.
 ///
@@ -388,289 +268,303 @@ pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
 /// [`check`], its results built in `scratch`'s buffers (hand them back
 /// with [`Scratch::keep`]).
 pub fn check_in(c: Check<'_>, scratch: &mut Scratch) -> Result<(Seen, Write), Damaged> {
-    let mut pointers = std::mem::take(&mut scratch.pointers);
-    pointers.clear();
-    pointers.resize(c.rules.len(), Pointer::default());
+    let mut bands = std::mem::take(&mut scratch.bands);
     let mut seen = std::mem::take(&mut scratch.seen);
     seen.clear();
-    let outcome = run(c, &mut pointers, seen, &mut scratch.bytes);
-    scratch.pointers = pointers;
+    let outcome = run(c, &mut bands, seen, &mut scratch.bytes);
+    scratch.bands = bands;
     outcome
 }
 
-/// [`check`] with its buffers: the rules' pointers, what each rule saw
-/// (empty), and the buffer the bytes to write are taken from.
+/// Sets `bands` to the rules' bands, empty, keeping their buffers.
+fn empty_bands(bands: &mut Vec<Band>, rules: &Rules, exact: bool) {
+    bands.truncate(rules.len());
+    bands.resize_with(rules.len(), Band::default);
+    let mut shorter = 0;
+    for (i, band) in bands.iter_mut().enumerate() {
+        let window = rules.windows[i];
+        let mut pending = std::mem::take(&mut band.pending);
+        pending.clear();
+        let step = step(window, exact);
+        *band = Band {
+            window,
+            step,
+            most: most_entries(window - shorter, step),
+            pending,
+            ..Band::default()
+        };
+        shorter = window;
+    }
+}
+
+/// Empties every band (each keeps its rule's window, step and most).
+fn clear_bands(bands: &mut [Band]) {
+    for band in bands {
+        let mut pending = std::mem::take(&mut band.pending);
+        pending.clear();
+        *band = Band {
+            window: band.window,
+            step: band.step,
+            most: band.most,
+            pending,
+            ..Band::default()
+        };
+    }
+}
+
+/// Reads the bands of a stored log: its header's fields, each ring left in
+/// the stored bytes; `whole` when `stored` is the whole string, whose
+/// length then bounds the rings (a check reads a ring only where it needs
+/// to, as the script does).
+fn read_bands(stored: &[u8], bands: &mut [Band], newest: i64, whole: bool) -> Result<(), Damaged> {
+    let n = bands.len();
+    let mut base = header_len(n);
+    for (i, band) in bands.iter_mut().enumerate() {
+        let at = band_at(n, i);
+        let field = |k: usize| dec5(stored, at + 5 * k).ok_or(Damaged::Bytes);
+        band.cap = field(0)?;
+        band.head = field(1)?;
+        band.len = field(2)?;
+        band.out = field(3)?;
+        band.front = unstamp(newest, field(4)?);
+        band.back = unstamp(newest, field(5)?);
+        band.back_total = field(6)?;
+        band.stored = band.len;
+        band.base = base;
+        if band.len > band.cap || (band.cap > 0 && band.head >= band.cap) {
+            return Err(Damaged::Bytes);
+        }
+        base = base
+            .checked_add(band.cap as usize * ENTRY)
+            .filter(|&end| !whole || end <= stored.len())
+            .ok_or(Damaged::Bytes)?;
+    }
+    Ok(())
+}
+
+/// Puts `units` of time `t` into the band whose window holds it at `now`
+/// and no shorter window does (none: they have left every window).
+fn place(bands: &mut [Band], from: usize, t: i64, units: i64, now: i64) {
+    if units <= 0 {
+        return;
+    }
+    if let Some(band) = bands[from..].iter_mut().find(|b| t + b.window > now) {
+        band.push(t, units);
+    }
+}
+
+/// The entries of a stored log written for other rules (or in the previous
+/// format) put into `bands` (empty) as a log of these rules would hold them
+/// at its newest time, keeping every unit still inside the longest window;
+/// returns that newest time (0: the string is no log, read as none).
+fn rebuild(stored: &[u8], bands: &mut [Band]) -> Result<i64, Damaged> {
+    let longest = bands.last().map_or(0, |b| b.window);
+    if !guarded(stored) {
+        let Some(units) = legacy::units_after(stored, |newest| newest - longest)? else {
+            return Ok(0);
+        };
+        for &(t, count) in &units.runs {
+            place(bands, 0, t, count, units.newest);
+        }
+        return Ok(units.newest);
+    }
+    let n = usize::from(*stored.get(13).ok_or(Damaged::Bytes)?);
+    let newest = dec6(stored, NEWEST_AT).ok_or(Damaged::Bytes)?;
+    let mut old = vec![Band::default(); n];
+    read_bands(stored, &mut old, newest, true)?;
+    let log = Stored {
+        bytes: stored,
+        newest,
+    };
+    // the oldest band first, each from its front
+    for band in old.iter_mut().rev() {
+        while band.len > 0 {
+            let (t, units) = band.pop(log)?;
+            if t > newest - longest {
+                place(bands, 0, t, units, newest);
+            }
+        }
+    }
+    Ok(newest)
+}
+
+/// [`check`] with its buffers: the bands, what each rule saw (empty), and
+/// the buffer the bytes to write are taken from.
 fn run(
     c: Check<'_>,
-    pointers: &mut [Pointer],
+    bands: &mut Vec<Band>,
     seen_rules: Vec<RuleSeen>,
     buffer: &mut Vec<u8>,
 ) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;
     // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
     // more than it is, and the sums below stay far inside an i64.
-    let c = Check {
-        cost: c.cost.clamp(1, crate::command::MAX_LIMIT + 1),
-        ..c
-    };
+    let cost = c.cost.clamp(1, crate::command::MAX_LIMIT + 1);
     let n = rules.len();
     let h = header_len(n);
-    let at_pointers = pointers_at(n);
-    let mut cap = rules.limits.iter().copied().max().unwrap_or(0);
+    let flags = if c.exact { EXACT } else { 0 };
     let longest = rules.windows.iter().copied().max().unwrap_or(0);
+    if guarded(c.stored) && c.stored[GUARD_LEN] > VERSION {
+        return Err(Damaged::Newer(c.stored[GUARD_LEN]));
+    }
     let hdr = range(c.stored, 0, h);
-    let fresh = hdr.is_empty();
+    let fresh = c.stored.is_empty();
     let fits = hdr.len() == h
-        && hdr[0] == VERSION
-        && usize::from(hdr[1]) == n
-        && dec5(hdr, 7).is_some_and(|stored| stored >= cap)
-        && hdr[FIXED..at_pointers] == rules.encoded[..];
-    let mut log = Log {
-        stored: c.stored,
-        rules,
-        n,
-        h,
-        now: c.now,
-        cap,
-        n_units: 0,
-        room: 0,
-        newest: 0,
-        lo: 0,
-        expire_at: 0,
-        at: pointers,
-        table: None,
-    };
-    // what the stored header held, so that only what changed is encoded again
-    let (mut room_in, mut expire_in) = (-1, -1);
+        && guarded(hdr)
+        && hdr[GUARD_LEN] == VERSION
+        && usize::from(hdr[GUARD_LEN + 1]) == n
+        && hdr[FLAGS_AT] == flags
+        && hdr[FIXED..FIXED + 5 * n] == rules.encoded[..];
+
+    empty_bands(bands, rules, c.exact);
+    let (mut newest, mut expire_at, mut rebuilt) = (0, 0, None);
     if fits {
-        let num = |at| dec5(hdr, at).ok_or(Damaged);
-        log.n_units = num(2)?;
-        cap = num(7)?;
-        log.cap = cap;
-        log.room = num(12)?;
-        room_in = log.room;
-        log.newest = newest(hdr).ok_or(Damaged)?;
-        log.expire_at = dec6(hdr, 23).ok_or(Damaged)?;
-        expire_in = log.expire_at;
-        log.lo = (log.n_units - cap).max(0);
-        for i in 0..n {
-            let at = at_pointers + 10 * i;
-            log.at[i].p = num(at)?;
-            log.at[i].stored = Some(log.at[i].p);
-            log.at[i].raw.copy_from_slice(&hdr[at + 5..at + 10]);
-            log.at[i].tsp = log.unstamp(num(at + 5)?);
+        newest = dec6(hdr, NEWEST_AT).ok_or(Damaged::Bytes)?;
+        expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
+        read_bands(c.stored, bands, newest, false)?;
+    } else if !fresh {
+        newest = rebuild(c.stored, bands)?;
+        // written even when the check is denied, so that it is rebuilt once
+        rebuilt = Some(bands.clone());
+    }
+
+    // One key's clock never runs backwards: a check older than the newest
+    // entry is taken at its time. After a jump of over 17 years every entry
+    // is out of every window (and its stored time would be ambiguous):
+    // start afresh.
+    let now = c.now.max(newest);
+    let jumped = now - newest >= SPAN / 2;
+    if jumped {
+        clear_bands(bands);
+    }
+    let log = Stored {
+        bytes: c.stored,
+        newest,
+    };
+
+    // Entries that left a window move to the next band whose window still
+    // holds them, the longest window's band first (so a band is emptied of
+    // what left it before it is given more).
+    let last_window = bands.last().map_or(0, |b| b.window);
+    for i in (0..n).rev() {
+        if bands[i].len > 0 && bands[i].back + last_window <= now {
+            bands[i].drop_all();
+            continue;
         }
-    } else if fresh {
-        log.start_table();
-    } else {
-        // Written for other rules: keep every stored unit still inside the
-        // longest window of a check at the newest unit's time (no later check
-        // is earlier), renumbered from 0; the ring grows to hold them all.
-        let all = c.stored;
-        log.start_table();
-        if all.len() >= FIXED && all[0] == VERSION {
-            let old_h = header_len(usize::from(all[1]));
-            let old_n = dec5(all, 2).ok_or(Damaged)?;
-            let old_cap = dec5(all, 7).ok_or(Damaged)?;
-            if old_cap == 0 && old_n > 0 {
-                return Err(Damaged); // units, and no ring to hold them
-            }
-            log.newest = newest(all).ok_or(Damaged)?;
-            let horizon = log.newest - longest;
-            let mut kept = Vec::new();
-            for s in (old_n - old_cap).max(0)..old_n {
-                let off = old_h + (s % old_cap) as usize * UNIT;
-                let ts = log.unstamp(dec5(all, off).ok_or(Damaged)?);
-                if ts > horizon {
-                    kept.push(ts);
-                }
-            }
-            log.n_units = kept.len() as i64;
-            if log.n_units > cap {
-                cap = log.n_units;
-                log.cap = cap;
-            }
-            if let Some(&first) = kept.first() {
-                for i in 0..n {
-                    log.at[i].tsp = first;
-                    log.at[i].raw = enc5(first.rem_euclid(SPAN));
-                }
-            }
-            log.table = Some(kept);
+        while bands[i].len > 0 && bands[i].front + bands[i].window <= now {
+            let (t, units) = bands[i].pop(log)?;
+            place(bands, i + 1, t, units, now);
         }
     }
 
-    // One key's clock never runs backwards; after a jump of over 17 years
-    // every unit is out of every window: start afresh.
-    if log.now < log.newest {
-        log.now = log.newest;
-    }
-    if log.now - log.newest >= SPAN / 2 {
-        log.start_table();
-    }
-    let now = log.now;
-
+    // Each rule's window holds its band and every shorter one's.
     let mut seen = Seen {
         now,
         allowed: true,
         rules: seen_rules,
     };
-    for i in 0..n {
-        if log.at[i].p < log.lo
-            || (log.at[i].p < log.n_units && log.at[i].tsp + rules.windows[i] <= now)
-        {
-            log.advance(i)?;
+    let (mut count, mut oldest) = (0, -1);
+    for (i, band) in bands.iter().enumerate() {
+        count += band.units();
+        if band.len > 0 {
+            oldest = band.front;
         }
-        let count = log.n_units - log.at[i].p;
-        seen.allowed &= count + c.cost <= rules.limits[i];
+        seen.allowed &= count + cost <= rules.limits[i];
         seen.rules.push(RuleSeen {
             count,
-            oldest: if count > 0 { log.at[i].tsp } else { -1 },
+            oldest: if count > 0 { oldest } else { -1 },
             free_at: -1,
         });
     }
     let allowed = seen.allowed;
     if !allowed {
-        for (i, rule) in seen.rules.iter_mut().enumerate() {
-            let over = rule.count + c.cost - rules.limits[i];
-            if over > 0 && c.cost <= rules.limits[i] {
-                rule.free_at = log.entry(log.at[i].p + over - 1)? + rules.windows[i];
+        // when each rule would take this check: once the units over its
+        // limit have left its window, its oldest band's first
+        for i in 0..n {
+            let limit = rules.limits[i];
+            let mut need = seen.rules[i].count + cost - limit;
+            if need <= 0 || cost > limit {
+                continue;
+            }
+            for band in bands[..=i].iter().rev() {
+                let units = band.units();
+                if need <= units {
+                    seen.rules[i].free_at = band.free_at(need, rules.windows[i], log)?;
+                    break;
+                }
+                need -= units;
             }
         }
     }
 
-    // A denied check writes nothing but a rebuilt log: pointers it moved are
-    // not kept, since a later check may be earlier than this one (though never
-    // than the newest unit) and pointers only move forward.
-    if !c.writing || (!allowed && log.table.is_none()) || (!allowed && fresh) {
+    // A denied check writes nothing but a rebuilt log (as of its newest
+    // entry: a later check may be earlier than this one, though never than
+    // that entry, and entries only move to longer windows' bands).
+    if !c.writing || (!allowed && rebuilt.is_none()) {
         return Ok((seen, Write::Nothing));
     }
-
-    // Writing: the header from its unchanged bytes and what changed.
-    let unit = enc5(now.rem_euclid(SPAN));
-    let before = log.n_units;
-    if !allowed {
-        // a rebuilt log, its pointers at its first unit
-        let first = log.table.as_ref().and_then(|t| t.first().copied());
-        for i in 0..n {
-            match first {
-                Some(t) => log.set_pointer(i, 0, t),
-                None => {
-                    log.at[i].p = 0;
-                    log.at[i].tsp = 0;
-                    log.at[i].raw = [0; 5];
-                }
-            }
-        }
+    if let Some(before) = rebuilt.filter(|_| !allowed) {
+        *bands = before;
     }
     if allowed {
-        for i in 0..n {
-            if log.at[i].p == log.n_units {
-                log.at[i].tsp = now;
-                log.at[i].raw = unit;
-            }
-        }
-        log.n_units += c.cost;
-        log.newest = now;
-    }
-    // The key outlives its newest unit by the longest window: a quarter more,
-    // renewed on the server clock once per quarter window, and a second at least.
-    let ttl = (longest + longest / 4).max(1000);
-    let used = log.n_units.min(cap);
-    let rewrite = log.table.is_some() || used > log.room;
-    // renewed unless the TTL (known on the server clock) outlasts the longest window
-    let lasts = c
-        .clock
-        .is_some_and(|clock| clock + longest <= log.expire_at);
-    let renew = allowed && !lasts;
-    if renew || rewrite {
-        log.expire_at = c.clock.map_or(0, |clock| clock + ttl);
+        bands[0].push(now, cost);
+        newest = now;
     }
 
-    let header = |log: &Log<'_>, out: &mut Vec<u8>| {
-        out.push(VERSION);
-        out.push(n as u8);
-        out.extend_from_slice(&enc5(log.n_units));
-        if fits && log.room == room_in {
-            out.extend_from_slice(&hdr[7..17]);
-        } else {
-            out.extend_from_slice(&enc5(cap));
-            out.extend_from_slice(&enc5(log.room));
-        }
-        // (a rebuilt log states its newest unit afresh: the string it was
-        // rebuilt from may not be a log at all)
-        if allowed || log.table.is_some() {
-            out.extend_from_slice(&enc6(log.newest));
-        } else {
-            out.extend_from_slice(&hdr[17..23]);
-        }
-        if log.expire_at == expire_in {
-            out.extend_from_slice(&hdr[23..29]);
-        } else {
-            out.extend_from_slice(&enc6(log.expire_at));
-        }
+    // The key outlives its newest entry by the longest window: a quarter
+    // more, renewed on the server clock once per quarter window, and a
+    // second at least.
+    let ttl = (longest + longest / 4).max(1000);
+    let rewrite = !fits || jumped || bands.iter().any(|b| b.len > b.cap);
+    // renewed unless the TTL (known on the server clock) outlasts the longest window
+    let lasts = c.clock.is_some_and(|clock| clock + longest <= expire_at);
+    let renew = allowed && !lasts;
+    if renew || rewrite {
+        expire_at = c.clock.map_or(0, |clock| clock + ttl);
+    }
+    let header = |bands: &[Band], out: &mut Vec<u8>| {
+        out.extend_from_slice(&layout_guard());
+        out.extend_from_slice(&[VERSION, n as u8, flags]);
+        out.extend_from_slice(&enc6(newest));
+        out.extend_from_slice(&enc6(expire_at));
         out.extend_from_slice(&rules.encoded);
-        for i in 0..n {
-            let at = at_pointers + 10 * i;
-            if log.at[i].stored == Some(log.at[i].p) {
-                out.extend_from_slice(&hdr[at..at + 5]);
-            } else {
-                out.extend_from_slice(&enc5(log.at[i].p));
-            }
-            out.extend_from_slice(&log.at[i].raw);
+        for band in bands {
+            band.encode(out);
         }
     };
 
     if rewrite {
-        // The whole string: in the layout of these rules, or with a bigger
-        // ring, as many slots as its allocation holds anyway.
-        let used_slots = used as usize;
-        if h + used_slots * UNIT > MAX_STRING {
+        // The whole string: every ring from its first slot, a ring that
+        // outgrew its capacity at twice it (at least 4, at most its most).
+        let caps: Vec<i64> = bands
+            .iter()
+            .map(|b| match b.len > b.cap {
+                true => b.most.min(b.len.max(2 * b.cap).max(4)),
+                false => b.cap,
+            })
+            .collect();
+        let slots = caps.iter().sum::<i64>() as usize;
+        if slots.saturating_mul(ENTRY).saturating_add(h) > MAX_STRING {
             // a header no check could have written (Redis would refuse the string too)
-            return Err(Damaged);
+            return Err(Damaged::Bytes);
         }
-        let mut slots = Vec::with_capacity(used_slots * UNIT);
-        if let Some(table) = log.table.as_mut() {
-            if allowed {
-                table.resize(log.n_units as usize, now);
-            }
-            slots.resize(used_slots * UNIT, 0);
-            for s in (log.n_units - cap).max(0)..log.n_units {
-                let at = (s % cap) as usize * UNIT;
-                slots[at..at + UNIT].copy_from_slice(&enc5(table[s as usize].rem_euclid(SPAN)));
-            }
-        } else {
-            // growing, so before < cap: units 0 .. before-1 sit in slots 0 .. before-1
-            let body = range(c.stored, h, before as usize * UNIT);
-            if log.n_units <= cap {
-                slots.extend_from_slice(body);
-                for _ in 0..c.cost {
-                    slots.extend_from_slice(&unit);
-                }
-            } else {
-                let wrapped = log.n_units - cap;
-                for _ in 0..wrapped {
-                    slots.extend_from_slice(&unit);
-                }
-                slots.extend_from_slice(range(body, wrapped as usize * UNIT, usize::MAX));
-                for _ in 0..c.cost - wrapped {
-                    slots.extend_from_slice(&unit);
-                }
-            }
-        }
-        let bytes = h + used_slots * UNIT;
-        let extra = sds_extra(bytes);
-        let mut room = ((size_class(bytes + extra) - extra - h) / UNIT) as i64;
-        if sds_extra(h + room as usize * UNIT) > extra {
-            room -= 1;
-        }
-        log.room = room.max(used).min(cap);
-        slots.resize(slots.len() + (log.room - used) as usize * UNIT, 0);
         let mut out = std::mem::take(buffer);
         out.clear();
-        out.reserve(h + slots.len());
-        header(&log, &mut out);
-        out.extend_from_slice(&slots);
+        out.reserve(h + slots * ENTRY);
+        out.resize(h, 0);
+        for (band, &cap) in bands.iter().zip(&caps) {
+            for i in 0..band.len {
+                put_entry(&mut out, band.entry(i, log)?);
+            }
+            out.resize(out.len() + (cap - band.len) as usize * ENTRY, 0);
+        }
+        for (band, cap) in bands.iter_mut().zip(caps) {
+            band.cap = cap;
+            band.head = 0;
+        }
+        let mut head = Vec::with_capacity(h);
+        header(bands, &mut head);
+        out[..h].copy_from_slice(&head);
         return Ok((
             seen,
             Write::Rewrite {
@@ -681,22 +575,28 @@ fn run(
     }
 
     let mut edits = Edits::in_buffer(std::mem::take(buffer));
-    if allowed {
-        let slot = before % cap;
-        let first = c.cost.min(cap - slot);
-        if h + (slot + first) as usize * UNIT > MAX_STRING {
-            // a header no check could have written (Redis would refuse the string too)
-            return Err(Damaged);
+    for band in bands.iter() {
+        let added = band.added();
+        if added.is_empty() {
+            continue;
         }
-        let units = |count: i64| {
-            move |out: &mut Vec<u8>| (0..count).for_each(|_| out.extend_from_slice(&unit))
-        };
-        edits.push(h + slot as usize * UNIT, units(first));
-        if c.cost > first {
-            edits.push(h, units(c.cost - first));
+        let slot = ((band.head + band.stored) % band.cap) as usize;
+        let first = added.len().min(band.cap as usize - slot);
+        if band.base + (slot + first) * ENTRY > MAX_STRING {
+            // a header no check could have written (Redis would refuse the string too)
+            return Err(Damaged::Bytes);
+        }
+        let (to_end, from_start) = added.split_at(first);
+        edits.push(band.base + slot * ENTRY, |out| {
+            to_end.iter().for_each(|&e| put_entry(out, e))
+        });
+        if !from_start.is_empty() {
+            edits.push(band.base, |out| {
+                from_start.iter().for_each(|&e| put_entry(out, e))
+            });
         }
     }
-    edits.push(0, |out| header(&log, out));
+    edits.push(0, |out| header(bands, out));
     Ok((
         seen,
         Write::Patch {
@@ -706,49 +606,87 @@ fn run(
     ))
 }
 
+/// Where the format's version sits: right after the guard.
+const GUARD_LEN: usize = crate::layout::GUARD.len();
+
+fn layout_guard() -> [u8; GUARD_LEN] {
+    crate::layout::GUARD
+}
+
+/// Appends an entry as a ring holds it: its time's stamp, its running total.
+fn put_entry(out: &mut Vec<u8>, (t, total): (i64, i64)) {
+    out.extend_from_slice(&enc5(t.rem_euclid(SPAN)));
+    out.extend_from_slice(&enc5(total));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_foreign_log_without_a_ring_is_damaged_not_a_panic() {
-        let rules = Rules::new(&[(5, 1_000)]);
-        // version 4, one rule, N = 3 units, capacity 0
-        let mut stored = vec![0u8; 60];
-        stored[0] = VERSION;
-        stored[1] = 2;
-        stored[6] = 3;
-        let c = Check {
-            stored: &stored,
-            rules: &rules,
+    fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
+        Check {
+            stored,
+            rules,
             cost: 1,
             now: 1_000,
             clock: None,
             writing: true,
-        };
-        assert_eq!(check(c).unwrap_err(), Damaged);
+            exact: false,
+        }
+    }
+
+    #[test]
+    fn a_previous_format_log_without_a_ring_is_damaged_not_a_panic() {
+        let rules = Rules::new(&[(5, 1_000)]);
+        // version 4, one rule, N = 3 units, capacity 0
+        let mut stored = vec![0u8; 60];
+        stored[0] = legacy::VERSION;
+        stored[1] = 2;
+        stored[6] = 3;
+        assert_eq!(check(at(&stored, &rules)).unwrap_err(), Damaged::Bytes);
     }
 
     #[test]
     fn a_forged_ring_size_is_damaged_not_an_allocation() {
-        fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
-            Check {
-                stored,
-                rules,
-                cost: 1,
-                now: 1_000,
-                clock: None,
-                writing: true,
-            }
-        }
         let rules = Rules::new(&[(5, 1_000)]);
         let mut log = Vec::new();
         let (_, write) = check(at(&log, &rules)).unwrap();
         write.apply(&mut log);
-        // capacity and slots of 2^40 - 1, and a billion units logged
-        log[2..7].copy_from_slice(&enc5(1_000_000_000));
-        log[7..12].copy_from_slice(&[0xff; 5]);
-        log[12..17].copy_from_slice(&[0xff; 5]);
-        assert_eq!(check(at(&log, &rules)).unwrap_err(), Damaged);
+        // a ring of 2^40 - 1 entries, holding as many
+        let band = band_at(1, 0);
+        log[band..band + 5].copy_from_slice(&[0xff; 5]);
+        log[band + 10..band + 15].copy_from_slice(&[0xff; 5]);
+        assert_eq!(check(at(&log, &rules)).unwrap_err(), Damaged::Bytes);
+        // other rules: the same log is rebuilt, and refused as well
+        let other = Rules::new(&[(5, 2_000)]);
+        assert_eq!(check(at(&log, &other)).unwrap_err(), Damaged::Bytes);
+    }
+
+    #[test]
+    fn a_log_of_a_newer_format_is_refused_by_name() {
+        let rules = Rules::new(&[(5, 1_000)]);
+        let mut log = Vec::new();
+        let (_, write) = check(at(&log, &rules)).unwrap();
+        write.apply(&mut log);
+        log[GUARD_LEN] = VERSION + 1;
+        let err = check(at(&log, &rules)).unwrap_err();
+        assert_eq!(err, Damaged::Newer(VERSION + 1));
+        assert!(err.to_string().contains("newer release"), "{err}");
+    }
+
+    #[test]
+    fn the_previous_release_reads_this_format_as_damaged() {
+        // what a release of format 4 reads: a log of no rules (byte 1), N
+        // units (bytes 2..7) and a ring of capacity C (bytes 7..12) whose
+        // unit number N - C lies past the string's end
+        let rules = Rules::new(&[(5, 1_000)]);
+        let mut log = Vec::new();
+        let (_, write) = check(at(&log, &rules)).unwrap();
+        write.apply(&mut log);
+        assert_eq!(log[0], legacy::VERSION);
+        assert_eq!(log[1], 0);
+        let (n, cap) = (dec5(&log, 2).unwrap(), dec5(&log, 7).unwrap());
+        assert!(cap > 0 && n > cap);
+        assert!(29 + ((n - cap) % cap) as usize * 5 > log.len() + (1 << 30));
     }
 }

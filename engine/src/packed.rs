@@ -8,10 +8,12 @@
 //!
 //! The check (numbers big-endian):
 //!
-//! * [`FORMAT`] (1 byte), flags (1 byte: [`WRITING`], [`NOW_GIVEN`]), the
-//!   cost (8 bytes), the check's time in ms when [`NOW_GIVEN`] (8 bytes);
+//! * [`FORMAT`] (1 byte), flags (1 byte: [`WRITING`], [`NOW_GIVEN`],
+//!   [`EXACT`]), the cost (8 bytes), the check's time in ms when
+//!   [`NOW_GIVEN`] (8 bytes);
 //! * the caller's rules: their count `n` (1 byte), the windows as a log's
-//!   header stores them (5 bytes each), the limits (4 bytes each);
+//!   header stores them (5 bytes each), the limits (5 bytes each; 4 in the
+//!   previous format, 1, which the module still reads from older clients);
 //! * then each tier until the end: its name's length (2 bytes), the name,
 //!   and its rules as above.
 //!
@@ -21,41 +23,48 @@
 use crate::command::{
     within, ArgError, CheckArgs, Item, Reply, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS,
 };
-use crate::layout::{dec5, MAX5};
+use crate::layout::{dec5, enc5, MAX5};
 use crate::log::{Rules, Scratch};
 
 /// The packed check's first byte: which format follows. (The script's
 /// ARGV never comes as one argument, so a call with one is a packed one.)
-pub const FORMAT: u8 = 1;
+pub const FORMAT: u8 = 2;
+/// The previous format: limits of 4 bytes, as older clients send them.
+pub const FORMAT_4_BYTE_LIMITS: u8 = 1;
 /// Flag: log the cost on admission (a check), else only observe (a peek).
 pub const WRITING: u8 = 1;
 /// Flag: the check's time follows the cost (else the server clock).
 pub const NOW_GIVEN: u8 = 2;
+/// Flag: keep every entry (never merge close ones).
+pub const EXACT: u8 = 4;
 
 /// Appends a rule set as the packed check carries it.
 fn push_rules(out: &mut Vec<u8>, rules: &Rules) {
     out.push(rules.len() as u8);
     out.extend_from_slice(&rules.encoded);
     for &limit in &rules.limits {
-        // (a limit past u32, never the core's, stays past MAX_LIMIT: refused)
-        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        out.extend_from_slice(&limit.to_be_bytes());
+        // (a limit past 2^40 - 1, never the core's, is refused when read)
+        out.extend_from_slice(&enc5(limit.clamp(0, MAX5 as i64)));
     }
 }
 
-/// A packed check: `writing` (else a peek), `cost` units, at `now_ms` (None:
-/// the server clock), the caller's `rules`, then each tier by name. Rules
+/// A packed check: `writing` (else a peek), `exact` (keep every entry),
+/// `cost` units, at `now_ms` (None: the server clock), the caller's
+/// `rules`, then each tier by name. Rules
 /// past the bounds [`parse_packed`] holds are refused there; a tier's name
 /// must be at most 65,535 bytes (the core's are at most 64).
 pub fn pack_check<'a>(
     writing: bool,
+    exact: bool,
     cost: u64,
     now_ms: Option<u64>,
     rules: &Rules,
     tiers: impl Iterator<Item = (&'a [u8], &'a Rules)>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + 9 * rules.len());
-    let flags = if writing { WRITING } else { 0 } | if now_ms.is_some() { NOW_GIVEN } else { 0 };
+    let flags = if writing { WRITING } else { 0 }
+        | if now_ms.is_some() { NOW_GIVEN } else { 0 }
+        | if exact { EXACT } else { 0 };
     out.extend_from_slice(&[FORMAT, flags]);
     out.extend_from_slice(&cost.to_be_bytes());
     if let Some(now) = now_ms {
@@ -84,6 +93,8 @@ fn big_endian(bytes: &[u8]) -> u64 {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Bytes per limit (4 in the previous format).
+    limit_bytes: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -115,9 +126,10 @@ impl<'a> Reader<'a> {
         let count = self.number(1, "the number of rules")? as i64;
         let n = within(count, "the number of rules", 1, MAX_RULES as i64).map_err(named)? as usize;
         let windows = self.take(5 * n, "the windows")?;
-        let limits = self.take(4 * n, "the limits")?;
+        let width = self.limit_bytes;
+        let limits = self.take(width * n, "the limits")?;
         let mut rules = scratch.rules();
-        for (window, limit) in windows.chunks_exact(5).zip(limits.chunks_exact(4)) {
+        for (window, limit) in windows.chunks_exact(5).zip(limits.chunks_exact(width)) {
             let limit = big_endian(limit) as i64;
             let limit = within(limit, "a limit", 1, MAX_LIMIT).map_err(named)?;
             let window = dec5(window, 0).unwrap_or(0);
@@ -135,15 +147,23 @@ impl<'a> Reader<'a> {
 /// script's ARGV gives, with the same bounds, its rules in `scratch`'s
 /// buffers (hand them back with [`Scratch::keep_args`]).
 pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckArgs<'a>, ArgError> {
-    let mut r = Reader { bytes, at: 0 };
-    let format = r.number(1, "its format")?;
-    if format != u64::from(FORMAT) {
-        return Err(ArgError(format!(
-            "the packed check's format is {format}, not {FORMAT}: upgrade the module with the clients"
-        )));
+    let mut r = Reader {
+        bytes,
+        at: 0,
+        limit_bytes: 5,
+    };
+    let format = r.number(1, "its format")? as u8;
+    match format {
+        FORMAT => {}
+        FORMAT_4_BYTE_LIMITS => r.limit_bytes = 4,
+        _ => {
+            return Err(ArgError(format!(
+                "the packed check's format is {format}, not {FORMAT}: upgrade the module before the clients"
+            )))
+        }
     }
     let flags = r.number(1, "its flags")? as u8;
-    if flags & !(WRITING | NOW_GIVEN) != 0 {
+    if flags & !(WRITING | NOW_GIVEN | EXACT) != 0 {
         return Err(ArgError(format!(
             "the packed check's flags {flags} are unknown"
         )));
@@ -169,6 +189,7 @@ pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckA
     }
     Ok(CheckArgs {
         writing: flags & WRITING != 0,
+        exact: flags & EXACT != 0,
         cost,
         now,
         rules,
@@ -193,7 +214,11 @@ pub fn pack_reply<'a, R: Reply<'a> + ?Sized>(reply: &R, out: &mut Vec<u8>) {
 
 /// The items of a packed reply, or `None` when the bytes are not one.
 pub fn unpack_reply(bytes: &[u8]) -> Option<Vec<Item<'_>>> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader {
+        bytes,
+        at: 0,
+        limit_bytes: 5,
+    };
     let mut items = Vec::with_capacity(bytes.len() / 9);
     while !r.done() {
         let item = match r.take(1, "").ok()? {
@@ -224,6 +249,7 @@ mod tests {
         let (w, g) = (given.encoded.clone(), gold.encoded.clone());
         let packed = pack_check(
             true,
+            false,
             3,
             Some(1_700_000_000_000),
             &given,
@@ -252,19 +278,39 @@ mod tests {
         let want = parse_check(&refs).unwrap();
         assert_eq!(format!("{args:?}"), format!("{want:?}"));
         scratch.keep_args(args);
-        let peek = pack_check(false, 1, None, &rules(&[(7, 1000)]), std::iter::empty());
+        let peek = pack_check(
+            false,
+            false,
+            1,
+            None,
+            &rules(&[(7, 1000)]),
+            std::iter::empty(),
+        );
         let args = parse_packed(&peek, &mut scratch).unwrap();
         assert!(!args.writing && args.now.is_none() && args.tiers.is_empty());
         assert_eq!(args.rules, rules(&[(7, 1000)]));
         scratch.keep_args(args);
         let again = parse_packed(&packed, &mut scratch).unwrap();
         assert_eq!(format!("{again:?}"), format!("{want:?}"));
+        // the previous format, as older clients send it: limits of 4 bytes
+        let mut older = vec![FORMAT_4_BYTE_LIMITS, WRITING, 0, 0, 0, 0, 0, 0, 0, 1, 1];
+        older.extend_from_slice(&crate::layout::enc5(1000));
+        older.extend_from_slice(&7u32.to_be_bytes());
+        let args = parse_packed(&older, &mut scratch).unwrap();
+        assert_eq!(args.rules, rules(&[(7, 1000)]));
+        assert!(args.writing && !args.exact);
+        // a limit past 4 bytes, and every entry kept
+        let big = rules(&[((1 << 40) - 1, 1000)]);
+        let exact = pack_check(true, true, 1, None, &big, std::iter::empty());
+        let args = parse_packed(&exact, &mut scratch).unwrap();
+        assert_eq!(args.rules, big);
+        assert!(args.exact);
     }
 
     #[test]
     fn a_hostile_packed_check_is_named_never_a_panic() {
         let one = rules(&[(5, 1000)]);
-        let good = pack_check(true, 1, None, &one, std::iter::empty());
+        let good = pack_check(true, false, 1, None, &one, std::iter::empty());
         let with = |at: usize, byte: u8| {
             let mut b = good.clone();
             b[at] = byte;
@@ -276,7 +322,7 @@ mod tests {
             (with(1, 0x80), "flags 128"),
             (with(9, 0), "the cost"),
             (with(10, 0), "number of rules"),
-            (with(10, 2), "ends before the windows"),
+            (with(10, 3), "ends before the windows"),
             ([&good[..11], &[0; 5], &good[16..]].concat(), "a window"),
             (good[..18].to_vec(), "ends before the limits"),
             (
@@ -299,7 +345,7 @@ mod tests {
             .unwrap_err()
             .0
             .contains("a limit"));
-        let mut late = pack_check(true, 1, Some(0), &one, std::iter::empty());
+        let mut late = pack_check(true, false, 1, Some(0), &one, std::iter::empty());
         late[10..18].copy_from_slice(&u64::MAX.to_be_bytes());
         assert!(parse_packed(&late, &mut Scratch::default())
             .unwrap_err()
@@ -307,9 +353,16 @@ mod tests {
             .contains("now (ms)"));
         // every truncation of a valid check is an error, never a panic
         let tier = rules(&[(1, 1000)]);
-        let full = pack_check(true, 1, Some(5), &one, [(&b"t"[..], &tier)].into_iter());
+        let full = pack_check(
+            true,
+            false,
+            1,
+            Some(5),
+            &one,
+            [(&b"t"[..], &tier)].into_iter(),
+        );
         for cut in 0..full.len() {
-            if cut != full.len() - 13 {
+            if cut != full.len() - 14 {
                 assert!(
                     parse_packed(&full[..cut], &mut Scratch::default()).is_err(),
                     "cut at {cut}"

@@ -1,10 +1,19 @@
 //! The engine against the plain definition of an exact sliding log: a check
 //! at `t` with cost `c` is admitted iff, for every rule (L, W), the units
-//! admitted in `(t - W, t]` plus `c` are at most L. Random rules, costs,
-//! times (still, forward, backwards), peeks and rule changes, on a buffer.
+//! admitted in `(t - W, t]` plus `c` are at most L. Random rules, weighted
+//! costs, times (still, forward, backwards), peeks and rule changes, on a
+//! buffer.
+//!
+//! Where nothing merges (every entry kept, or every window at most 1,024 ms,
+//! whose step is a millisecond) the engine IS that log. Where entries merge,
+//! each rule's count lies between the exact count over its window and the
+//! exact count over its window widened by the steps of its band and every
+//! shorter one: a window never holds more than its limit, and a denial is
+//! at most those steps too cautious.
 
 use proptest::prelude::*;
-use ratekeeper_engine::{check, check_in, Check, Rules, Scratch, Write};
+use ratekeeper_engine::layout::{header_len, most_entries, step, ENTRY};
+use ratekeeper_engine::{check, check_in, Check, Rules, Scratch, Seen, Write};
 
 #[derive(Debug, Clone)]
 struct Step {
@@ -14,162 +23,364 @@ struct Step {
     change: Option<Vec<(i64, i64)>>,
 }
 
-fn rules_strategy() -> impl Strategy<Value = Vec<(i64, i64)>> {
+fn rules_from(windows: Vec<i64>) -> impl Strategy<Value = Vec<(i64, i64)>> {
     prop::collection::vec(
         (
-            1i64..30,
-            prop::sample::select(vec![1i64, 5, 50, 1_000, 10_000, 60_000]),
+            prop_oneof![3 => 1i64..30, 1 => 30i64..400],
+            prop::sample::select(windows),
         ),
         1..4,
     )
     .prop_map(|mut pairs| {
         pairs.sort_by_key(|p| p.1);
+        pairs.dedup_by_key(|p| p.1);
         pairs
     })
 }
 
-fn step_strategy() -> impl Strategy<Value = Step> {
-    (
-        prop_oneof![Just(0i64), 0i64..3, 0i64..200, 0i64..20_000, -500i64..0],
-        prop_oneof![4 => Just(1i64), 1 => 1i64..6, 1 => 20i64..40],
-        prop::bool::weighted(0.1),
-        prop::option::weighted(0.05, rules_strategy()),
+const FINE: [i64; 6] = [1, 5, 50, 200, 1_000, 1_024];
+const ANY: [i64; 8] = [1, 50, 1_000, 5_000, 60_000, 90_000, 3_600_000, 86_400_000];
+
+fn steps(changes: f64) -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(
+        (
+            prop_oneof![
+                Just(0i64),
+                0i64..3,
+                0i64..200,
+                0i64..20_000,
+                0i64..4_000_000,
+                -500i64..0
+            ],
+            prop_oneof![4 => Just(1i64), 1 => 1i64..6, 1 => 20i64..200],
+            prop::bool::weighted(0.1),
+            prop::option::weighted(changes.max(1e-9), rules_from(ANY.to_vec()))
+                .prop_map(move |c| c.filter(|_| changes > 0.0)),
+        )
+            .prop_map(|(advance, cost, peek, change)| Step {
+                advance,
+                cost,
+                peek,
+                change,
+            }),
+        1..150,
     )
-        .prop_map(|(advance, cost, peek, change)| Step {
-            advance,
-            cost,
-            peek,
-            change,
-        })
 }
 
-/// The log as the definition sees it, with what the format keeps: the ring
-/// holds the newest `cap` units (at least the largest limit), and a log
-/// written for other windows (or a smaller ring) is rebuilt from those,
-/// keeping the ones inside the new longest window.
+/// Every admitted check, as (time, cost).
 #[derive(Debug, Default)]
-struct Model {
-    units: Vec<i64>,
-    cap: i64,
-    windows: Vec<i64>,
-    exists: bool,
+struct Admitted(Vec<(i64, i64)>);
+
+impl Admitted {
+    /// Units admitted in `(t - w, t]`.
+    fn count(&self, t: i64, w: i64) -> i64 {
+        self.0
+            .iter()
+            .filter(|&&(at, _)| at > t - w && at <= t)
+            .map(|e| e.1)
+            .sum()
+    }
+
+    /// The oldest admitted time in `(t - w, t]` (-1: none).
+    fn oldest(&self, t: i64, w: i64) -> i64 {
+        self.0
+            .iter()
+            .find(|&&(at, _)| at > t - w && at <= t)
+            .map_or(-1, |e| e.0)
+    }
+
+    /// When `over` units of the window have left it (their oldest first).
+    fn free_at(&self, t: i64, w: i64, over: i64) -> i64 {
+        let mut left = 0;
+        for &(at, cost) in self.0.iter().filter(|&&(at, _)| at > t - w && at <= t) {
+            left += cost;
+            if left >= over {
+                return at + w;
+            }
+        }
+        unreachable!("over is at most the count")
+    }
+
+    fn newest(&self) -> i64 {
+        self.0.last().map_or(i64::MIN, |e| e.0)
+    }
 }
 
-impl Model {
-    /// The units a check under `rules` sees, and the ring it leaves.
-    fn view(&self, rules: &Rules) -> (Vec<i64>, i64) {
-        let largest = *rules.limits.iter().max().unwrap();
-        if !self.exists {
-            return (Vec::new(), largest);
-        }
-        if self.windows == rules.windows && self.cap >= largest {
-            return (self.units.clone(), self.cap);
-        }
-        let longest = *rules.windows.iter().max().unwrap();
-        let newest = self.units.last().copied().unwrap_or(0);
-        let from = self.units.len().saturating_sub(self.cap as usize);
-        let kept: Vec<i64> = self.units[from..]
-            .iter()
-            .copied()
-            .filter(|&u| u > newest - longest)
-            .collect();
-        let cap = largest.max(kept.len() as i64);
-        (kept, cap)
+/// One check through the engine, both with fresh buffers and with kept ones
+/// (which must agree); applies what it writes.
+fn step_once(
+    log: &mut Vec<u8>,
+    rules: &Rules,
+    cost: i64,
+    now: i64,
+    writing: bool,
+    exact: bool,
+    scratch: &mut Scratch,
+) -> Result<Seen, TestCaseError> {
+    let asked = Check {
+        stored: log,
+        rules,
+        cost,
+        now,
+        clock: None,
+        writing,
+        exact,
+    };
+    let (seen, write) = check(asked).unwrap();
+    let (seen_in, write_in) = check_in(asked, scratch).unwrap();
+    prop_assert_eq!(&seen_in, &seen);
+    prop_assert_eq!(&write_in, &write);
+    scratch.keep(seen_in, write_in);
+    if !writing {
+        prop_assert_eq!(&write, &Write::Nothing);
     }
+    write.apply(log);
+    Ok(seen)
+}
+
+/// The bytes a log of these rules holds at most, whatever the traffic: a
+/// band's most entries, or its limit (an entry holds a unit at least),
+/// whichever is fewer, its ring at most twice that.
+fn bound(rules: &Rules, exact: bool) -> usize {
+    let mut shorter = 0;
+    let mut entries = 0;
+    for (&limit, &window) in rules.limits.iter().zip(&rules.windows) {
+        let most = most_entries(window - shorter, step(window, exact));
+        entries += most.min(2 * limit.max(2)) as usize;
+        shorter = window;
+    }
+    header_len(rules.len()) + entries * ENTRY
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn the_engine_is_an_exact_sliding_log(
-        first in rules_strategy(),
-        steps in prop::collection::vec(step_strategy(), 1..120),
+    fn where_nothing_merges_the_engine_is_an_exact_sliding_log(
+        exact in any::<bool>(),
+        fine in rules_from(FINE.to_vec()),
+        any_rules in rules_from(ANY.to_vec()),
+        steps in steps(0.0),
     ) {
-        let mut rules = Rules::new(&first);
-        let mut log: Vec<u8> = Vec::new();
-        let mut model = Model::default();
+        // every entry kept, or windows whose step is a millisecond
+        let rules = Rules::new(if exact { &any_rules } else { &fine });
+        let mut log = Vec::new();
+        let mut admitted = Admitted::default();
         let mut now = 1_000_000i64;
-        // the same checks made in buffers kept from one to the next
         let mut scratch = Scratch::default();
         for step in steps {
             now += step.advance;
-            if let Some(pairs) = &step.change {
-                rules = Rules::new(pairs);
-            }
-            let newest = model.units.last().copied().unwrap_or(i64::MIN);
-            let t = now.max(newest);
-            let (mut units, cap) = model.view(&rules);
-            let fits = rules.limits.iter().zip(&rules.windows).all(|(&l, &w)| {
-                units.iter().filter(|&&u| u > t - w).count() as i64 + step.cost <= l
-            });
-            let asked = Check {
-                stored: &log,
-                rules: &rules,
-                cost: step.cost,
-                now,
-                clock: None,
-                writing: !step.peek,
-            };
-            let (seen, write) = check(asked).unwrap();
-            let (seen_in, write_in) = check_in(asked, &mut scratch).unwrap();
-            prop_assert_eq!(&seen_in, &seen);
-            prop_assert_eq!(&write_in, &write);
-            scratch.keep(seen_in, write_in);
+            let t = now.max(admitted.newest());
+            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, exact, &mut scratch)?;
             prop_assert_eq!(seen.now, t);
+            let fits = rules.limits.iter().zip(&rules.windows)
+                .all(|(&l, &w)| admitted.count(t, w) + step.cost <= l);
             prop_assert_eq!(seen.allowed, fits);
             for (i, rule) in seen.rules.iter().enumerate() {
-                let w = rules.windows[i];
-                let inside: Vec<i64> = units.iter().copied().filter(|&u| u > t - w).collect();
-                prop_assert_eq!(rule.count, inside.len() as i64);
-                prop_assert_eq!(rule.oldest, inside.first().copied().unwrap_or(-1));
-                // when a denied check would fit: once its oldest `over` units have left
-                let over = inside.len() as i64 + step.cost - rules.limits[i];
-                let free_at = if !fits && over > 0 && step.cost <= rules.limits[i] {
-                    inside[over as usize - 1] + w
+                let (l, w) = (rules.limits[i], rules.windows[i]);
+                let count = admitted.count(t, w);
+                prop_assert_eq!(rule.count, count);
+                prop_assert_eq!(rule.oldest, admitted.oldest(t, w));
+                let over = count + step.cost - l;
+                let free_at = if !fits && over > 0 && step.cost <= l {
+                    admitted.free_at(t, w, over)
                 } else {
                     -1
                 };
                 prop_assert_eq!(rule.free_at, free_at);
             }
-            if step.peek {
-                prop_assert_eq!(&write, &Write::Nothing);
+            if fits && !step.peek {
+                admitted.0.push((t, step.cost));
             }
-            let wrote = write != Write::Nothing;
-            write.apply(&mut log);
-            if wrote {
-                if fits {
-                    units.extend(std::iter::repeat_n(t, step.cost as usize));
+            prop_assert!(log.len() <= bound(&rules, exact), "{} bytes", log.len());
+        }
+    }
+
+    #[test]
+    fn merged_entries_leave_a_window_late_never_early(
+        steps in steps(0.0),
+        first in rules_from(ANY.to_vec()),
+    ) {
+        let rules = Rules::new(&first);
+        // how late a unit may leave rule i's window: the steps of its band
+        // and every shorter one (each band merges at its own step)
+        let late: Vec<i64> = rules.windows.iter()
+            .scan(0, |sum, &w| { *sum += step(w, false); Some(*sum) })
+            .collect();
+        let mut log = Vec::new();
+        let mut admitted = Admitted::default();
+        let mut now = 1_000_000i64;
+        let mut scratch = Scratch::default();
+        for step in steps {
+            now += step.advance;
+            let t = now.max(admitted.newest());
+            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, false, &mut scratch)?;
+            for (i, rule) in seen.rules.iter().enumerate() {
+                let w = rules.windows[i];
+                prop_assert!(admitted.count(t, w) <= rule.count,
+                    "rule {i}: {} counted of {} admitted", rule.count, admitted.count(t, w));
+                prop_assert!(rule.count <= admitted.count(t, w + late[i]),
+                    "rule {i}: {} counted, {} within {} ms late", rule.count, admitted.count(t, w + late[i]), late[i]);
+                if rule.free_at != -1 {
+                    prop_assert!(rule.free_at > t);
                 }
-                model = Model {
-                    units,
-                    cap,
-                    windows: rules.windows.clone(),
-                    exists: true,
-                };
+            }
+            if seen.allowed && !step.peek {
+                admitted.0.push((t, step.cost));
+                // never more than a limit in any window
+                for (&l, &w) in rules.limits.iter().zip(&rules.windows) {
+                    prop_assert!(admitted.count(t, w) <= l);
+                }
+            }
+            prop_assert!(log.len() <= bound(&rules, false), "{} bytes", log.len());
+        }
+    }
+
+    #[test]
+    fn a_log_rebuilt_for_other_rules_never_forgets_a_unit_still_inside(
+        first in rules_from(ANY.to_vec()),
+        steps in steps(0.08),
+        flips in prop::collection::vec(prop::bool::weighted(0.05), 150),
+    ) {
+        let mut rules = Rules::new(&first);
+        let mut exact = false;
+        let mut log = Vec::new();
+        let mut admitted = Admitted::default();
+        let mut now = 1_000_000i64;
+        let mut scratch = Scratch::default();
+        // the windows the stored log was written for, and the time before
+        // which it need not hold a unit (it holds what its longest window held)
+        let mut stored_windows = rules.windows.clone();
+        let mut horizon = i64::MIN;
+        for (step, flip) in steps.into_iter().zip(flips) {
+            now += step.advance;
+            if let Some(pairs) = &step.change {
+                rules = Rules::new(pairs);
+            }
+            exact ^= flip;
+            let t = now.max(admitted.newest());
+            let mut seen_from = horizon;
+            if rules.windows != stored_windows && !log.is_empty() {
+                seen_from = horizon.max(admitted.newest() - stored_windows.last().unwrap());
+            }
+            let before = log.clone();
+            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, exact, &mut scratch)?;
+            for (i, rule) in seen.rules.iter().enumerate() {
+                let w = rules.windows[i];
+                let held = admitted.count(t, w.min(t.saturating_sub(seen_from)));
+                prop_assert!(held <= rule.count, "rule {}: {} counted of {} held", i, rule.count, held);
+            }
+            if log != before {
+                horizon = seen_from;
+                stored_windows = rules.windows.clone();
+            }
+            if seen.allowed && !step.peek {
+                admitted.0.push((t, step.cost));
             }
         }
     }
 }
 
-#[test]
-fn a_full_log_costs_five_bytes_a_unit() {
-    let rules = Rules::new(&[(1_000, 60_000)]);
+/// Checks `calls` times at `spacing` ms from `start`, each of `cost`;
+/// returns the log and how many were admitted.
+fn traffic(rules: &Rules, calls: i64, spacing: i64, cost: i64) -> (Vec<u8>, i64) {
     let mut log = Vec::new();
-    for i in 0..1_000 {
+    let mut admitted = 0;
+    for i in 0..calls {
         let (seen, write) = check(Check {
             stored: &log,
-            rules: &rules,
-            cost: 1,
-            now: 1_000 + i,
+            rules,
+            cost,
+            now: 1_700_000_000_000 + i * spacing,
             clock: None,
             writing: true,
+            exact: false,
         })
         .unwrap();
-        assert!(seen.allowed);
+        admitted += i64::from(seen.allowed);
         write.apply(&mut log);
     }
-    assert_eq!(log.len(), 29 + 15 + 1_000 * 5);
+    (log, admitted)
+}
+
+#[test]
+fn a_weighted_check_logs_one_entry_whatever_its_cost() {
+    // "2000000/minute", 100 checks of 20,000 a second apart: all admitted,
+    // 100 entries of 10 bytes in a ring of 128
+    let rules = Rules::new(&[(2_000_000, 60_000)]);
+    let (log, admitted) = traffic(&rules, 100, 500, 20_000);
+    assert_eq!(admitted, 100);
+    assert_eq!(log.len(), header_len(1) + 128 * ENTRY);
+    assert!(log.len() <= 2_000);
+}
+
+#[test]
+fn a_busy_key_holds_about_1024_entries_per_rule() {
+    // "10/second; 1000/minute; 100000/day" called 100 times a second: each
+    // band holds at most its most entries, whatever the calls
+    let rules = Rules::new(&[(10, 1_000), (1_000, 60_000), (100_000, 86_400_000)]);
+    let (log, admitted) = traffic(&rules, 200_000, 10, 1);
+    assert!(admitted > 1_000, "{admitted}");
+    assert!(log.len() <= bound(&rules, false));
+    assert!(log.len() <= 40_000, "{} bytes", log.len());
+}
+
+#[test]
+fn a_log_of_the_previous_format_is_read_and_rewritten() {
+    // version 4, one rule of 60 s, 3 units at 1000, 1000 and 1500 ms
+    let mut v4 = vec![4u8, 1];
+    v4.extend_from_slice(&[0, 0, 0, 0, 3]); // N
+    v4.extend_from_slice(&[0, 0, 0, 0, 5]); // capacity
+    v4.extend_from_slice(&[0, 0, 0, 0, 5]); // slots
+    v4.extend_from_slice(&[0, 0, 0, 0, 0x05, 0xdc]); // newest: 1500
+    v4.extend_from_slice(&[0; 6]); // TTL unknown
+    v4.extend_from_slice(&[0, 0, 0, 0xea, 0x60]); // window 60,000
+    v4.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0x03, 0xe8]); // p 0, at 1000
+    for t in [1000u16, 1000, 1500, 0, 0] {
+        v4.extend_from_slice(&[0, 0, 0, (t >> 8) as u8, t as u8]);
+    }
+    let rules = Rules::new(&[(5, 60_000)]);
+    let mut log = v4.clone();
+    let (seen, write) = check(Check {
+        stored: &log,
+        rules: &rules,
+        cost: 2,
+        now: 2_000,
+        clock: None,
+        writing: true,
+        exact: false,
+    })
+    .unwrap();
+    assert!(seen.allowed);
+    assert_eq!(seen.rules[0].count, 3);
+    assert_eq!(seen.rules[0].oldest, 1_000);
+    assert!(matches!(write, Write::Rewrite { .. }));
+    write.apply(&mut log);
+    let (seen, _) = check(Check {
+        stored: &log,
+        rules: &rules,
+        cost: 1,
+        now: 2_000,
+        clock: None,
+        writing: true,
+        exact: false,
+    })
+    .unwrap();
+    assert!(!seen.allowed);
+    assert_eq!(seen.rules[0].count, 5);
+    assert_eq!(seen.rules[0].free_at, 61_000);
+}
+
+fn at<'a>(stored: &'a [u8], rules: &'a Rules, cost: i64, now: i64, writing: bool) -> Check<'a> {
+    Check {
+        stored,
+        rules,
+        cost,
+        now,
+        clock: None,
+        writing,
+        exact: false,
+    }
 }
 
 /// A cost from the extremes: at most the limit passes and logs that many
@@ -204,12 +415,12 @@ proptest! {
         let mut log = Vec::new();
         let mut logged = 0;
         for i in 0..already.min(limit) {
-            let (_, write) = check(Check { stored: &log, rules: &rules, cost: 1, now: 1_000 + i, clock: None, writing: true }).unwrap();
+            let (_, write) = check(at(&log, &rules, 1, 1_000 + i, true)).unwrap();
             write.apply(&mut log);
             logged += 1;
         }
         let before = log.clone();
-        let (seen, write) = check(Check { stored: &log, rules: &rules, cost, now: 2_000, clock: None, writing }).unwrap();
+        let (seen, write) = check(at(&log, &rules, cost, 2_000, writing)).unwrap();
         let taken = cost.max(1);
         prop_assert_eq!(seen.rules[0].count, logged);
         prop_assert_eq!(seen.allowed, logged.saturating_add(taken) <= limit);
@@ -220,7 +431,7 @@ proptest! {
         if !seen.allowed || !writing {
             prop_assert_eq!(&log, &before);
         } else {
-            let (after, _) = check(Check { stored: &log, rules: &rules, cost: 1, now: 2_000, clock: None, writing: false }).unwrap();
+            let (after, _) = check(at(&log, &rules, 1, 2_000, false)).unwrap();
             prop_assert_eq!(after.rules[0].count, logged + taken);
         }
     }

@@ -114,6 +114,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
             now,
             clock: parsed.now.is_none().then_some(clock),
             writing: parsed.writing,
+            exact: parsed.exact,
         },
         scratch,
     )?;

@@ -13,8 +13,8 @@ pub enum Failure {
     Arg(ArgError),
     /// A key holds another type than the command needs.
     WrongType,
-    /// A log whose bytes do not hold what its header says.
-    Damaged,
+    /// A log this release cannot read: damaged, or of a newer format.
+    Damaged(Damaged),
     /// The module API refused something.
     Api(ApiError),
     /// A command the module ran answered with an error.
@@ -34,8 +34,8 @@ impl From<ApiError> for Failure {
 }
 
 impl From<Damaged> for Failure {
-    fn from(_: Damaged) -> Failure {
-        Failure::Damaged
+    fn from(e: Damaged) -> Failure {
+        Failure::Damaged(e)
     }
 }
 
@@ -46,7 +46,7 @@ impl Failure {
             Failure::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".into()
             }
-            Failure::Damaged => format!("ERR ratekeeper: {Damaged}"),
+            Failure::Damaged(e) => format!("ERR ratekeeper: {e}"),
             Failure::Api(e) => format!("ERR ratekeeper: {}", e.0),
             Failure::Reply(text) => text.clone(),
         }

@@ -49,8 +49,9 @@ fn rule_set(rng: &mut Rng) -> Vec<(u64, u64)> {
     windows
         .into_iter()
         .map(|w| {
-            let limit = match rng.below(10) {
+            let limit = match rng.below(12) {
                 0 => 200 + rng.below(400),
+                10..=11 => 1_000 + rng.below(2_000_000),
                 1..=3 => 1 + rng.below(3),
                 _ => 1 + rng.below(40),
             };
@@ -230,6 +231,7 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
         .map(|i| (format!("tier{i}"), rule_set(&mut rng)))
         .collect();
     let policy = rng.chance(50);
+    let mut exact = rng.chance(20);
     // the check names the scope's record of bans too (a scoped limiter's)
     let scoped = policy && rng.chance(50);
     let mut now: i64 = if rng.chance(50) {
@@ -296,9 +298,19 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
         let cost = match rng.below(10) {
             0 => limit_max + 1 + rng.below(3),
             1..=2 => 1 + rng.below(5),
+            3 => 1 + rng.below(limit_max.div_ceil(4)),
             _ => 1,
         };
-        let mode = if rng.chance(15) { "p" } else { "c" };
+        // every entry kept, in some trials (and a trial switching now and then)
+        if rng.chance(3) {
+            exact = !exact;
+        }
+        let mode = match (rng.chance(15), exact) {
+            (true, false) => "p",
+            (true, true) => "px",
+            (false, false) => "c",
+            (false, true) => "cx",
+        };
         // the server clock now and then: both calls must then fall in one ms
         let clock = rng.chance(8);
         let mut args: Vec<Vec<u8>> = vec![
@@ -334,7 +346,8 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
             .map(|(name, tier)| (name.as_bytes(), engine_rules(tier)))
             .collect();
         let packed = pack_check(
-            mode == "c",
+            mode.starts_with('c'),
+            mode.ends_with('x'),
             cost,
             (!clock).then_some(now as u64),
             &engine_rules(&rules),
@@ -529,4 +542,67 @@ fn foreign_and_damaged_logs_are_answered_alike() {
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
     assert!(compared > 50, "only {compared} rounds answered");
+}
+
+/// The previous release's check script (log format 4, a timestamp per unit),
+/// as it shipped: `tests/cases/previous/check.lua`.
+const PREVIOUS_SCRIPT: &str = include_str!("../../../tests/cases/previous/check.lua");
+
+/// A fleet mid-upgrade on one Redis: the previous release's script writes a
+/// log of its format; this release reads it with no unit lost or granted and
+/// rewrites it in its own; the previous release then refuses the new log
+/// with an error (its `on_error` outcome) and leaves it as it is; this
+/// release, through the script and through the module, counts on.
+#[test]
+fn the_previous_release_and_this_one_share_a_redis() {
+    for (url, module) in [
+        (common::configured("RATEKEEPER_TEST_REDIS"), false),
+        (common::configured("RATEKEEPER_TEST_REDIS_MODULE"), true),
+    ] {
+        let Some(url) = url else { continue };
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let load = |con: &mut redis::Connection, source: &str| -> String {
+            redis::cmd("SCRIPT").arg("LOAD").arg(source).query(con).unwrap()
+        };
+        let (previous, this) = (load(&mut con, PREVIOUS_SCRIPT), load(&mut con, REDIS_SCRIPT));
+        let key = format!("{}:upgrade", common::unique_prefix());
+        let args = |cost: u64, now: u64| {
+            let mut args: Vec<Vec<u8>> =
+                vec!["c".into(), cost.to_string().into(), now.to_string().into()];
+            rule_args(&mut args, &[(5, 1_000), (10, 60_000)]);
+            args
+        };
+        let counts = |reply: &Value| -> (i64, Vec<i64>) {
+            let Value::Array(items) = reply else {
+                panic!("{reply:?}")
+            };
+            let int = |v: &Value| match v {
+                Value::Int(n) => *n,
+                other => panic!("{other:?}"),
+            };
+            (int(&items[1]), vec![int(&items[5]), int(&items[8])])
+        };
+        // the previous release: 2 units at 1,000 ms, 3 at 1,500
+        for (cost, now) in [(2, 1_000), (3, 1_500)] {
+            let reply = call(&mut con, &previous, false, &[&key], &args(cost, now)).unwrap();
+            assert_eq!(counts(&reply).0, 1);
+        }
+        let old = bytes(&mut con, &key).unwrap();
+        assert_eq!(old[0], 4, "the previous format");
+        // this release reads every unit, admits 2 more, and writes its format
+        let reply = call(&mut con, &this, module, &[&key], &args(2, 2_100)).unwrap();
+        assert_eq!(counts(&reply), (1, vec![3, 5]), "module: {module}");
+        let new = bytes(&mut con, &key).unwrap();
+        assert_eq!(&new[..12], &ratekeeper_core::engine::layout::GUARD);
+        // the previous release refuses it, and writes nothing
+        let refused = call(&mut con, &previous, false, &[&key], &args(1, 2_200));
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(bytes(&mut con, &key).unwrap(), new);
+        // the window of 60 s holds 7 units: 3 more pass, the fourth does not
+        for (cost, allowed, counted) in [(3, 1, 7), (1, 0, 10)] {
+            let reply = call(&mut con, &this, module, &[&key], &args(cost, 3_300)).unwrap();
+            assert_eq!(counts(&reply).0, allowed);
+            assert_eq!(counts(&reply).1[1], counted);
+        }
+    }
 }

@@ -101,6 +101,7 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
     let packed = |limit: u32| -> Vec<u8> {
         let mut p = ratekeeper_core::engine::packed::pack_check(
             true,
+            false,
             1,
             Some(1000),
             &ratekeeper_core::engine::Rules::new(&[(5, 1000)]),
@@ -171,13 +172,12 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
         (
             "RATEKEEPER.CHECK",
             {
-                // a limit and cost of 2^40 - 1: refused, never a ring that size
+                // a limit of 2^40: refused (a log's totals are kept modulo 2^40)
                 let mut a = good(&format!("{tag}:huge"));
-                a[3] = b"1099511627775".to_vec();
-                a[7] = b"1099511627775".to_vec();
+                a[7] = b"1099511627776".to_vec();
                 a
             },
-            "a limit must be from 1 to 10000000",
+            "a limit must be from 1 to 1099511627775",
         ),
         (
             "RATEKEEPER.CHECK",

@@ -153,7 +153,10 @@ fn run_from(
             .map(|&(l, w)| Rule::new(l, w).unwrap())
             .collect(),
     )
-    .unwrap();
+    .unwrap()
+    // the model is an exact sliding log: a window past 1,024 ms (whose
+    // entries would merge by the 1,024th) keeps every entry
+    .keeping_every_entry(rules.iter().any(|&(_, w)| w > 1_024));
     let limiter = Limiter::with_store(set, store, OnError::Raise);
     for (step, (advance, op)) in ops.iter().enumerate() {
         *now += advance;

@@ -394,6 +394,7 @@ impl MemoryStore {
                 now,
                 clock: None,
                 writing: request.mode == Mode::Check,
+                exact: request.rules.exact(),
             })
             .map_err(|damaged| Error::storage(damaged.to_string()))?;
             if write == Write::Nothing {

@@ -61,7 +61,7 @@ fn expired_keys_are_swept() {
 }
 
 #[test]
-fn a_log_holds_no_more_than_its_largest_limit() {
+fn a_log_holds_no_more_entries_than_its_window_has_steps() {
     let store = MemoryStore::new(10);
     let rules = RuleSet::parse("1000/s").unwrap();
     for i in 0..10_000u64 {
@@ -73,8 +73,8 @@ fn a_log_holds_no_more_than_its_largest_limit() {
     let shard = store.shard(hash);
     assert_eq!(
         shard.logs.get(hash, b"busy").expect("held").bytes.len(),
-        layout::header_len(1) + 1000 * layout::UNIT,
-        "the engine's ring of the newest 1,000 units"
+        layout::header_len(1) + 1002 * layout::ENTRY,
+        "a ring of a second's 1,000 one-millisecond steps and two"
     );
 }
 

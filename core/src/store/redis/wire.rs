@@ -85,6 +85,7 @@ pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
         let tiers = r.tiers.iter().filter(|_| r.policy);
         cmd.arg(crate::engine::packed::pack_check(
             writing,
+            r.rules.exact(),
             r.log_cost() as u64,
             r.now_ms,
             r.rules.log_rules(),
@@ -92,7 +93,13 @@ pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
         ));
         return;
     }
-    cmd.arg(if writing { "c" } else { "p" }).arg(r.log_cost());
+    let mode = match (writing, r.rules.exact()) {
+        (true, false) => "c",
+        (false, false) => "p",
+        (true, true) => "cx",
+        (false, true) => "px",
+    };
+    cmd.arg(mode).arg(r.log_cost());
     match r.now_ms {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
