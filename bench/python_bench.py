@@ -135,6 +135,67 @@ def main():
     after = r.info("memory")["used_memory"]
     report("redis_memory_keys_x_60_units", keys=scale, bytes=after - before)
 
+    weighted(url, r, n, prefix, sys.argv[3] if len(sys.argv) > 3 else None)
+
+
+WEIGHTED = "2000000/minute"
+BUSY = "10/second; 1000/minute; 100000/day"
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+PREVIOUS_SCRIPT = os.path.join(ROOT, "tests", "cases", "previous", "check.lua")
+CURRENT_SCRIPT = os.path.join(ROOT, "engine", "lua", "check.lua")
+
+
+def script_args(rules_text, cost):
+    """A check's ARGV as the check script takes it (c, cost, now from the
+    server clock, the rules: count, windows as stored, limits, windows)."""
+    pairs = [(int(limit), window) for limit, window in
+             ((part.split("/")[0], {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}[part.split("/")[1]])
+              for part in (p.strip() for p in rules_text.split(";")))]
+    windows = b"".join(w.to_bytes(5, "big") for _, w in pairs)
+    return ["c", cost, "", len(pairs), windows, *[l for l, _ in pairs], *[w for _, w in pairs]]
+
+
+def weighted(url, r, n, prefix, module_url):
+    """What a weighted check costs: `"2000000/minute"` checked at cost 20,000
+    and at cost 1 (memory, the script, the module), the Redis bytes of one
+    such key after 100 checks of 20,000, a busy key of three rules after
+    100,000 calls, and a cost-1 check through this release's script against
+    the previous release's (format 4: a timestamp per unit)."""
+    keys = [f"w:{i}" for i in range(KEYS)]
+    stores = [("memory", None), ("redis", url)] + ([("module", module_url)] if module_url else [])
+    for name, store in stores:
+        for cost in (1, 20_000):
+            options = {} if store is None else {"prefix": f"{prefix}-w{cost}"}
+            if name == "module":
+                options["redis_module"] = "require"
+            limiter = ratekeeper.Limiter(WEIGHTED, store, **options) if store else ratekeeper.Limiter(WEIGHTED)
+            report(f"py_weighted_{name}_cost_{cost}", median_ns=median_ns(n, lambda i: limiter.check(keys[i % KEYS], cost)))
+
+    start = 1_700_000_000.0
+    one = ratekeeper.Limiter(WEIGHTED, url, prefix=f"{prefix}-wkey")
+    for i in range(100):
+        assert one.check("tokens", 20_000, now=start + i * 0.5)
+    log = f"{prefix}-wkey:{{tokens}}:l"
+    report("redis_bytes_weighted_key", bytes=r.memory_usage(log, samples=0))
+
+    busy = ratekeeper.Limiter(BUSY, url, prefix=f"{prefix}-busy")
+    calls = 100_000 if n >= 10_000 else 5_000
+    for i in range(calls):
+        busy.check("busy", now=start + i * 0.1)
+    report("redis_bytes_busy_key", bytes=r.memory_usage(f"{prefix}-busy:{{busy}}:l", samples=0), calls=calls)
+
+    # a cost-1 check of four rules through each release's script, one key
+    # each per call, EVALSHA from redis-py alike
+    with open(PREVIOUS_SCRIPT) as f:
+        previous = r.script_load(f.read())
+    with open(CURRENT_SCRIPT) as f:
+        current = r.script_load(f.read())
+    args = script_args(FOUR_RULES, 1)
+    for name, sha in (("previous", previous), ("current", current)):
+        call = lambda i, sha=sha, name=name: r.evalsha(sha, 1, f"{prefix}-{name}:{{{keys[i % KEYS]}}}:l", *args)
+        report(f"py_evalsha_{name}_script", median_ns=median_ns(n, call))
+        report(f"redis_usec_per_check_{name}_script", usec=evalsha_usec_per_call(r, n, call))
+
 
 def denial_record(url, r, n, limiter, keys, prefix):
     """What the record of who is limited costs: an admitted check by the

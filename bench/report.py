@@ -36,6 +36,11 @@ ROWS = [
     ("a flood of one denied key: writes to the denial record per second", "denial_record_writes_per_s", "denial_cache_periods_per_s", "one per denial-cache period (1 s)", 1.0, "le"),
     ("Redis CPU per check, 4 rules (`usec_per_call`)", "redis_usec_per_check_4_rules", "redis_usec_per_limits_hit_1_rule", "`limits` MovingWindow script, 1 rule", 1.0, "le"),
     ("memory store `check()` from Python, 1 rule", "py_memory_check_1_rule", "py_dict_lookup_and_time", "dict lookup + `time.time()`", 10.0, "le"),
+    ("a weighted check, `\"2000000/minute\"` at cost 20,000, memory store", "py_weighted_memory_cost_20000", "py_weighted_memory_cost_1", "the same at cost 1", 1.2, "le"),
+    ("a weighted check, `\"2000000/minute\"` at cost 20,000, Redis (script)", "py_weighted_redis_cost_20000", "py_weighted_redis_cost_1", "the same at cost 1", 1.2, "le"),
+    ("**module:** a weighted check, `\"2000000/minute\"` at cost 20,000", "py_weighted_module_cost_20000", "py_weighted_module_cost_1", "the same at cost 1", 1.2, "le"),
+    ("a cost-1 check of 4 rules through the script, redis-py `EVALSHA`", "py_evalsha_current_script", "py_evalsha_previous_script", "the previous release's script (a timestamp per unit)", 1.05, "le"),
+    ("Redis CPU per cost-1 check of 4 rules through the script (`usec_per_call`)", "redis_usec_per_check_current_script", "redis_usec_per_check_previous_script", "the previous release's script", 1.05, "le"),
     ("FastAPI + ASGI middleware under uvicorn, `wrk -c32` p50", "fastapi_ratekeeper_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_slowapi_rps", "slowapi, moving window", 3.0, "more"),
     ("FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
@@ -130,6 +135,13 @@ def table(results):
             f"| Redis memory, 100,000 keys × 60 units (`used_memory` delta) | {scaled / 1e6:.1f} MB"
             f" ({m['keys']:,} keys measured) | – | – | – | ≤ 60 MB | {'yes' if scaled <= 60e6 else '**no**'} |"
         )
+    if "redis_bytes_weighted_key" in results:
+        size = results["redis_bytes_weighted_key"]["bytes"]
+        lines.append(f"| Redis bytes of one `\"2000000/minute\"` key after 100 checks of 20,000 (`MEMORY USAGE`) | {size:,} | – | – | – | ≤ 2,000 | {'yes' if size <= 2000 else '**no**'} |")
+    if "redis_bytes_busy_key" in results:
+        busy = results["redis_bytes_busy_key"]
+        fine = busy["bytes"] <= 40_000
+        lines.append(f"| Redis bytes of one `\"10/second; 1000/minute; 100000/day\"` key after {busy['calls']:,} calls (`MEMORY USAGE`) | {busy['bytes']:,} | – | – | – | ≤ 40,000 | {'yes' if fine else '**no**'} |")
     if "fastapi_ratekeeper_redis_commands_per_request" in results:
         per = results["fastapi_ratekeeper_redis_commands_per_request"]["ratio"]
         lines.append(f"| Redis round trips (scripts sent) per request, FastAPI + ASGI middleware | {per:.2f} | – | – | – | 1 | {'yes' if 0.99 < per < 1.05 else '**no**'} |")

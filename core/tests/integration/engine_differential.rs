@@ -562,9 +562,16 @@ fn the_previous_release_and_this_one_share_a_redis() {
         let Some(url) = url else { continue };
         let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
         let load = |con: &mut redis::Connection, source: &str| -> String {
-            redis::cmd("SCRIPT").arg("LOAD").arg(source).query(con).unwrap()
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query(con)
+                .unwrap()
         };
-        let (previous, this) = (load(&mut con, PREVIOUS_SCRIPT), load(&mut con, REDIS_SCRIPT));
+        let (previous, this) = (
+            load(&mut con, PREVIOUS_SCRIPT),
+            load(&mut con, REDIS_SCRIPT),
+        );
         let key = format!("{}:upgrade", common::unique_prefix());
         let args = |cost: u64, now: u64| {
             let mut args: Vec<Vec<u8>> =
