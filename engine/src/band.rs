@@ -56,6 +56,20 @@ pub struct Stored<'a> {
 }
 
 impl Band {
+    /// Makes it hold nothing and have no ring, keeping its rule's window,
+    /// step and most (and its buffer).
+    pub fn empty(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        *self = Band {
+            window: self.window,
+            step: self.step,
+            most: self.most,
+            pending,
+            ..Band::default()
+        };
+    }
+
     /// The units it holds.
     pub fn units(&self) -> i64 {
         (self.back_total - self.out).rem_euclid(SPAN)

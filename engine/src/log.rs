@@ -281,34 +281,12 @@ fn empty_bands(bands: &mut Vec<Band>, rules: &Rules, exact: bool) {
     bands.truncate(rules.len());
     bands.resize_with(rules.len(), Band::default);
     let mut shorter = 0;
-    for (i, band) in bands.iter_mut().enumerate() {
-        let window = rules.windows[i];
-        let mut pending = std::mem::take(&mut band.pending);
-        pending.clear();
-        let step = step(window, exact);
-        *band = Band {
-            window,
-            step,
-            most: most_entries(window - shorter, step),
-            pending,
-            ..Band::default()
-        };
+    for (band, &window) in bands.iter_mut().zip(&rules.windows) {
+        band.empty();
+        band.window = window;
+        band.step = step(window, exact);
+        band.most = most_entries(window - shorter, band.step);
         shorter = window;
-    }
-}
-
-/// Empties every band (each keeps its rule's window, step and most).
-fn clear_bands(bands: &mut [Band]) {
-    for band in bands {
-        let mut pending = std::mem::take(&mut band.pending);
-        pending.clear();
-        *band = Band {
-            window: band.window,
-            step: band.step,
-            most: band.most,
-            pending,
-            ..Band::default()
-        };
     }
 }
 
@@ -435,7 +413,7 @@ fn run(
     let now = c.now.max(newest);
     let jumped = now - newest >= SPAN / 2;
     if jumped {
-        clear_bands(bands);
+        bands.iter_mut().for_each(Band::empty);
     }
     let log = Stored {
         bytes: c.stored,
