@@ -29,6 +29,9 @@ pub const MAX_NOW: i64 = 1 << 47;
 /// The largest limit a rule may have (the core's bound on rules too),
 /// 2^40 - 1: a log's running totals are kept modulo 2^40.
 pub const MAX_LIMIT: i64 = MAX5 as i64;
+/// The largest cost a check may carry: one past the largest limit, as the
+/// core sends any cost past every limit (a denial that can never pass).
+pub const MAX_COST: i64 = MAX_LIMIT + 1;
 /// The longest window a rule may have, 366 days (ms): well inside the
 /// range a stored timestamp is read back in.
 pub const MAX_WINDOW_MS: i64 = 366 * 24 * 3_600_000;
@@ -111,7 +114,7 @@ pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
         b"px" => (false, true),
         _ => return bad("the mode must be c (check) or p (peek), with x to keep every entry"),
     };
-    let cost = number(args[1], "the cost", 1, MAX5 as i64)?;
+    let cost = number(args[1], "the cost", 1, MAX_COST)?;
     let now = match args[2] {
         b"" => None,
         given => Some(number(given, "now (ms)", 0, MAX_NOW)?),
@@ -427,6 +430,17 @@ mod tests {
             &[1000],
         );
         assert!(parse(tail).unwrap_err().0.contains("a tier"));
+    }
+
+    #[test]
+    fn a_cost_one_past_every_limit_is_taken_and_no_more() {
+        // what the core sends for any cost past every limit: a denial
+        let with_cost = |cost: i64| {
+            let list = args(&["c", &cost.to_string(), "", "1", "W", "5", "1000"]);
+            parse(with_windows(list, 4, &[1000]))
+        };
+        assert_eq!(with_cost(MAX_COST), Ok(0));
+        assert!(with_cost(MAX_COST + 1).unwrap_err().0.contains("the cost"));
     }
 
     #[test]

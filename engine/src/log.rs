@@ -377,7 +377,7 @@ fn run(
     let rules = c.rules;
     // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
     // more than it is, and the sums below stay far inside an i64.
-    let cost = c.cost.clamp(1, crate::command::MAX_LIMIT + 1);
+    let cost = c.cost.clamp(1, crate::command::MAX_COST);
     let n = rules.len();
     let h = header_len(n);
     let flags = if c.exact { EXACT } else { 0 };

@@ -21,7 +21,8 @@
 //! 8 bytes, a string as `s`, its length (4 bytes) and its bytes.
 
 use crate::command::{
-    within, ArgError, CheckArgs, Item, Reply, MAX_LIMIT, MAX_NOW, MAX_RULES, MAX_WINDOW_MS,
+    within, ArgError, CheckArgs, Item, Reply, MAX_COST, MAX_LIMIT, MAX_NOW, MAX_RULES,
+    MAX_WINDOW_MS,
 };
 use crate::layout::{dec5, enc5, MAX5};
 use crate::log::{Rules, Scratch};
@@ -170,7 +171,7 @@ pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckA
     }
     // (a number past i64 is past every bound: read as i64::MAX)
     let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let cost = within(signed(r.number(8, "the cost")?), "the cost", 1, MAX5 as i64)?;
+    let cost = within(signed(r.number(8, "the cost")?), "the cost", 1, MAX_COST)?;
     let now = match flags & NOW_GIVEN {
         0 => None,
         _ => Some(within(
@@ -305,6 +306,9 @@ mod tests {
         let args = parse_packed(&exact, &mut scratch).unwrap();
         assert_eq!(args.rules, big);
         assert!(args.exact);
+        // a cost past every limit, as the core sends it: taken (and denied)
+        let past = pack_check(true, false, MAX_COST as u64, None, &big, std::iter::empty());
+        assert_eq!(parse_packed(&past, &mut scratch).unwrap().cost, MAX_COST);
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl<'a> Request<'a> {
     /// have goes to the log as one more than that limit: the log's arithmetic
     /// stays in range on every store, whatever the caller asked.
     pub fn log_cost(&self) -> i64 {
-        self.cost.min(crate::rule::MAX_LIMIT + 1) as i64
+        self.cost.min(crate::engine::command::MAX_COST as u64) as i64
     }
 
     /// A request with no scope, no tiers and no policy record.
