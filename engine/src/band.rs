@@ -59,15 +59,18 @@ impl Band {
     /// Makes it hold nothing and have no ring, keeping its rule's window,
     /// step and most (and its buffer).
     pub fn empty(&mut self) {
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.clear();
-        *self = Band {
-            window: self.window,
-            step: self.step,
-            most: self.most,
-            pending,
-            ..Band::default()
-        };
+        self.cap = 0;
+        self.head = 0;
+        self.len = 0;
+        self.out = 0;
+        self.front = 0;
+        self.back = 0;
+        self.back_total = 0;
+        self.stored = 0;
+        self.pending.clear();
+        self.pending_from = 0;
+        self.base = 0;
+        self.touched = false;
     }
 
     /// The units it holds.
@@ -152,18 +155,29 @@ impl Band {
     }
 
     /// The time at which `need` of its units (at most all) have left a
-    /// window of `window` ms: its entries leave oldest first.
+    /// window of `window` ms: its entries leave oldest first. The first
+    /// entry whose running total reaches `need` is found by galloping from
+    /// the front (entries 0, 1, 3, 7, ...: what a denial waits for is most
+    /// often its oldest few), then a binary search.
     pub fn free_at(&self, need: i64, window: i64, log: Stored<'_>) -> Result<i64, Damaged> {
-        let (mut a, mut b) = (0, self.len - 1);
+        let last = self.len - 1;
+        let reached = |i: i64| -> Result<bool, Damaged> {
+            Ok((self.entry(i, log)?.1 - self.out).rem_euclid(SPAN) >= need)
+        };
+        let (mut a, mut b) = (0, 0);
+        while b < last && !reached(b)? {
+            a = b + 1;
+            b = (2 * b + 1).min(last);
+        }
         while a < b {
             let mid = (a + b) / 2;
-            if (self.entry(mid, log)?.1 - self.out).rem_euclid(SPAN) >= need {
+            if reached(mid)? {
                 b = mid;
             } else {
                 a = mid + 1;
             }
         }
-        let t = if a == self.len - 1 {
+        let t = if a == last {
             self.back
         } else {
             self.entry(a, log)?.0

@@ -110,7 +110,8 @@ pub fn dec6(bytes: &[u8], at: usize) -> Option<i64> {
 /// The latest time at or before `newest` that the stored time `stamp` (ms
 /// modulo 2^40) stands for.
 pub fn unstamp(newest: i64, stamp: i64) -> i64 {
-    newest - (newest.rem_euclid(SPAN) - stamp).rem_euclid(SPAN)
+    // (modulo a power of two: the low 40 bits, of a negative number too)
+    newest - (((newest & (SPAN - 1)) - stamp) & (SPAN - 1))
 }
 
 /// `len` bytes of `bytes` from `at`, cut short at its end (as `GETRANGE`).

@@ -3,7 +3,7 @@
 
 use crate::band::{Band, Stored};
 use crate::layout::{
-    band_at, dec5, dec6, enc5, enc6, guarded, header_len, most_entries, range, step, unstamp,
+    band_at, dec6, enc5, enc6, guarded, header_len, most_entries, range, step, unstamp, BAND,
     ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, MAX_STRING, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
@@ -74,6 +74,7 @@ pub struct Scratch {
     bands: Vec<Band>,
     seen: Vec<RuleSeen>,
     bytes: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
     rules: Vec<Rules>,
 }
 
@@ -99,13 +100,40 @@ impl Scratch {
     /// Takes back the buffers of a check's results.
     pub fn keep(&mut self, seen: Seen, write: Write) {
         self.seen = seen.rules;
+        self.keep_write(write);
+    }
+
+    /// Takes back the buffers of what a check wrote.
+    fn keep_write(&mut self, write: Write) {
         let bytes = match write {
             Write::Nothing => return,
-            Write::Patch { edits, .. } => edits.bytes,
+            Write::Patch { edits, .. } => {
+                self.ranges = edits.ranges;
+                edits.bytes
+            }
             Write::Rewrite { bytes, .. } => bytes,
         };
         if bytes.capacity() <= KEPT_BYTES {
             self.bytes = bytes;
+        }
+    }
+
+    /// Applies `write` to a log held in a buffer (as [`Write::apply`]), and
+    /// takes back its buffers: the memory store's checks, made one after
+    /// another in one buffer set, allocate nothing once the logs are grown.
+    pub fn apply(&mut self, write: Write, log: &mut Vec<u8>) {
+        match write {
+            Write::Rewrite { bytes, .. } => {
+                // the log takes the new string; its old one is kept to be written next
+                let old = std::mem::replace(log, bytes);
+                if old.capacity() <= KEPT_BYTES {
+                    self.bytes = old;
+                }
+            }
+            write => {
+                write.patch(log);
+                self.keep_write(write);
+            }
         }
     }
 }
@@ -186,13 +214,11 @@ pub struct Edits {
 }
 
 impl Edits {
-    /// No ranges yet, their bytes to be held in `bytes` (emptied first).
-    fn in_buffer(mut bytes: Vec<u8>) -> Edits {
+    /// No ranges yet, held in `ranges` and their bytes in `bytes` (both emptied first).
+    fn in_buffers(mut bytes: Vec<u8>, mut ranges: Vec<(usize, usize)>) -> Edits {
         bytes.clear();
-        Edits {
-            bytes,
-            ranges: Vec::new(),
-        }
+        ranges.clear();
+        Edits { bytes, ranges }
     }
 
     /// Adds the range at offset `at` whose bytes `fill` appends.
@@ -217,16 +243,20 @@ impl Write {
     /// memory store holds its logs.
     pub fn apply(self, log: &mut Vec<u8>) {
         match self {
-            Write::Nothing => {}
-            Write::Patch { edits, .. } => {
-                for (at, bytes) in edits.iter() {
-                    if log.len() < at + bytes.len() {
-                        log.resize(at + bytes.len(), 0);
-                    }
-                    log[at..at + bytes.len()].copy_from_slice(bytes);
-                }
-            }
             Write::Rewrite { bytes, .. } => *log = bytes,
+            write => write.patch(log),
+        }
+    }
+
+    /// Writes a patch's ranges into `log` (nothing for another write).
+    fn patch(&self, log: &mut Vec<u8>) {
+        if let Write::Patch { edits, .. } = self {
+            for (at, bytes) in edits.iter() {
+                if log.len() < at + bytes.len() {
+                    log.resize(at + bytes.len(), 0);
+                }
+                log[at..at + bytes.len()].copy_from_slice(bytes);
+            }
         }
     }
 }
@@ -271,7 +301,7 @@ pub fn check_in(c: Check<'_>, scratch: &mut Scratch) -> Result<(Seen, Write), Da
     let mut bands = std::mem::take(&mut scratch.bands);
     let mut seen = std::mem::take(&mut scratch.seen);
     seen.clear();
-    let outcome = run(c, &mut bands, seen, &mut scratch.bytes);
+    let outcome = run(c, &mut bands, seen, scratch);
     scratch.bands = bands;
     outcome
 }
@@ -299,14 +329,19 @@ fn read_bands(stored: &[u8], bands: &mut [Band], newest: i64, whole: bool) -> Re
     let mut base = header_len(n);
     for (i, band) in bands.iter_mut().enumerate() {
         let at = band_at(n, i);
-        let field = |k: usize| dec5(stored, at + 5 * k).ok_or(Damaged::Bytes);
-        band.cap = field(0)?;
-        band.head = field(1)?;
-        band.len = field(2)?;
-        band.out = field(3)?;
-        band.front = unstamp(newest, field(4)?);
-        band.back = unstamp(newest, field(5)?);
-        band.back_total = field(6)?;
+        let fields = stored.get(at..at + BAND).ok_or(Damaged::Bytes)?;
+        let field = |k: usize| {
+            fields[5 * k..5 * k + 5]
+                .iter()
+                .fold(0i64, |x, &b| x << 8 | i64::from(b))
+        };
+        band.cap = field(0);
+        band.head = field(1);
+        band.len = field(2);
+        band.out = field(3);
+        band.front = unstamp(newest, field(4));
+        band.back = unstamp(newest, field(5));
+        band.back_total = field(6);
         band.stored = band.len;
         band.base = base;
         if band.len > band.cap || (band.cap > 0 && band.head >= band.cap) {
@@ -367,12 +402,12 @@ fn rebuild(stored: &[u8], bands: &mut [Band]) -> Result<i64, Damaged> {
 }
 
 /// [`check`] with its buffers: the bands, what each rule saw (empty), and
-/// the buffer the bytes to write are taken from.
+/// the scratch the buffers of what it writes are taken from.
 fn run(
     c: Check<'_>,
     bands: &mut Vec<Band>,
     seen_rules: Vec<RuleSeen>,
-    buffer: &mut Vec<u8>,
+    scratch: &mut Scratch,
 ) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;
     // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
@@ -500,14 +535,18 @@ fn run(
     if renew || rewrite {
         expire_at = c.clock.map_or(0, |clock| clock + ttl);
     }
+    // (a band this check left alone in a log that fits keeps its stored bytes)
     let header = |bands: &[Band], out: &mut Vec<u8>| {
         out.extend_from_slice(&layout_guard());
         out.extend_from_slice(&[VERSION, n as u8, flags]);
         out.extend_from_slice(&enc6(newest));
         out.extend_from_slice(&enc6(expire_at));
         out.extend_from_slice(&rules.encoded);
-        for band in bands {
-            band.encode(out);
+        for (i, band) in bands.iter().enumerate() {
+            match fits && !band.touched {
+                true => out.extend_from_slice(range(hdr, band_at(n, i), BAND)),
+                false => band.encode(out),
+            }
         }
     };
 
@@ -526,7 +565,7 @@ fn run(
             // a header no check could have written (Redis would refuse the string too)
             return Err(Damaged::Bytes);
         }
-        let mut out = std::mem::take(buffer);
+        let mut out = std::mem::take(&mut scratch.bytes);
         out.clear();
         out.reserve(h + slots * ENTRY);
         out.resize(h, 0);
@@ -539,6 +578,7 @@ fn run(
         for (band, cap) in bands.iter_mut().zip(caps) {
             band.cap = cap;
             band.head = 0;
+            band.touched = true;
         }
         let mut head = Vec::with_capacity(h);
         header(bands, &mut head);
@@ -552,7 +592,10 @@ fn run(
         ));
     }
 
-    let mut edits = Edits::in_buffer(std::mem::take(buffer));
+    let mut edits = Edits::in_buffers(
+        std::mem::take(&mut scratch.bytes),
+        std::mem::take(&mut scratch.ranges),
+    );
     for band in bands.iter() {
         let added = band.added();
         if added.is_empty() {
@@ -600,6 +643,7 @@ fn put_entry(out: &mut Vec<u8>, (t, total): (i64, i64)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::dec5;
 
     fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
         Check {

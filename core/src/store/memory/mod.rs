@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::policy::{Applied, DecidedBy, List, Listing, RawRecord};
 use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
-use ratekeeper_engine::{check, layout, Check, Rules, Seen, Write};
+use ratekeeper_engine::{check_in, layout, Check, Rules, Scratch, Seen, Write};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -89,6 +89,8 @@ struct Shard {
     logs: Logs,
     /// Size at which this shard's expired keys are next swept out.
     sweep_at: usize,
+    /// The buffers this shard's checks are made in, one after another.
+    scratch: Scratch,
 }
 
 /// In-process store: a key expires after its longest window (by the newest
@@ -126,6 +128,7 @@ impl MemoryStore {
                 Mutex::new(Shard {
                     logs: Logs::default(),
                     sweep_at: FIRST_SWEEP,
+                    scratch: Scratch::default(),
                 })
             })
             .collect();
@@ -382,20 +385,21 @@ impl MemoryStore {
         loop {
             let mut shard = self.shard(hash);
             let newest_ms = self.newest_ms.load(Ordering::Acquire);
-            let live = shard
-                .logs
-                .get(hash, id)
-                .filter(|log| log.expires_at > newest_ms);
+            let Shard { logs, scratch, .. } = &mut *shard;
+            let live = logs.get(hash, id).filter(|log| log.expires_at > newest_ms);
             let had_log = live.is_some();
-            let (seen, write) = check(Check {
-                stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
-                rules,
-                cost: request.log_cost(),
-                now,
-                clock: None,
-                writing: request.mode == Mode::Check,
-                exact: request.rules.exact(),
-            })
+            let (seen, write) = check_in(
+                Check {
+                    stored: live.map_or(&[][..], |log| log.bytes.as_slice()),
+                    rules,
+                    cost: request.log_cost(),
+                    now,
+                    clock: None,
+                    writing: request.mode == Mode::Check,
+                    exact: request.rules.exact(),
+                },
+                scratch,
+            )
             .map_err(|damaged| Error::storage(damaged.to_string()))?;
             if write == Write::Nothing {
                 return Ok(seen);
@@ -419,8 +423,9 @@ impl MemoryStore {
                 self.held.fetch_add(1, Ordering::AcqRel);
             }
             let longest = rules.windows.iter().copied().max().unwrap_or(0);
-            let log = shard.logs.get_or_default(hash, id, &self.hasher);
-            write.apply(&mut log.bytes);
+            let Shard { logs, scratch, .. } = &mut *shard;
+            let log = logs.get_or_default(hash, id, &self.hasher);
+            scratch.apply(write, &mut log.bytes);
             let newest = layout::newest(&log.bytes).unwrap_or(now);
             log.expires_at = (newest + longest).max(0) as u64;
             return Ok(seen);
