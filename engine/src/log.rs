@@ -4,7 +4,7 @@
 use crate::band::{Band, Stored};
 use crate::layout::{
     band_at, dec6, enc5, enc6, guarded, header_len, most_entries, range, step, unstamp, BAND,
-    ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, MAX_STRING, NEWEST_AT, SPAN, VERSION,
+    ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, MAX_STRING, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
 
@@ -537,7 +537,7 @@ fn run(
     }
     // (a band this check left alone in a log that fits keeps its stored bytes)
     let header = |bands: &[Band], out: &mut Vec<u8>| {
-        out.extend_from_slice(&layout_guard());
+        out.extend_from_slice(&GUARD);
         out.extend_from_slice(&[VERSION, n as u8, flags]);
         out.extend_from_slice(&enc6(newest));
         out.extend_from_slice(&enc6(expire_at));
@@ -628,11 +628,7 @@ fn run(
 }
 
 /// Where the format's version sits: right after the guard.
-const GUARD_LEN: usize = crate::layout::GUARD.len();
-
-fn layout_guard() -> [u8; GUARD_LEN] {
-    crate::layout::GUARD
-}
+const GUARD_LEN: usize = GUARD.len();
 
 /// Appends an entry as a ring holds it: its time's stamp, its running total.
 fn put_entry(out: &mut Vec<u8>, (t, total): (i64, i64)) {
@@ -657,6 +653,14 @@ mod tests {
         }
     }
 
+    /// A log of one admitted check under `rules`.
+    fn one_check(rules: &Rules) -> Vec<u8> {
+        let mut log = Vec::new();
+        let (_, write) = check(at(&log, rules)).unwrap();
+        write.apply(&mut log);
+        log
+    }
+
     #[test]
     fn a_previous_format_log_without_a_ring_is_damaged_not_a_panic() {
         let rules = Rules::new(&[(5, 1_000)]);
@@ -671,9 +675,7 @@ mod tests {
     #[test]
     fn a_forged_ring_size_is_damaged_not_an_allocation() {
         let rules = Rules::new(&[(5, 1_000)]);
-        let mut log = Vec::new();
-        let (_, write) = check(at(&log, &rules)).unwrap();
-        write.apply(&mut log);
+        let mut log = one_check(&rules);
         // a ring of 2^40 - 1 entries, holding as many
         let band = band_at(1, 0);
         log[band..band + 5].copy_from_slice(&[0xff; 5]);
@@ -687,9 +689,7 @@ mod tests {
     #[test]
     fn a_log_of_a_newer_format_is_refused_by_name() {
         let rules = Rules::new(&[(5, 1_000)]);
-        let mut log = Vec::new();
-        let (_, write) = check(at(&log, &rules)).unwrap();
-        write.apply(&mut log);
+        let mut log = one_check(&rules);
         log[GUARD_LEN] = VERSION + 1;
         let err = check(at(&log, &rules)).unwrap_err();
         assert_eq!(err, Damaged::Newer(VERSION + 1));
@@ -702,9 +702,7 @@ mod tests {
         // units (bytes 2..7) and a ring of capacity C (bytes 7..12) whose
         // unit number N - C lies past the string's end
         let rules = Rules::new(&[(5, 1_000)]);
-        let mut log = Vec::new();
-        let (_, write) = check(at(&log, &rules)).unwrap();
-        write.apply(&mut log);
+        let log = one_check(&rules);
         assert_eq!(log[0], legacy::VERSION);
         assert_eq!(log[1], 0);
         let (n, cap) = (dec5(&log, 2).unwrap(), dec5(&log, 7).unwrap());

@@ -106,36 +106,62 @@ impl Admitted {
     }
 }
 
-/// One check through the engine, both with fresh buffers and with kept ones
-/// (which must agree); applies what it writes.
-fn step_once(
-    log: &mut Vec<u8>,
-    rules: &Rules,
-    cost: i64,
+/// One key's log checked step by step, beside every check it admitted.
+struct Trace {
+    log: Vec<u8>,
+    admitted: Admitted,
     now: i64,
-    writing: bool,
-    exact: bool,
-    scratch: &mut Scratch,
-) -> Result<Seen, TestCaseError> {
-    let asked = Check {
-        stored: log,
-        rules,
-        cost,
-        now,
-        clock: None,
-        writing,
-        exact,
-    };
-    let (seen, write) = check(asked).unwrap();
-    let (seen_in, write_in) = check_in(asked, scratch).unwrap();
-    prop_assert_eq!(&seen_in, &seen);
-    prop_assert_eq!(&write_in, &write);
-    scratch.keep(seen_in, write_in);
-    if !writing {
-        prop_assert_eq!(&write, &Write::Nothing);
+    scratch: Scratch,
+}
+
+impl Trace {
+    fn new() -> Trace {
+        Trace {
+            log: Vec::new(),
+            admitted: Admitted::default(),
+            now: 1_000_000,
+            scratch: Scratch::default(),
+        }
     }
-    write.apply(log);
-    Ok(seen)
+
+    /// The step's check under `rules` through the engine, both with fresh
+    /// buffers and with kept ones (which must agree), its write applied:
+    /// its time (never before the newest admitted check) and what it saw.
+    fn check(
+        &mut self,
+        step: &Step,
+        rules: &Rules,
+        exact: bool,
+    ) -> Result<(i64, Seen), TestCaseError> {
+        self.now += step.advance;
+        let t = self.now.max(self.admitted.newest());
+        let asked = Check {
+            stored: &self.log,
+            rules,
+            cost: step.cost,
+            now: self.now,
+            clock: None,
+            writing: !step.peek,
+            exact,
+        };
+        let (seen, write) = check(asked).unwrap();
+        let (seen_in, write_in) = check_in(asked, &mut self.scratch).unwrap();
+        prop_assert_eq!(&seen_in, &seen);
+        prop_assert_eq!(&write_in, &write);
+        self.scratch.keep(seen_in, write_in);
+        if step.peek {
+            prop_assert_eq!(&write, &Write::Nothing);
+        }
+        write.apply(&mut self.log);
+        Ok((t, seen))
+    }
+
+    /// Records the step's check at `t` when it was admitted and logged.
+    fn admit(&mut self, t: i64, seen: &Seen, step: &Step) {
+        if seen.allowed && !step.peek {
+            self.admitted.0.push((t, step.cost));
+        }
+    }
 }
 
 /// The bytes a log of these rules holds at most, whatever the traffic: a
@@ -164,14 +190,10 @@ proptest! {
     ) {
         // every entry kept, or windows whose step is a millisecond
         let rules = Rules::new(if exact { &any_rules } else { &fine });
-        let mut log = Vec::new();
-        let mut admitted = Admitted::default();
-        let mut now = 1_000_000i64;
-        let mut scratch = Scratch::default();
+        let mut trace = Trace::new();
         for step in steps {
-            now += step.advance;
-            let t = now.max(admitted.newest());
-            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, exact, &mut scratch)?;
+            let (t, seen) = trace.check(&step, &rules, exact)?;
+            let admitted = &trace.admitted;
             prop_assert_eq!(seen.now, t);
             let fits = rules.limits.iter().zip(&rules.windows)
                 .all(|(&l, &w)| admitted.count(t, w) + step.cost <= l);
@@ -189,10 +211,8 @@ proptest! {
                 };
                 prop_assert_eq!(rule.free_at, free_at);
             }
-            if fits && !step.peek {
-                admitted.0.push((t, step.cost));
-            }
-            prop_assert!(log.len() <= bound(&rules, exact), "{} bytes", log.len());
+            trace.admit(t, &seen, &step);
+            prop_assert!(trace.log.len() <= bound(&rules, exact), "{} bytes", trace.log.len());
         }
     }
 
@@ -207,14 +227,10 @@ proptest! {
         let late: Vec<i64> = rules.windows.iter()
             .scan(0, |sum, &w| { *sum += step(w, false); Some(*sum) })
             .collect();
-        let mut log = Vec::new();
-        let mut admitted = Admitted::default();
-        let mut now = 1_000_000i64;
-        let mut scratch = Scratch::default();
+        let mut trace = Trace::new();
         for step in steps {
-            now += step.advance;
-            let t = now.max(admitted.newest());
-            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, false, &mut scratch)?;
+            let (t, seen) = trace.check(&step, &rules, false)?;
+            let admitted = &trace.admitted;
             for (i, rule) in seen.rules.iter().enumerate() {
                 let w = rules.windows[i];
                 prop_assert!(admitted.count(t, w) <= rule.count,
@@ -225,14 +241,12 @@ proptest! {
                     prop_assert!(rule.free_at > t);
                 }
             }
-            if seen.allowed && !step.peek {
-                admitted.0.push((t, step.cost));
-                // never more than a limit in any window
-                for (&l, &w) in rules.limits.iter().zip(&rules.windows) {
-                    prop_assert!(admitted.count(t, w) <= l);
-                }
+            trace.admit(t, &seen, &step);
+            // never more than a limit in any window
+            for (&l, &w) in rules.limits.iter().zip(&rules.windows) {
+                prop_assert!(trace.admitted.count(t, w) <= l);
             }
-            prop_assert!(log.len() <= bound(&rules, false), "{} bytes", log.len());
+            prop_assert!(trace.log.len() <= bound(&rules, false), "{} bytes", trace.log.len());
         }
     }
 
@@ -244,39 +258,32 @@ proptest! {
     ) {
         let mut rules = Rules::new(&first);
         let mut exact = false;
-        let mut log = Vec::new();
-        let mut admitted = Admitted::default();
-        let mut now = 1_000_000i64;
-        let mut scratch = Scratch::default();
+        let mut trace = Trace::new();
         // the windows the stored log was written for, and the time before
         // which it need not hold a unit (it holds what its longest window held)
         let mut stored_windows = rules.windows.clone();
         let mut horizon = i64::MIN;
         for (step, flip) in steps.into_iter().zip(flips) {
-            now += step.advance;
             if let Some(pairs) = &step.change {
                 rules = Rules::new(pairs);
             }
             exact ^= flip;
-            let t = now.max(admitted.newest());
             let mut seen_from = horizon;
-            if rules.windows != stored_windows && !log.is_empty() {
-                seen_from = horizon.max(admitted.newest() - stored_windows.last().unwrap());
+            if rules.windows != stored_windows && !trace.log.is_empty() {
+                seen_from = horizon.max(trace.admitted.newest() - stored_windows.last().unwrap());
             }
-            let before = log.clone();
-            let seen = step_once(&mut log, &rules, step.cost, now, !step.peek, exact, &mut scratch)?;
+            let before = trace.log.clone();
+            let (t, seen) = trace.check(&step, &rules, exact)?;
             for (i, rule) in seen.rules.iter().enumerate() {
                 let w = rules.windows[i];
-                let held = admitted.count(t, w.min(t.saturating_sub(seen_from)));
+                let held = trace.admitted.count(t, w.min(t.saturating_sub(seen_from)));
                 prop_assert!(held <= rule.count, "rule {}: {} counted of {} held", i, rule.count, held);
             }
-            if log != before {
+            if trace.log != before {
                 horizon = seen_from;
                 stored_windows = rules.windows.clone();
             }
-            if seen.allowed && !step.peek {
-                admitted.0.push((t, step.cost));
-            }
+            trace.admit(t, &seen, &step);
         }
     }
 }
