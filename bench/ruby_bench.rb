@@ -43,7 +43,7 @@ limiter = Ratekeeper::Limiter.new(FOUR_RULES, store: url, prefix: prefix)
 report("rb_check_4_rules", median_ns(n) { |i| raise "denied" unless limiter.check(keys[i % KEYS]).allowed? })
 
 # the floor of any check through a script: redis-rb running one that makes only
-# the check's five Redis calls, with the check's keys and arguments
+# the check's four Redis calls, with the check's keys and arguments
 floor = redis.script(:load, File.read(File.join(__dir__, "script_floor.lua")))
 windows = FOUR.map { |_, period| ms = period * 1000; [ms >> 32, ms & 0xffff_ffff].pack("CN") }.join
 argv = ["c", "1", "", FOUR.size.to_s, windows] + FOUR.map { |limit, _| limit.to_s } +

@@ -379,7 +379,7 @@ fn main() {
         }),
     );
     // the floor of any check through a script from this client: one that makes
-    // only the check's five Redis calls (bench/script_floor.lua), with the
+    // only the check's four Redis calls (bench/script_floor.lua), with the
     // check's keys and arguments, against PING in alternating batches
     let floor = load_script(&mut con, include_str!("../../bench/script_floor.lua"));
     let args = check_args();

@@ -28,12 +28,15 @@
 -- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
 -- for Redis servers that load no modules; a differential test
 -- (core/tests/integration/engine_differential.rs) holds the two to equal replies and stored bytes.
--- This runs on every request: the common path makes five Redis calls (TIME, HMGET of the
--- policy record, GETRANGE of the header, SETRANGE of the new entry, SETRANGE of the header)
--- and encodes again only the bands that changed.
+-- This runs on every request: the common path makes four Redis calls (TIME, HMGET of the
+-- policy record, one GETRANGE of the header and the first band's first entries, one
+-- SETRANGE of the header and the new entry), plus a write to each band an entry moved
+-- into and a read every 32 entries that leave a band; the header is read and written
+-- with `struct` (built into Redis's Lua), in one call each.
 
 local byte, char, sub, rep, floor = string.byte, string.char, string.sub, string.rep, math.floor
-local min, max = math.min, math.max
+local pack, unpack5 = struct.pack, struct.unpack
+local min, max, ceil = math.min, math.max, math.ceil
 
 local key = KEYS[1]
 local writing = sub(ARGV[1], 1, 1) == 'c'
@@ -48,21 +51,7 @@ if not now then
   clock = now
 end
 
--- 5- and 6-byte big-endian integers, unrolled.
-local function enc5(x)
-  local e = x % 256; x = (x - e) / 256
-  local d = x % 256; x = (x - d) / 256
-  local c = x % 256; x = (x - c) / 256
-  local b = x % 256
-  return char((x - b) / 256 % 256, b, c, d, e)
-end
-
 local DAMAGED = 'ratekeeper: the stored log is damaged (its bytes do not hold what its header says)'
-local function dec5(s, at)
-  local a, b, c, d, e = byte(s, at, at + 4)
-  if not e then error({err = DAMAGED}) end
-  return (((a * 256 + b) * 256 + c) * 256 + d) * 256 + e
-end
 
 -- The rules: the caller's, unless the key's record lists it or selects others.
 local n = tonumber(ARGV[4])
@@ -104,18 +93,16 @@ if override then
   for l, w in string.gmatch(override, '(%d+):(%d+)') do
     n = n + 1
     limits[n], windows[n] = tonumber(l), tonumber(w)
-    parts[n] = enc5(windows[n])
+    parts[n] = pack('>I5', windows[n])
   end
   WINDOWS = table.concat(parts)
 else
-  for i = 1, n do
-    limits[i], windows[i] = tonumber(ARGV[first + i - 1]), tonumber(ARGV[first + n + i - 1])
-  end
+  -- the windows from their stored form (one call; the one after the last is unused)
+  windows = {unpack5('>' .. rep('I5', n), WINDOWS)}
+  for i = 1, n do limits[i] = ARGV[first + i - 1] + 0 end
 end
-local longest = 0
-for i = 1, n do
-  if windows[i] > longest then longest = windows[i] end
-end
+-- (windows come shortest first)
+local longest = n > 0 and windows[n] or 0
 
 
 local VERSION = 5
@@ -125,122 +112,123 @@ local FIXED = 27
 local H = FIXED + 40 * n
 local SPAN = 1099511627776        -- 2^40: the range of a stored time and of a running total
 local flags = exact and 1 or 0
+local BANDS = '>' .. rep('I5', 7 * n)
+local ENTRY = '>I5I5'
+-- (A stored time or total is its value modulo 2^40: struct.pack writes an integer's low
+-- bytes, so a time is packed as it is.)
 
--- Each rule's band (see the engine's docs): its window W, step and most entries, then its
--- header's fields: cap, head, len, out (the running total before its front), front and
--- back (their times), btot (the back's running total); stored, how many of its entries
--- (from the front) are read from the stored ring at base; pt/pc, the entries this check
--- added (times, totals) from pfrom (made when first needed); touched, whether it changed.
+-- Each rule's band (see the engine's docs). F holds band i's header fields from k = 7i:
+-- F[k-6] cap, F[k-5] head, F[k-4] len, F[k-3] out (the running total before its front),
+-- F[k-2] front and F[k-1] back (their times), F[k] btot (the back's running total); and
+-- G from x = 3i: G[x-2] stored, how many of its entries (from the front) are read from
+-- the stored ring, G[x-1] base, where that ring starts, G[x] from, the first of A[i]'s
+-- entries still in the band. A[i] holds the entries this check added to band i, each a
+-- time then a running total (made when first needed).
 -- (Tables and functions are made afresh on every run of a script and cost more than the
--- work they hold: there are few of each, made with room for four rules, which a table
--- grown one index at a time would reallocate three times; a band's fields are read in
--- line.)
+-- work they hold: the fields are kept in one table, the header's read in one call.)
 local W = windows
-local cap, head, len, out = {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}
-local front, back, btot = {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}
-local stored, base, pfrom = {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}
-local touched, pt, pc = {false, false, false, false}, {}, {}
-for i = 5, n do
-  cap[i], head[i], len[i], out[i], front[i], back[i], btot[i] = 0, 0, 0, 0, 0, 0, 0
-  stored[i], base[i], pfrom[i], touched[i] = 0, 0, 1, false
-end
--- Band i's step, and its most entries.
-local function step(i)
-  return exact and 1 or max(1, math.ceil(W[i] / 1024))
-end
-local function most(i)
-  return max(1, min(floor((W[i] - (i > 1 and W[i - 1] or 0)) / step(i)) + 2, 131072))
-end
+local X = 7 * n
+local F, G, A = nil, nil, {}
 
 local newest, expire_at = 0, 0
 -- the stored log's newest time (and it modulo 2^40), which its stamps are read back against
 local t0, m = 0, 0
 
 -- Entry j (from 0, its front) of band i: (time, running total), from the stored ring
--- (the next 32 entries read at once, each decoded when asked for) or from what this
--- check added.
+-- (the next 32 entries read at once) or from what this check added.
 local chunk, chunk_at = '', 0
 local function entry(i, j)
-  if j < stored[i] then
-    local slot = (head[i] + j) % cap[i]
-    local off = base[i] + slot * E
+  local x = 3 * i
+  local st = G[x - 2]
+  if j < st then
+    local k = 7 * i
+    local c = F[k - 6]
+    local slot = (F[k - 5] + j) % c
+    local off = G[x - 1] + slot * E
     local at = off - chunk_at
     if at < 0 or at + E > #chunk then
-      local k = min(32, cap[i] - slot, stored[i] - j)
-      chunk, chunk_at, at = redis.call('GETRANGE', key, off, off + k * E - 1), off, 0
+      chunk, chunk_at, at = redis.call('GETRANGE', key, off, off + min(32, c - slot, st - j) * E - 1), off, 0
       if #chunk < E then error({err = DAMAGED}) end
     end
-    local a, b, c, d, e, f, g, h, u, v = byte(chunk, at + 1, at + 10)
-    return t0 - (m - ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e)) % SPAN,
-      (((f * 256 + g) * 256 + h) * 256 + u) * 256 + v
+    local s, tot = unpack5(ENTRY, chunk, at + 1)
+    return t0 - (m - s) % SPAN, tot
   end
-  local q = pfrom[i] + j - stored[i]
-  return pt[i][q], pc[i][q]
+  local q, a = 2 * (G[x] + j - st), A[i]
+  return a[q - 1], a[q]
 end
 
--- Adds u units at time t to band i: merged into its back when both fall in one step, or
--- when it holds its most entries.
+-- Adds u units at time t to band i: merged into its back when both fall in one step (a
+-- 1024th of its window, or 1 ms when keeping every entry), or when it holds its most
+-- entries.
+local grows = false
 local function push(i, t, u)
-  btot[i] = (btot[i] + u) % SPAN
-  local l, s, p, c = len[i], step(i), pt[i], pc[i]
-  if not p then p, c = {}, {}; pt[i], pc[i] = p, c end
-  if l > 0 and (t - t % s == back[i] - back[i] % s or l >= most(i)) then
-    if stored[i] == l then
+  local k = 7 * i
+  local tot = (F[k] + u) % SPAN
+  F[k] = tot
+  local l, b, a = F[k - 4], F[k - 1], A[i]
+  if not a then a = {}; A[i] = a end
+  local s = 1
+  if not exact then s = ceil(W[i] / 1024) end
+  -- (l >= its most entries, min(floor(span / s) + 2, 131072), in fewer steps)
+  if l > 0 and (t - t % s == b - b % s
+      or l >= 131072 or W[i] - (i > 1 and W[i - 1] or 0) < (l - 1) * s) then
+    local x = 3 * i
+    if G[x - 2] == l then
       -- the back is in the stored ring: it is rewritten from here
-      stored[i] = l - 1
-      p[#p + 1] = back[i]
+      G[x - 2] = l - 1
+      a[#a + 1] = b
+      a[#a + 1] = 0
     end
-    p[#p], c[#p] = t, btot[i]
+    a[#a - 1], a[#a] = t, tot
   else
-    p[#p + 1], c[#p + 1] = t, btot[i]
-    len[i] = l + 1
+    a[#a + 1] = t
+    a[#a + 1] = tot
+    F[k - 4] = l + 1
+    if l == F[k - 6] then grows = true end
   end
-  back[i] = t
-  if len[i] == 1 then front[i] = t end
-  touched[i] = true
+  F[k - 1] = t
+  if F[k - 4] == 1 then F[k - 2] = t end
 end
 
-local hdr = redis.call('GETRANGE', key, 0, H - 1)
+-- the header, and the first band's ring's first 32 entries (which follow it) in one read
+local hdr = redis.call('GETRANGE', key, 0, H + 32 * E - 1)
 local fresh = #hdr == 0
 local guarded = #hdr > 12 and sub(hdr, 1, 12) == GUARD
 if guarded and byte(hdr, 13) > VERSION then
   error({err = 'ratekeeper: the stored log was written by a newer release of ratekeeper (log format '
     .. byte(hdr, 13) .. ', this release reads ' .. VERSION .. '): upgrade this process'})
 end
-local fits = #hdr == H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
+local fits = #hdr >= H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
   and byte(hdr, 15) == flags and sub(hdr, FIXED + 1, FIXED + 5 * n) == WINDOWS
 
+-- An empty log of these rules: its F and G.
+local function empty()
+  local f, g = {}, {}
+  for k = 1, X do f[k] = 0 end
+  for i = 1, n do g[3 * i - 2], g[3 * i - 1], g[3 * i] = 0, 0, 1 end
+  return f, g
+end
+
 local rebuilt = nil
--- what the stored header held (a band's head, len, out, front and back stamps, btot; the
--- expiry), so that a patch encodes again only what changed
-local held, expire_in = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, -1
 if fits then
-  newest = dec5(hdr, 16) * 256 + byte(hdr, 21)
-  expire_at = dec5(hdr, 22) * 256 + byte(hdr, 27)
-  expire_in = expire_at
+  newest, expire_at = unpack5('>I6I6', hdr, 16)
   t0, m = newest, newest % SPAN
+  F = {unpack5(BANDS, hdr, FIXED + 5 * n + 1)}
+  chunk = hdr
+  G = {0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1}
   local ring = H
   for i = 1, n do
-    local at = FIXED + 5 * n + 35 * i - 34
-    local c1, c2, c3, c4, c5, h1, h2, h3, h4, h5, l1, l2, l3, l4, l5, o1, o2, o3, o4, o5 =
-      byte(hdr, at, at + 19)
-    local f1, f2, f3, f4, f5, b1, b2, b3, b4, b5, s1, s2, s3, s4, s5 = byte(hdr, at + 20, at + 34)
-    cap[i] = (((c1 * 256 + c2) * 256 + c3) * 256 + c4) * 256 + c5
-    head[i] = (((h1 * 256 + h2) * 256 + h3) * 256 + h4) * 256 + h5
-    len[i] = (((l1 * 256 + l2) * 256 + l3) * 256 + l4) * 256 + l5
-    out[i] = (((o1 * 256 + o2) * 256 + o3) * 256 + o4) * 256 + o5
-    local fs = (((f1 * 256 + f2) * 256 + f3) * 256 + f4) * 256 + f5
-    local bs = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-    front[i], back[i] = t0 - (m - fs) % SPAN, t0 - (m - bs) % SPAN
-    btot[i] = (((s1 * 256 + s2) * 256 + s3) * 256 + s4) * 256 + s5
-    local k = 6 * i - 6
-    held[k + 1], held[k + 2], held[k + 3] = head[i], len[i], out[i]
-    held[k + 4], held[k + 5], held[k + 6] = fs, bs, btot[i]
-    if len[i] > cap[i] or (cap[i] > 0 and head[i] >= cap[i]) then error({err = DAMAGED}) end
-    stored[i], base[i] = len[i], ring
-    ring = ring + cap[i] * E
+    local k, x = 7 * i, 3 * i
+    local c, l = F[k - 6], F[k - 4]
+    if l > c or (c > 0 and F[k - 5] >= c) then error({err = DAMAGED}) end
+    if l > 0 then F[k - 2], F[k - 1] = t0 - (m - F[k - 2]) % SPAN, t0 - (m - F[k - 1]) % SPAN end
+    G[x - 2], G[x - 1], G[x] = l, ring, 1
+    ring = ring + c * E
   end
-elseif not fresh then
+else
+  F, G = empty()
+end
+if not fits and not fresh then
   -- Written for other rules (or in the previous format): every unit still inside the
   -- longest window, put in the bands as a log of these rules holds them at its newest
   -- time; written even when the check is denied, so that it is rebuilt once.
@@ -252,9 +240,14 @@ elseif not fresh then
       end
     end
   end
+  local function dec5(s, at)
+    if at + 4 > #s then error({err = DAMAGED}) end
+    return (unpack5('>I5', s, at))
+  end
   if sub(all, 1, 12) == GUARD and #all > 12 then
     local n_old = byte(all, 14)
-    newest = dec5(all, 16) * 256 + byte(all, 21)
+    if #all < 21 then error({err = DAMAGED}) end
+    newest = unpack5('>I6', all, 16)
     t0, m = newest, newest % SPAN
     local ring = FIXED + 40 * n_old
     local bands = {}
@@ -269,9 +262,8 @@ elseif not fresh then
     for k = n_old, 1, -1 do
       local c, h, l, prev, ring_at = unpack(bands[k])
       for j = 0, l - 1 do
-        local off = ring_at + ((h + j) % c) * E + 1
-        local t, tot = t0 - (m - dec5(all, off)) % SPAN, dec5(all, off + 5)
-        place(t, (tot - prev) % SPAN)
+        local stamp, tot = unpack5(ENTRY, all, ring_at + ((h + j) % c) * E + 1)
+        place(t0 - (m - stamp) % SPAN, (tot - prev) % SPAN)
         prev = tot
       end
     end
@@ -280,7 +272,7 @@ elseif not fresh then
     local old_h = 29 + 15 * byte(all, 2)
     local old_n, old_cap = dec5(all, 3), dec5(all, 8)
     if old_cap == 0 and old_n > 0 then error({err = DAMAGED}) end
-    newest = dec5(all, 18) * 256 + byte(all, 23)
+    newest = unpack5('>I6', all, 18)
     t0, m = newest, newest % SPAN
     local run_t, run = nil, 0
     for s = max(0, old_n - old_cap), old_n - 1 do
@@ -294,20 +286,17 @@ elseif not fresh then
     end
     if run_t then place(run_t, run) end
   end
-  local function copy(f)
-    local c = {}
-    for i = 1, n do c[i] = f[i] end
-    return c
-  end
-  rebuilt = {copy(cap), copy(head), copy(len), copy(out), copy(front), copy(back), copy(btot),
-    copy(stored), copy(base), copy(pfrom), copy(touched), {}, {}}
+  local f, g, a = {}, {}, {}
+  for k = 1, X do f[k] = F[k] end
+  for k = 1, 3 * n do g[k] = G[k] end
   for i = 1, n do
-    if pt[i] then
-      local p, c = {}, {}
-      for q = 1, #pt[i] do p[q], c[q] = pt[i][q], pc[i][q] end
-      rebuilt[12][i], rebuilt[13][i] = p, c
+    if A[i] then
+      local c = {}
+      for q = 1, #A[i] do c[q] = A[i][q] end
+      a[i] = c
     end
   end
+  rebuilt = {f, g, a}
 end
 
 -- One key's clock never runs backwards: a check older than the newest entry is taken at
@@ -316,36 +305,37 @@ end
 if now < newest then now = newest end
 local jumped = now - newest >= SPAN / 2
 if jumped then
-  for i = 1, n do
-    cap[i], head[i], len[i], out[i], front[i], back[i], btot[i] = 0, 0, 0, 0, 0, 0, 0
-    stored[i], base[i], pt[i], pc[i], pfrom[i], touched[i] = 0, 0, nil, nil, 1, false
-  end
+  F, G = empty()
+  A = {}
 end
 
 -- Entries that left a window move to the next band whose window still holds them, the
 -- longest window's band first (so a band is emptied of what left it before it is given
 -- more); a band whose newest entry left every window is let go at once.
 for i = n, 1, -1 do
-  if len[i] > 0 and back[i] + W[n] <= now then
-    if cap[i] > 0 then head[i] = (head[i] + stored[i]) % cap[i] end
-    stored[i], len[i], out[i], touched[i] = 0, 0, btot[i], true
-    pfrom[i] = pt[i] and #pt[i] + 1 or 1
+  local k, x = 7 * i, 3 * i
+  if F[k - 4] > 0 and F[k - 1] + longest <= now then
+    local c = F[k - 6]
+    if c > 0 then F[k - 5] = (F[k - 5] + G[x - 2]) % c end
+    G[x - 2], F[k - 4], F[k - 3] = 0, 0, F[k]
+    G[x] = A[i] and #A[i] / 2 + 1 or 1
   else
     local w = W[i]
-    while len[i] > 0 and front[i] + w <= now do
+    while F[k - 4] > 0 and F[k - 2] + w <= now do
       -- the front entry leaves
       local t, tot = entry(i, 0)
-      if stored[i] > 0 then
-        head[i] = (head[i] + 1) % cap[i]
-        stored[i] = stored[i] - 1
+      local st = G[x - 2]
+      if st > 0 then
+        F[k - 5] = (F[k - 5] + 1) % F[k - 6]
+        G[x - 2] = st - 1
       else
-        pfrom[i] = pfrom[i] + 1
+        G[x] = G[x] + 1
       end
-      len[i] = len[i] - 1
-      local u = (tot - out[i]) % SPAN
-      out[i] = tot
-      if len[i] > 0 then front[i] = entry(i, 0) end
-      touched[i] = true
+      local l = F[k - 4] - 1
+      F[k - 4] = l
+      local u = (tot - F[k - 3]) % SPAN
+      F[k - 3] = tot
+      if l > 0 then F[k - 2] = entry(i, 0) end
       if u > 0 then
         for j = i + 1, n do
           if t + W[j] > now then push(j, t, u) break end
@@ -356,12 +346,14 @@ for i = n, 1, -1 do
 end
 
 -- Each rule's window holds its band and every shorter one's.
-local result = {now, 1, 0, detail, 0}
+local result = {now, 1, 0, detail, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+for j = 6 + 3 * n, 17 do result[j] = nil end
 local allowed = 1
 local count, oldest = 0, -1
 for i = 1, n do
-  count = count + (btot[i] - out[i]) % SPAN
-  if len[i] > 0 then oldest = front[i] end
+  local k = 7 * i
+  count = count + (F[k] - F[k - 3]) % SPAN
+  if F[k - 4] > 0 then oldest = F[k - 2] end
   result[3 * i + 3] = count
   result[3 * i + 4] = count > 0 and oldest or -1
   result[3 * i + 5] = -1
@@ -375,22 +367,24 @@ if allowed == 0 then
   for i = 1, n do
     local need = result[3 * i + 3] + cost - limits[i]
     if need > 0 and cost <= limits[i] then
-      for k = i, 1, -1 do
-        local units = (btot[k] - out[k]) % SPAN
+      for b = i, 1, -1 do
+        local k = 7 * b
+        local o = F[k - 3]
+        local units = (F[k] - o) % SPAN
         if need <= units then
-          local last = len[k] - 1
-          local a, b = 0, 0
-          while b < last do
-            local _, tot = entry(k, b)
-            if (tot - out[k]) % SPAN >= need then break end
-            a, b = b + 1, min(2 * b + 1, last)
+          local last = F[k - 4] - 1
+          local lo, hi = 0, 0
+          while hi < last do
+            local _, tot = entry(b, hi)
+            if (tot - o) % SPAN >= need then break end
+            lo, hi = hi + 1, min(2 * hi + 1, last)
           end
-          while a < b do
-            local mid = floor((a + b) / 2)
-            local _, tot = entry(k, mid)
-            if (tot - out[k]) % SPAN >= need then b = mid else a = mid + 1 end
+          while lo < hi do
+            local mid = floor((lo + hi) / 2)
+            local _, tot = entry(b, mid)
+            if (tot - o) % SPAN >= need then hi = mid else lo = mid + 1 end
           end
-          local t = a == last and back[k] or entry(k, a)
+          local t = lo == last and F[k - 1] or entry(b, lo)
           result[3 * i + 5] = t + windows[i]
           break
         end
@@ -405,7 +399,7 @@ end
 -- longer windows' bands).
 if not writing or (allowed == 0 and not rebuilt) then return result end
 if allowed == 0 then
-  cap, head, len, out, front, back, btot, stored, base, pfrom, touched, pt, pc = unpack(rebuilt)
+  F, G, A = rebuilt[1], rebuilt[2], rebuilt[3]
 else
   push(1, now, cost)
   newest = now
@@ -416,79 +410,87 @@ end
 -- and at least a second, so that a log of millisecond windows outlives the round
 -- trips between its checks.
 local TTL = max(longest + floor(longest / 4), 1000)
-local rewrite = not fits or jumped
-for i = 1, n do
-  if len[i] > cap[i] then rewrite = true end
-end
+local rewrite = not fits or jumped or grows
 local renew = allowed == 1 and not (clock and clock + longest <= expire_at)
 if renew or rewrite then expire_at = clock and clock + TTL or 0 end
+
+-- The bytes of `count` entries of a list of added ones (times and totals), from its q-th.
+local function entries(a, q, count)
+  if count == 1 then return pack(ENTRY, a[2 * q - 1], a[2 * q]) end
+  local parts = {}
+  -- (a call takes at most 8,000 arguments: 1,024 entries at a time)
+  for from = q, q + count - 1, 1024 do
+    local k = min(1024, q + count - from)
+    parts[#parts + 1] = pack('>' .. rep('I5', 2 * k), unpack(a, 2 * from - 1, 2 * (from + k) - 2))
+  end
+  return table.concat(parts)
+end
 
 local ring = nil
 if rewrite then
   -- The whole string: every ring from its first slot, a ring that outgrew its capacity
   -- at twice it (at least 4, at most its most).
   ring = {}
-  local caps = {}
   for i = 1, n do
-    caps[i] = len[i] > cap[i] and min(most(i), max(len[i], 2 * cap[i], 4)) or cap[i]
-    for j = 0, len[i] - 1 do
-      local t, tot = entry(i, j)
-      ring[#ring + 1] = enc5(t % SPAN) .. enc5(tot)
+    local k, x = 7 * i, 3 * i
+    local c, l, st = F[k - 6], F[k - 4], G[x - 2]
+    if st > 0 then
+      -- its entries in the stored ring, as stored: one or two ranges, where the ring wraps
+      local slot, at = F[k - 5], G[x - 1]
+      local first = min(st, c - slot)
+      local bytes = redis.call('GETRANGE', key, at + slot * E, at + (slot + first) * E - 1)
+      if st > first then bytes = bytes .. redis.call('GETRANGE', key, at, at + (st - first) * E - 1) end
+      if #bytes ~= st * E then error({err = DAMAGED}) end
+      ring[#ring + 1] = bytes
     end
-    ring[#ring + 1] = rep('\0', (caps[i] - len[i]) * E)
+    if l > st then ring[#ring + 1] = entries(A[i], G[x], l - st) end
+    if l > c then
+      local s = exact and 1 or max(1, ceil(W[i] / 1024))
+      local most = max(1, min(floor((W[i] - (i > 1 and W[i - 1] or 0)) / s) + 2, 131072))
+      c = min(most, max(l, 2 * c, 4))
+    end
+    ring[#ring + 1] = rep('\0', (c - l) * E)
+    F[k - 6], F[k - 5] = c, 0
   end
-  for i = 1, n do cap[i], head[i], touched[i] = caps[i], 0, true end
 end
 
--- The header: a band this check left alone keeps its stored bytes.
-local parts = {GUARD, char(VERSION, n, flags), enc5(floor(newest / 256)), char(newest % 256),
-  expire_at == expire_in and sub(hdr, 22, 27) or enc5(floor(expire_at / 256)) .. char(expire_at % 256),
-  WINDOWS}
-for i = 1, n do
-  local at = FIXED + 5 * n + 35 * i - 34
-  if not fits or ring then
-    parts[#parts + 1] = enc5(cap[i]) .. enc5(head[i]) .. enc5(len[i]) .. enc5(out[i])
-      .. enc5(front[i] % SPAN) .. enc5(back[i] % SPAN) .. enc5(btot[i])
-  elseif touched[i] then
-    -- what changed, encoded again (a patch never changes a ring's capacity)
-    local k, f, b = 6 * i - 6, front[i] % SPAN, back[i] % SPAN
-    parts[#parts + 1] = sub(hdr, at, at + 4)
-      .. (head[i] == held[k + 1] and sub(hdr, at + 5, at + 9) or enc5(head[i]))
-      .. (len[i] == held[k + 2] and sub(hdr, at + 10, at + 14) or enc5(len[i]))
-      .. (out[i] == held[k + 3] and sub(hdr, at + 15, at + 19) or enc5(out[i]))
-      .. (f == held[k + 4] and sub(hdr, at + 20, at + 24) or enc5(f))
-      .. (b == held[k + 5] and sub(hdr, at + 25, at + 29) or enc5(b))
-      .. (btot[i] == held[k + 6] and sub(hdr, at + 30, at + 34) or enc5(btot[i]))
-  else
-    parts[#parts + 1] = sub(hdr, at, at + 34)
-  end
-end
-local header = table.concat(parts)
+local header = GUARD .. char(VERSION, n, flags) .. pack('>I6I6', newest, expire_at) .. WINDOWS
+  .. pack(BANDS, unpack(F, 1, X))
 
 if ring then
   redis.call('SET', key, header .. table.concat(ring), 'PX', TTL)
   return result
 end
 -- Each band's added entries, from its slot after the stored ones (two ranges where the
--- ring wraps).
+-- ring wraps). The first band's ring follows the header: what of it this check wrote
+-- joins the header's write, with the bytes read before its slot.
+local tail = ''
 for i = 1, n do
-  local p, c = pt[i], pc[i]
-  local added = p and #p - pfrom[i] + 1 or 0
-  if added > 0 then
-    local slot = (head[i] + stored[i]) % cap[i]
-    local first = min(added, cap[i] - slot)
-    if base[i] + (slot + first) * E > 536870912 then error({err = DAMAGED}) end
-    local bytes, from = {}, base[i] + slot * E
-    for q = pfrom[i], #p do
-      if q == pfrom[i] + first then
-        redis.call('SETRANGE', key, from, table.concat(bytes))
-        bytes, from = {}, base[i]
+  local a = A[i]
+  if a then
+    local k, x = 7 * i, 3 * i
+    local q, c = G[x], F[k - 6]
+    local added = #a / 2 - q + 1
+    if added > 0 then
+      local slot = (F[k - 5] + G[x - 2]) % c
+      local first = min(added, c - slot)
+      local at = G[x - 1]
+      if at + (slot + first) * E > 536870912 then error({err = DAMAGED}) end
+      local from, bytes = at + slot * E, entries(a, q, first)
+      local wrapped = added > first and entries(a, q + first, added - first) or ''
+      if i == 1 and from <= #hdr then
+        tail = wrapped .. sub(hdr, H + #wrapped + 1, from) .. bytes
+      else
+        redis.call('SETRANGE', key, from, bytes)
+        if i == 1 then
+          tail = wrapped
+        elseif added > first then
+          redis.call('SETRANGE', key, at, wrapped)
+        end
       end
-      bytes[#bytes + 1] = enc5(p[q] % SPAN) .. enc5(c[q])
     end
-    redis.call('SETRANGE', key, from, table.concat(bytes))
   end
 end
-redis.call('SETRANGE', key, 0, header)
+redis.call('SETRANGE', key, 0, header .. tail)
 if renew then redis.call('PEXPIRE', key, TTL) end
 return result
