@@ -191,10 +191,44 @@ def weighted(url, r, n, prefix, module_url):
     with open(CURRENT_SCRIPT) as f:
         current = r.script_load(f.read())
     args = script_args(FOUR_RULES, 1)
-    for name, sha in (("previous", previous), ("current", current)):
-        call = lambda i, sha=sha, name=name: r.evalsha(sha, 1, f"{prefix}-{name}:{{{keys[i % KEYS]}}}:l", *args)
-        report(f"py_evalsha_{name}_script", median_ns=median_ns(n, call))
-        report(f"redis_usec_per_check_{name}_script", usec=evalsha_usec_per_call(r, n, call))
+    calls = {name: (lambda i, sha=sha, name=name: r.evalsha(sha, 1, f"{prefix}-{name}:{{{keys[i % KEYS]}}}:l", *args))
+             for name, sha in (("previous", previous), ("current", current))}
+    for name, per_call in paired(n, calls).items():
+        report(f"py_evalsha_{name}_script", median_ns=per_call)
+    for name, usec in paired_usec_per_call(r, n, calls).items():
+        report(f"redis_usec_per_check_{name}_script", usec=usec)
+
+
+def paired(n, calls):
+    """Each call's time in batches that alternate between `calls` (a name
+    to a call of `i`), so that a machine whose speed drifts during the run
+    slows every one of them alike: the median over its batches of the mean
+    time of one call, by name."""
+    for call in calls.values():
+        for i in range(max(n // 10, 1)):
+            call(i)
+    samples = {name: [] for name in calls}
+    for b in range(max(n // BATCH, 1)):
+        for name, call in calls.items():
+            start = time.perf_counter_ns()
+            for i in range(b * BATCH, b * BATCH + BATCH):
+                call(i)
+            samples[name].append((time.perf_counter_ns() - start) / BATCH)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def paired_usec_per_call(r, n, calls, runs=9):
+    """Redis server time per EVALSHA (INFO commandstats) of each of
+    `calls`, in runs of n // runs calls that alternate between them (the
+    stats reset before each): the median of its runs, by name."""
+    per_run = {name: [] for name in calls}
+    for run in range(runs):
+        for name, call in calls.items():
+            r.config_resetstat()
+            for i in range(run * (n // runs), (run + 1) * (n // runs)):
+                call(i)
+            per_run[name].append(r.info("commandstats").get("cmdstat_evalsha", {}).get("usec_per_call", 0.0))
+    return {name: statistics.median(v) for name, v in per_run.items()}
 
 
 def denial_record(url, r, n, limiter, keys, prefix):
