@@ -121,10 +121,23 @@ impl Answer {
 /// JSON values).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DenialLog {
-    /// `scope`, `key`, `limit`, `window`, `retry_after`, `method`, `path`.
+    /// `scope`, `key`, `limit`, `window`, `retry_after`, `method`, `path`
+    /// (and `shadow`, true, for a denial shadow mode let through).
     pub fields: Plain,
     /// The line.
     pub text: String,
+}
+
+impl DenialLog {
+    /// The line of a denial that shadow mode let through: ` shadow=true` at
+    /// its end, and the field.
+    pub fn shadowed(mut self) -> DenialLog {
+        self.text.push_str(" shadow=true");
+        if let Plain::Map(fields) = &mut self.fields {
+            fields.push((Key::Name("shadow"), Plain::Bool(true)));
+        }
+        self
+    }
 }
 
 /// A status an adapter may answer with: an HTTP error, 400 to 599.

@@ -130,14 +130,10 @@ impl Default for Settings {
 }
 
 /// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration.
-fn seconds(name: &str, value: f64, low: f64, zero_ok: bool) -> Result<Duration> {
+fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
     let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
-    if !(value.is_finite() && low_ok && value >= low && value <= 60.0) {
-        let from = match (zero_ok, low > 0.0) {
-            (true, _) => "0 (off)".to_owned(),
-            (false, true) => format!("at least {low}"),
-            (false, false) => "more than 0".to_owned(),
-        };
+    if !(value.is_finite() && low_ok && value <= 60.0) {
+        let from = if zero_ok { "0 (off)" } else { "more than 0" };
         return Err(Error::config(format!(
             "invalid {name} {}: give seconds, {from} and at most 60",
             shown(value)
@@ -184,32 +180,21 @@ impl Settings {
                 crate::keys::check_scope(&scope)?;
                 self.scope = scope;
             }
-            ("timeout", OptionValue::Seconds(s)) => self.timeout = seconds(name, s, 0.0, false)?,
+            ("timeout", OptionValue::Seconds(s)) => self.timeout = seconds(name, s, false)?,
             ("connect_timeout", OptionValue::Seconds(s)) => {
-                self.connect_timeout = seconds(name, s, 0.0, false)?
+                self.connect_timeout = seconds(name, s, false)?
             }
             ("denial_cache", OptionValue::Seconds(s)) => {
-                self.denial_cache = seconds(name, s, 0.0, true)?
+                self.denial_cache = seconds(name, s, true)?
             }
             ("policy_refresh", OptionValue::Seconds(s)) => {
-                self.policy_refresh = seconds(name, s, 0.1, false)?
+                self.policy_refresh =
+                    crate::limiter::check_policy_refresh(seconds(name, s, false)?)?
             }
             ("pool_size", OptionValue::Count(n)) => {
-                if !(1..=1024).contains(&n) {
-                    return Err(Error::config(format!(
-                        "invalid pool_size {n}: give 1 to 1024"
-                    )));
-                }
-                self.pool_size = n as u32;
+                self.pool_size = crate::store::check_pool_size(n)?
             }
-            ("max_keys", OptionValue::Count(n)) => {
-                if n < 1 {
-                    return Err(Error::config(format!(
-                        "invalid max_keys {n}: give at least 1"
-                    )));
-                }
-                self.max_keys = usize::try_from(n).unwrap_or(usize::MAX);
-            }
+            ("max_keys", OptionValue::Count(n)) => self.max_keys = crate::store::check_max_keys(n)?,
             ("policies", OptionValue::Flag(on)) => self.policies = on,
             ("tiers", OptionValue::Tiers(tiers)) => {
                 crate::policy::check_tiers(&tiers)?;

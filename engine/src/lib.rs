@@ -77,6 +77,7 @@ pub mod legacy;
 pub mod log;
 pub mod packed;
 pub mod policy;
+pub mod write;
 
 /// The engine's Lua twins, for Redis servers that load no modules (most
 /// managed Redis): the same algorithm and byte layout, held to the engine by

@@ -7,6 +7,7 @@ use crate::layout::{
     ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, MAX_STRING, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
+pub use crate::write::{Edits, Scratch, Write};
 
 /// The rules a check applies, shortest window first, as the header stores them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,84 +64,6 @@ impl Rules {
     }
 }
 
-/// The buffers checks are made in, handed back after each one so that a
-/// caller making many (the module, on Redis's thread) allocates none: the
-/// rules of parsed arguments ([`Scratch::rules`], [`Scratch::keep_rules`]),
-/// the check's bands, what it saw and the bytes it writes
-/// ([`check_in`], [`Scratch::keep`]). A buffer not handed back is simply
-/// made again.
-#[derive(Debug, Default)]
-pub struct Scratch {
-    bands: Vec<Band>,
-    seen: Vec<RuleSeen>,
-    bytes: Vec<u8>,
-    ranges: Vec<(usize, usize)>,
-    rules: Vec<Rules>,
-}
-
-/// The largest buffer of bytes [`Scratch`] keeps: a rewrite of a long log
-/// hands back its whole string, which is not held on to.
-const KEPT_BYTES: usize = 4096;
-
-impl Scratch {
-    /// An empty rule set, in kept buffers when there are some.
-    pub fn rules(&mut self) -> Rules {
-        let mut rules = self.rules.pop().unwrap_or_else(|| Rules::with_capacity(4));
-        rules.clear();
-        rules
-    }
-
-    /// Takes back a rule set's buffers.
-    pub fn keep_rules(&mut self, rules: Rules) {
-        if self.rules.len() < MAX_KEPT_RULES {
-            self.rules.push(rules);
-        }
-    }
-
-    /// Takes back the buffers of a check's results.
-    pub fn keep(&mut self, seen: Seen, write: Write) {
-        self.seen = seen.rules;
-        self.keep_write(write);
-    }
-
-    /// Takes back the buffers of what a check wrote.
-    fn keep_write(&mut self, write: Write) {
-        let bytes = match write {
-            Write::Nothing => return,
-            Write::Patch { edits, .. } => {
-                self.ranges = edits.ranges;
-                edits.bytes
-            }
-            Write::Rewrite { bytes, .. } => bytes,
-        };
-        if bytes.capacity() <= KEPT_BYTES {
-            self.bytes = bytes;
-        }
-    }
-
-    /// Applies `write` to a log held in a buffer (as [`Write::apply`]), and
-    /// takes back its buffers: the memory store's checks, made one after
-    /// another in one buffer set, allocate nothing once the logs are grown.
-    pub fn apply(&mut self, write: Write, log: &mut Vec<u8>) {
-        match write {
-            Write::Rewrite { bytes, .. } => {
-                // the log takes the new string; its old one is kept to be written next
-                let old = std::mem::replace(log, bytes);
-                if old.capacity() <= KEPT_BYTES {
-                    self.bytes = old;
-                }
-            }
-            write => {
-                write.patch(log);
-                self.keep_write(write);
-            }
-        }
-    }
-}
-
-/// The most rule sets [`Scratch`] keeps (a check's own and a few tiers').
-const MAX_KEPT_RULES: usize = 8;
-
 /// One check: the stored log, the rules, and what to do.
 #[derive(Debug, Clone, Copy)]
 pub struct Check<'a> {
@@ -180,85 +103,6 @@ pub struct Seen {
     pub allowed: bool,
     /// Per rule, in order.
     pub rules: Vec<RuleSeen>,
-}
-
-/// The bytes a check writes, and the key's TTL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Write {
-    /// Nothing changes.
-    Nothing,
-    /// Overwrite these ranges (as `SETRANGE`), and renew the TTL when given (ms).
-    Patch {
-        /// The ranges, in the order the script writes them.
-        edits: Edits,
-        /// The TTL to set, when it is renewed.
-        ttl_ms: Option<i64>,
-    },
-    /// Replace the whole string (as `SET ... PX`).
-    Rewrite {
-        /// The new string.
-        bytes: Vec<u8>,
-        /// Its TTL.
-        ttl_ms: i64,
-    },
-}
-
-/// The ranges a patch overwrites, in order, their bytes held in one buffer
-/// (a check writes the entries it added to each band's ring, in at most two
-/// ranges per band where the ring wraps, and the header).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edits {
-    bytes: Vec<u8>,
-    /// (offset in the log, length) of each range.
-    ranges: Vec<(usize, usize)>,
-}
-
-impl Edits {
-    /// No ranges yet, held in `ranges` and their bytes in `bytes` (both emptied first).
-    fn in_buffers(mut bytes: Vec<u8>, mut ranges: Vec<(usize, usize)>) -> Edits {
-        bytes.clear();
-        ranges.clear();
-        Edits { bytes, ranges }
-    }
-
-    /// Adds the range at offset `at` whose bytes `fill` appends.
-    fn push(&mut self, at: usize, fill: impl FnOnce(&mut Vec<u8>)) {
-        let start = self.bytes.len();
-        fill(&mut self.bytes);
-        self.ranges.push((at, self.bytes.len() - start));
-    }
-
-    /// Each range: its offset in the log, and its bytes.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8])> {
-        let mut start = 0;
-        self.ranges.iter().map(move |&(at, len)| {
-            start += len;
-            (at, &self.bytes[start - len..start])
-        })
-    }
-}
-
-impl Write {
-    /// Applies this write to a log held in a buffer (the TTL aside), as the
-    /// memory store holds its logs.
-    pub fn apply(self, log: &mut Vec<u8>) {
-        match self {
-            Write::Rewrite { bytes, .. } => *log = bytes,
-            write => write.patch(log),
-        }
-    }
-
-    /// Writes a patch's ranges into `log` (nothing for another write).
-    fn patch(&self, log: &mut Vec<u8>) {
-        if let Write::Patch { edits, .. } = self {
-            for (at, bytes) in edits.iter() {
-                if log.len() < at + bytes.len() {
-                    log.resize(at + bytes.len(), 0);
-                }
-                log[at..at + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
 }
 
 /// The stored log cannot be read by this check.
@@ -402,7 +246,10 @@ fn rebuild(stored: &[u8], bands: &mut [Band]) -> Result<i64, Damaged> {
 }
 
 /// [`check`] with its buffers: the bands, what each rule saw (empty), and
-/// the scratch the buffers of what it writes are taken from.
+/// the scratch the buffers of what it writes are taken from. Its steps:
+/// [`read`] the stored log into the bands, [`advance`] them to the check's
+/// time, [`observe`] each rule, then write: nothing, a [`patch`] or a
+/// [`rewrite`].
 fn run(
     c: Check<'_>,
     bands: &mut Vec<Band>,
@@ -413,33 +260,13 @@ fn run(
     // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
     // more than it is, and the sums below stay far inside an i64.
     let cost = c.cost.clamp(1, crate::command::MAX_COST);
-    let n = rules.len();
-    let h = header_len(n);
-    let flags = if c.exact { EXACT } else { 0 };
     let longest = rules.windows.iter().copied().max().unwrap_or(0);
-    if guarded(c.stored) && c.stored[GUARD_LEN] > VERSION {
-        return Err(Damaged::Newer(c.stored[GUARD_LEN]));
-    }
-    let hdr = range(c.stored, 0, h);
-    let fresh = c.stored.is_empty();
-    let fits = hdr.len() == h
-        && guarded(hdr)
-        && hdr[GUARD_LEN] == VERSION
-        && usize::from(hdr[GUARD_LEN + 1]) == n
-        && hdr[FLAGS_AT] == flags
-        && hdr[FIXED..FIXED + 5 * n] == rules.encoded[..];
-
-    empty_bands(bands, rules, c.exact);
-    let (mut newest, mut expire_at, mut rebuilt) = (0, 0, None);
-    if fits {
-        newest = dec6(hdr, NEWEST_AT).ok_or(Damaged::Bytes)?;
-        expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
-        read_bands(c.stored, bands, newest, false)?;
-    } else if !fresh {
-        newest = rebuild(c.stored, bands)?;
-        // written even when the check is denied, so that it is rebuilt once
-        rebuilt = Some(bands.clone());
-    }
+    let Read {
+        fits,
+        mut newest,
+        mut expire_at,
+        rebuilt,
+    } = read(&c, bands)?;
 
     // One key's clock never runs backwards: a check older than the newest
     // entry is taken at its time. After a jump of over 17 years every entry
@@ -454,61 +281,9 @@ fn run(
         bytes: c.stored,
         newest,
     };
-
-    // Entries that left a window move to the next band whose window still
-    // holds them, the longest window's band first (so a band is emptied of
-    // what left it before it is given more).
-    let last_window = bands.last().map_or(0, |b| b.window);
-    for i in (0..n).rev() {
-        if bands[i].len > 0 && bands[i].back + last_window <= now {
-            bands[i].drop_all();
-            continue;
-        }
-        while bands[i].len > 0 && bands[i].front + bands[i].window <= now {
-            let (t, units) = bands[i].pop(log)?;
-            place(bands, i + 1, t, units, now);
-        }
-    }
-
-    // Each rule's window holds its band and every shorter one's.
-    let mut seen = Seen {
-        now,
-        allowed: true,
-        rules: seen_rules,
-    };
-    let (mut count, mut oldest) = (0, -1);
-    for (i, band) in bands.iter().enumerate() {
-        count += band.units();
-        if band.len > 0 {
-            oldest = band.front;
-        }
-        seen.allowed &= count + cost <= rules.limits[i];
-        seen.rules.push(RuleSeen {
-            count,
-            oldest: if count > 0 { oldest } else { -1 },
-            free_at: -1,
-        });
-    }
+    advance(bands, now, log)?;
+    let seen = observe(bands, rules, cost, now, seen_rules, log)?;
     let allowed = seen.allowed;
-    if !allowed {
-        // when each rule would take this check: once the units over its
-        // limit have left its window, its oldest band's first
-        for i in 0..n {
-            let limit = rules.limits[i];
-            let mut need = seen.rules[i].count + cost - limit;
-            if need <= 0 || cost > limit {
-                continue;
-            }
-            for band in bands[..=i].iter().rev() {
-                let units = band.units();
-                if need <= units {
-                    seen.rules[i].free_at = band.free_at(need, rules.windows[i], log)?;
-                    break;
-                }
-                need -= units;
-            }
-        }
-    }
 
     // A denied check writes nothing but a rebuilt log (as of its newest
     // entry: a later check may be earlier than this one, though never than
@@ -528,75 +303,242 @@ fn run(
     // more, renewed on the server clock once per quarter window, and a
     // second at least.
     let ttl = (longest + longest / 4).max(1000);
-    let rewrite = !fits || jumped || bands.iter().any(|b| b.len > b.cap);
+    let grown = !fits || jumped || bands.iter().any(|b| b.len > b.cap);
     // renewed unless the TTL (known on the server clock) outlasts the longest window
     let lasts = c.clock.is_some_and(|clock| clock + longest <= expire_at);
     let renew = allowed && !lasts;
-    if renew || rewrite {
+    if renew || grown {
         expire_at = c.clock.map_or(0, |clock| clock + ttl);
     }
-    // (a band this check left alone in a log that fits keeps its stored bytes)
-    let header = |bands: &[Band], out: &mut Vec<u8>| {
+    let head = Head {
+        stored: range(c.stored, 0, header_len(rules.len())),
+        fits,
+        rules,
+        exact: c.exact,
+        newest,
+        expire_at,
+    };
+    let write = if grown {
+        rewrite(bands, &head, log, ttl, scratch)?
+    } else {
+        patch(bands, &head, renew.then_some(ttl), scratch)?
+    };
+    Ok((seen, write))
+}
+
+/// What a check read of the stored log.
+struct Read {
+    /// The log is of this format and these rules.
+    fits: bool,
+    /// Its newest entry's time.
+    newest: i64,
+    /// When the key expires on the server clock (0: not known).
+    expire_at: i64,
+    /// The bands as a log written for other rules (or in the previous
+    /// format) came to: written even when the check is denied, so that it
+    /// is rebuilt once.
+    rebuilt: Option<Vec<Band>>,
+}
+
+/// Reads the stored log into the rules' bands.
+fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
+    let rules = c.rules;
+    let n = rules.len();
+    let h = header_len(n);
+    if guarded(c.stored) && c.stored[GUARD_LEN] > VERSION {
+        return Err(Damaged::Newer(c.stored[GUARD_LEN]));
+    }
+    let hdr = range(c.stored, 0, h);
+    let fits = hdr.len() == h
+        && guarded(hdr)
+        && hdr[GUARD_LEN] == VERSION
+        && usize::from(hdr[GUARD_LEN + 1]) == n
+        && hdr[FLAGS_AT] == flags(c.exact)
+        && hdr[FIXED..FIXED + 5 * n] == rules.encoded[..];
+    empty_bands(bands, rules, c.exact);
+    let mut read = Read {
+        fits,
+        newest: 0,
+        expire_at: 0,
+        rebuilt: None,
+    };
+    if fits {
+        read.newest = dec6(hdr, NEWEST_AT).ok_or(Damaged::Bytes)?;
+        read.expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
+        read_bands(c.stored, bands, read.newest, false)?;
+    } else if !c.stored.is_empty() {
+        read.newest = rebuild(c.stored, bands)?;
+        read.rebuilt = Some(bands.clone());
+    }
+    Ok(read)
+}
+
+/// The header's flags for a check that keeps every entry or not.
+fn flags(exact: bool) -> u8 {
+    if exact {
+        EXACT
+    } else {
+        0
+    }
+}
+
+/// Moves the entries that left a window at `now` to the next band whose
+/// window still holds them, the longest window's band first (so a band is
+/// emptied of what left it before it is given more); a band whose newest
+/// entry left every window is let go at once.
+fn advance(bands: &mut [Band], now: i64, log: Stored<'_>) -> Result<(), Damaged> {
+    let last_window = bands.last().map_or(0, |b| b.window);
+    for i in (0..bands.len()).rev() {
+        if bands[i].len > 0 && bands[i].back + last_window <= now {
+            bands[i].drop_all();
+            continue;
+        }
+        while bands[i].len > 0 && bands[i].front + bands[i].window <= now {
+            let (t, units) = bands[i].pop(log)?;
+            place(bands, i + 1, t, units, now);
+        }
+    }
+    Ok(())
+}
+
+/// What each rule sees of a check of `cost` at `now`: each rule's window
+/// holds its band and every shorter one's; a denied check, when each rule
+/// would take it (once the units over its limit have left its window, its
+/// oldest band's first).
+fn observe(
+    bands: &[Band],
+    rules: &Rules,
+    cost: i64,
+    now: i64,
+    seen_rules: Vec<RuleSeen>,
+    log: Stored<'_>,
+) -> Result<Seen, Damaged> {
+    let mut seen = Seen {
+        now,
+        allowed: true,
+        rules: seen_rules,
+    };
+    let (mut count, mut oldest) = (0, -1);
+    for (i, band) in bands.iter().enumerate() {
+        count += band.units();
+        if band.len > 0 {
+            oldest = band.front;
+        }
+        seen.allowed &= count + cost <= rules.limits[i];
+        seen.rules.push(RuleSeen {
+            count,
+            oldest: if count > 0 { oldest } else { -1 },
+            free_at: -1,
+        });
+    }
+    if seen.allowed {
+        return Ok(seen);
+    }
+    for i in 0..bands.len() {
+        let limit = rules.limits[i];
+        let mut need = seen.rules[i].count + cost - limit;
+        if need <= 0 || cost > limit {
+            continue;
+        }
+        for band in bands[..=i].iter().rev() {
+            let units = band.units();
+            if need <= units {
+                seen.rules[i].free_at = band.free_at(need, rules.windows[i], log)?;
+                break;
+            }
+            need -= units;
+        }
+    }
+    Ok(seen)
+}
+
+/// The header a check writes.
+struct Head<'a> {
+    /// The stored header's bytes.
+    stored: &'a [u8],
+    /// Whether the stored log fits these rules (a band this check left
+    /// alone then keeps its stored bytes).
+    fits: bool,
+    rules: &'a Rules,
+    exact: bool,
+    newest: i64,
+    expire_at: i64,
+}
+
+impl Head<'_> {
+    /// Appends the header of `bands`.
+    fn write(&self, bands: &[Band], out: &mut Vec<u8>) {
+        let n = self.rules.len();
         out.extend_from_slice(&GUARD);
-        out.extend_from_slice(&[VERSION, n as u8, flags]);
-        out.extend_from_slice(&enc6(newest));
-        out.extend_from_slice(&enc6(expire_at));
-        out.extend_from_slice(&rules.encoded);
+        out.extend_from_slice(&[VERSION, n as u8, flags(self.exact)]);
+        out.extend_from_slice(&enc6(self.newest));
+        out.extend_from_slice(&enc6(self.expire_at));
+        out.extend_from_slice(&self.rules.encoded);
         for (i, band) in bands.iter().enumerate() {
-            match fits && !band.touched {
-                true => out.extend_from_slice(range(hdr, band_at(n, i), BAND)),
+            match self.fits && !band.touched {
+                true => out.extend_from_slice(range(self.stored, band_at(n, i), BAND)),
                 false => band.encode(out),
             }
         }
-    };
-
-    if rewrite {
-        // The whole string: every ring from its first slot, a ring that
-        // outgrew its capacity at twice it (at least 4, at most its most).
-        let caps: Vec<i64> = bands
-            .iter()
-            .map(|b| match b.len > b.cap {
-                true => b.most.min(b.len.max(2 * b.cap).max(4)),
-                false => b.cap,
-            })
-            .collect();
-        let slots = caps.iter().sum::<i64>() as usize;
-        if slots.saturating_mul(ENTRY).saturating_add(h) > MAX_STRING {
-            // a header no check could have written (Redis would refuse the string too)
-            return Err(Damaged::Bytes);
-        }
-        let mut out = std::mem::take(&mut scratch.bytes);
-        out.clear();
-        out.reserve(h + slots * ENTRY);
-        out.resize(h, 0);
-        for (band, &cap) in bands.iter().zip(&caps) {
-            for i in 0..band.len {
-                put_entry(&mut out, band.entry(i, log)?);
-            }
-            out.resize(out.len() + (cap - band.len) as usize * ENTRY, 0);
-        }
-        for (band, cap) in bands.iter_mut().zip(caps) {
-            band.cap = cap;
-            band.head = 0;
-            band.touched = true;
-        }
-        let mut head = Vec::with_capacity(h);
-        header(bands, &mut head);
-        out[..h].copy_from_slice(&head);
-        return Ok((
-            seen,
-            Write::Rewrite {
-                bytes: out,
-                ttl_ms: ttl,
-            },
-        ));
     }
+}
 
+/// The whole string: every ring from its first slot, a ring that outgrew
+/// its capacity at twice it (at least 4, at most its most).
+fn rewrite(
+    bands: &mut [Band],
+    head: &Head<'_>,
+    log: Stored<'_>,
+    ttl_ms: i64,
+    scratch: &mut Scratch,
+) -> Result<Write, Damaged> {
+    let h = header_len(bands.len());
+    let caps: Vec<i64> = bands
+        .iter()
+        .map(|b| match b.len > b.cap {
+            true => b.most.min(b.len.max(2 * b.cap).max(4)),
+            false => b.cap,
+        })
+        .collect();
+    let slots = caps.iter().sum::<i64>() as usize;
+    if slots.saturating_mul(ENTRY).saturating_add(h) > MAX_STRING {
+        // a header no check could have written (Redis would refuse the string too)
+        return Err(Damaged::Bytes);
+    }
+    let mut out = std::mem::take(&mut scratch.bytes);
+    out.clear();
+    out.reserve(h + slots * ENTRY);
+    out.resize(h, 0);
+    for (band, &cap) in bands.iter().zip(&caps) {
+        for i in 0..band.len {
+            put_entry(&mut out, band.entry(i, log)?);
+        }
+        out.resize(out.len() + (cap - band.len) as usize * ENTRY, 0);
+    }
+    for (band, cap) in bands.iter_mut().zip(caps) {
+        band.cap = cap;
+        band.head = 0;
+        band.touched = true;
+    }
+    let mut header = Vec::with_capacity(h);
+    head.write(bands, &mut header);
+    out[..h].copy_from_slice(&header);
+    Ok(Write::Rewrite { bytes: out, ttl_ms })
+}
+
+/// The ranges a check overwrites: each band's added entries, from its slot
+/// after the stored ones (two ranges where the ring wraps), then the header.
+fn patch(
+    bands: &[Band],
+    head: &Head<'_>,
+    ttl_ms: Option<i64>,
+    scratch: &mut Scratch,
+) -> Result<Write, Damaged> {
     let mut edits = Edits::in_buffers(
         std::mem::take(&mut scratch.bytes),
         std::mem::take(&mut scratch.ranges),
     );
-    for band in bands.iter() {
+    for band in bands {
         let added = band.added();
         if added.is_empty() {
             continue;
@@ -617,14 +559,8 @@ fn run(
             });
         }
     }
-    edits.push(0, |out| header(bands, out));
-    Ok((
-        seen,
-        Write::Patch {
-            edits,
-            ttl_ms: renew.then_some(ttl),
-        },
-    ))
+    edits.push(0, |out| head.write(bands, out));
+    Ok(Write::Patch { edits, ttl_ms })
 }
 
 /// Where the format's version sits: right after the guard.
@@ -637,76 +573,4 @@ fn put_entry(out: &mut Vec<u8>, (t, total): (i64, i64)) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::layout::dec5;
-
-    fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
-        Check {
-            stored,
-            rules,
-            cost: 1,
-            now: 1_000,
-            clock: None,
-            writing: true,
-            exact: false,
-        }
-    }
-
-    /// A log of one admitted check under `rules`.
-    fn one_check(rules: &Rules) -> Vec<u8> {
-        let mut log = Vec::new();
-        let (_, write) = check(at(&log, rules)).unwrap();
-        write.apply(&mut log);
-        log
-    }
-
-    #[test]
-    fn a_previous_format_log_without_a_ring_is_damaged_not_a_panic() {
-        let rules = Rules::new(&[(5, 1_000)]);
-        // version 4, one rule, N = 3 units, capacity 0
-        let mut stored = vec![0u8; 60];
-        stored[0] = legacy::VERSION;
-        stored[1] = 2;
-        stored[6] = 3;
-        assert_eq!(check(at(&stored, &rules)).unwrap_err(), Damaged::Bytes);
-    }
-
-    #[test]
-    fn a_forged_ring_size_is_damaged_not_an_allocation() {
-        let rules = Rules::new(&[(5, 1_000)]);
-        let mut log = one_check(&rules);
-        // a ring of 2^40 - 1 entries, holding as many
-        let band = band_at(1, 0);
-        log[band..band + 5].copy_from_slice(&[0xff; 5]);
-        log[band + 10..band + 15].copy_from_slice(&[0xff; 5]);
-        assert_eq!(check(at(&log, &rules)).unwrap_err(), Damaged::Bytes);
-        // other rules: the same log is rebuilt, and refused as well
-        let other = Rules::new(&[(5, 2_000)]);
-        assert_eq!(check(at(&log, &other)).unwrap_err(), Damaged::Bytes);
-    }
-
-    #[test]
-    fn a_log_of_a_newer_format_is_refused_by_name() {
-        let rules = Rules::new(&[(5, 1_000)]);
-        let mut log = one_check(&rules);
-        log[GUARD_LEN] = VERSION + 1;
-        let err = check(at(&log, &rules)).unwrap_err();
-        assert_eq!(err, Damaged::Newer(VERSION + 1));
-        assert!(err.to_string().contains("newer release"), "{err}");
-    }
-
-    #[test]
-    fn the_previous_release_reads_this_format_as_damaged() {
-        // what a release of format 4 reads: a log of no rules (byte 1), N
-        // units (bytes 2..7) and a ring of capacity C (bytes 7..12) whose
-        // unit number N - C lies past the string's end
-        let rules = Rules::new(&[(5, 1_000)]);
-        let log = one_check(&rules);
-        assert_eq!(log[0], legacy::VERSION);
-        assert_eq!(log[1], 0);
-        let (n, cap) = (dec5(&log, 2).unwrap(), dec5(&log, 7).unwrap());
-        assert!(cap > 0 && n > cap);
-        assert!(29 + ((n - cap) % cap) as usize * 5 > log.len() + (1 << 30));
-    }
-}
+mod tests;

@@ -174,9 +174,8 @@ class RateLimitMiddleware:
         if decision is not None:
             scope["ratekeeper.decision"] = decision
         ending = verdict.ending
+        log_verdict(self.log_level, verdict)
         if ending != "pass":
-            if ending == "deny":
-                log_verdict(self.log_level, verdict)
             await self.refuse(scope, receive, send, decision, verdict.answer, ending == "deny")
             return
         if scope["type"] == "http":

@@ -46,7 +46,9 @@ def log_denial(
 
 
 def log_verdict(level: Optional[Union[int, str]], verdict: Verdict) -> None:
-    """A denial's line, as the gate wrote it, on the `ratekeeper.denials` logger."""
+    """A denial's line, as the gate wrote it, on the `ratekeeper.denials`
+    logger (and the line of what a throttle in shadow mode let through,
+    which ends ``shadow=true``); nothing when the verdict has none."""
     line = verdict.log
     number = _level(level) if line is not None else None
     if line is not None and number is not None:

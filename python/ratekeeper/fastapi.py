@@ -193,9 +193,8 @@ async def _decide(gate: Gate, request: Request, response: Response, cost: int,
         return None
     request.state.ratekeeper = decision
     answer = verdict.answer
+    log_verdict(log_level, verdict)
     if answer.status is not None:
-        if verdict.ending == "deny":
-            log_verdict(log_level, verdict)
         raise RateLimited(decision, answer)
     for header, value in answer.headers.items():
         response.headers[header] = value

@@ -134,10 +134,9 @@ class RateLimitMiddleware:
         if verdict.decision is not None:
             environ["ratekeeper.decision"] = verdict.decision
         answer = verdict.answer
-        if verdict.ending == "deny":
-            log_verdict(self.log_level, verdict)
-            if self.responder is not None:
-                return self.responder(environ, start_response, verdict.decision)
+        log_verdict(self.log_level, verdict)
+        if verdict.ending == "deny" and self.responder is not None:
+            return self.responder(environ, start_response, verdict.decision)
         if answer.status is not None:
             return self.render(answer, start_response)
         extra = list(answer.headers.items())

@@ -134,6 +134,23 @@ def test_a_path_rule_applies_to_any_http_method_it_names(settings_override):
         assert c.get("/dav/x")["X-RateLimit-Limit"] != "2", "GET is not under the PROPFIND rule"
 
 
+def test_a_path_rule_in_shadow_mode_logs_what_it_would_deny_and_denies_nothing(settings_override, caplog):
+    """A PATHS entry with "shadow": True is tried in production: it counts,
+    its denials are logged (shadow=true) and let through with none of its
+    headers; the default rules still refuse."""
+    paths = [{"path": "/", "rules": "1/minute", "key": "ip", "scope": "trial", "shadow": True}]
+    with override_settings(RATEKEEPER=dict(settings_override, PATHS=paths, RULES="3/minute")):
+        c = client("198.18.0.10")
+        with caplog.at_level("INFO", logger="ratekeeper.denials"):
+            answers = [c.get("/") for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 429]
+        assert [a["X-RateLimit-Limit"] for a in answers[:3]] == ["3", "3", "3"], "never the trial's limit"
+        lines = [r.getMessage() for r in caplog.records if r.name == "ratekeeper.denials"]
+        assert [line.endswith(" shadow=true") for line in lines] == [True, True, False], lines
+        assert all('scope="trial"' in line for line in lines[:2]), lines
+        assert get_config().limiters()["trial"].stats["denied"] >= 2, "counted as the denials it would make"
+
+
 def test_raise_mode_raises_ratelimited(settings_override):
     from django.http import HttpResponse
     from django.test import RequestFactory
@@ -211,6 +228,7 @@ def test_disabled_limits_nothing(settings_override):
         ({"PATHS": [{"path": "/x"}]}, "PATHS"),
         ({"PATHS": [{"path": "/x", "rules": "1/s", "methods": ["GE T"]}]}, "'GE T' is not an HTTP method"),
         ({"VIEWS": {"demo.views.login": {"rules": "1/s", "methods": ["GET\r\n"]}}}, "is not an HTTP method"),
+        ({"PATHS": [{"path": "/x", "rules": "1/s", "shadow": "yes"}]}, "expected a boolean"),
         ({"STATUS": 200}, "STATUS"),
         ({"TIERS": {"free": "1/fortnight"}}, "fortnight"),
         ({"RESPONDER": "no.such.module"}, "no.such.module"),

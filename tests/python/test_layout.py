@@ -25,7 +25,9 @@ def listed_order() -> list:
 
 def uses(module: str) -> set:
     root = CORE / module
-    files = sorted(root.rglob("*.rs")) if root.is_dir() else [CORE / f"{module}.rs"]
+    # a module is its file, its folder, or both (`net.rs` and its `net/tests.rs`)
+    files = sorted(root.rglob("*.rs")) if root.is_dir() else []
+    files += [path for path in [CORE / f"{module}.rs"] if path.exists()]
     found = set()
     for path in files:
         if path.name == "tests.rs":

@@ -469,3 +469,35 @@ def test_the_command_line_acts_on_a_denied_key_by_the_tag_top_shows(site):
         assert code == 0, err
     assert blocked() == 0 and admin(site).entries() == []
     assert cli(site, "block", "--tag", "{not a stored form}")[0] == 2
+
+
+def test_every_way_through_the_gate_has_its_reason(redis_url):
+    """`verdict.reason` names how each request ends, and the entry or
+    throttle it ends by: what every door matches on once."""
+    prefix = unique_prefix()
+    gate = ratekeeper.Gate({
+        "store": {"url": redis_url, "prefix": prefix, "policy_refresh": 0.1},
+        "exempt_paths": ["/static"],
+        "safelist": [{"name": "up", "paths": ["^/up$"]}],
+        "blocklist": [{"name": "admin", "paths": ["^/admin"]}],
+        "fail2ban": [{"name": "php", "paths": [r"\.php$"], "maxretry": 2, "findtime": 60, "bantime": 60}],
+        "throttle": [{"scope": "trial", "rules": "1/minute", "key": "ip", "paths": ["/trial"], "shadow": True},
+                     {"scope": "ip", "rules": "2/minute", "key": "ip"}],
+    })
+
+    def ask(path, peer="203.0.113.70"):
+        v = gate.decide("GET", path, "example.com", peer, {})
+        return v.reason, v.ending, v.safelist, v.blocklist, v.ban, v.banned, v.shadow
+
+    assert ask("/static/a.css") == ("exempt", "pass", None, None, None, False, None)
+    assert ask("/up") == ("safelisted", "pass", "up", None, None, False, None)
+    assert ask("/admin") == ("blocked", "block", None, "admin", None, False, None)
+    assert ask("/x.php") == ("banned", "block", None, None, "php", False, None)
+    assert ask("/y.php") == ("banned", "block", None, None, "php", True, None)
+    assert ask("/trial", "203.0.113.71") == ("admitted", "pass", None, None, None, False, None)
+    assert ask("/trial", "203.0.113.71") == ("shadowed", "pass", None, None, None, False, "trial")
+    assert ask("/trial", "203.0.113.71") == ("throttled", "deny", None, None, None, False, None)
+    ratekeeper.Admin(redis_url, prefix=prefix).block("203.0.113.72", ttl=60)
+    time.sleep(0.25)  # past policy_refresh
+    assert ask("/", "203.0.113.72")[:3] == ("blocked", "block", None), "a listed address: no entry of the policy"
+    assert "reason='admitted'" in repr(gate.decide("GET", "/", "example.com", "203.0.113.73", {}))

@@ -119,6 +119,34 @@ class TestRack < Minitest::Test
     ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
   end
 
+  def test_a_throttle_in_shadow_mode_is_logged_and_reported_but_refuses_nothing
+    require "active_support/notifications"
+    events = []
+    subscriber = ActiveSupport::Notifications.subscribe(/ratekeeper/) { |name, *, payload| events << [name, payload[:name]] }
+    logged = StringIO.new
+    Ratekeeper.logger = Logger.new(logged)
+    mw = Ratekeeper::Rack::Middleware.new(HELLO, store: redis_url, prefix: unique_prefix) do |rk|
+      rk.throttle "trial", rules: "1/minute", shadow: true
+      rk.throttle "enforced", rules: "3/minute"
+    end
+    answers = Array.new(4) { mw.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.3")) }
+    assert_equal [200, 200, 200, 429], answers.map(&:first)
+    assert_equal %w[3 3 3], answers.first(3).map { |_, headers, _| headers["X-RateLimit-Limit"] }, "never the trial's"
+    assert_equal [["shadow.ratekeeper", "trial"], ["shadow.ratekeeper", "trial"], ["throttle.ratekeeper", "enforced"]], events
+    lines = logged.string.lines.grep(/rate_limited/)
+    assert_equal [true, true, false], lines.map { |line| line.include?('scope="trial"') && line.strip.end_with?("shadow=true") }
+    gate = Ratekeeper::Gate.new({ "throttle" => [{ "scope" => "trial", "rules" => "1/minute", "key" => "ip", "shadow" => true }] })
+    verdicts = Array.new(2) { gate.decide(method: "GET", path: "/", host: "example.com", peer: "192.0.2.4", headers: {}) }
+    assert_equal [%w[pass admitted], %w[pass shadowed]], verdicts.map { |v| [v.ending, v.reason] }
+    assert_equal [nil, "trial"], verdicts.map(&:shadow)
+    assert_raises(Ratekeeper::ConfigurationError) do
+      Ratekeeper::Rack::Middleware.new(HELLO) { |rk| rk.throttle "x", rules: "1/s", shadow: "yes" }
+    end
+  ensure
+    Ratekeeper.logger = nil
+    ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
+  end
+
   def test_bad_configuration_is_refused
     assert_raises(Ratekeeper::ConfigurationError) do
       Ratekeeper::Rack::Middleware.new(HELLO) { |rk| rk.throttle "x", rules: "5/fortnight" }

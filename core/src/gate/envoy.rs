@@ -21,7 +21,7 @@
 //! descriptors select.
 
 use super::source::{decoded_path, Client, Facts, Head};
-use super::{Gate, Plan, Selected, Step, Verdict};
+use super::{Gate, Plan, Reason, Selected, Step, Verdict};
 
 /// One descriptor: its entries, and its own cost if it gives one.
 #[derive(Debug, Clone, Default)]
@@ -107,7 +107,7 @@ impl Gate {
             },
             None => {
                 if !self.spec.enabled || !self.warden.clock().limiting() {
-                    return Step::Done(Box::new(Verdict::unmarked()));
+                    return Step::Done(Box::new(Verdict::unmarked(Reason::Exempt)));
                 }
                 let client = (!facts.peer().is_empty())
                     .then(|| Client::of(&facts, &self.spec.proxies))

@@ -32,12 +32,13 @@ mod verdict;
 
 pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
 pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
-pub use verdict::{Checked, Ending, Verdict};
+pub use verdict::{Checked, Ending, Named, Reason, Verdict};
 
 use crate::decision::Decision;
 use crate::error::Result;
 use crate::http::Answer;
 use crate::limiter::{BatchItem, Limiter, Listed, Offender, Warden};
+use crate::policy::List;
 use crate::settings::Settings;
 use std::sync::Arc;
 
@@ -193,23 +194,21 @@ impl Gate {
                 .exempt_call
                 .is_some_and(|i| facts.call(i).is_some());
         if !self.spec.enabled || !self.warden.clock().limiting() || exempt {
-            return Err(Box::new(Verdict::unmarked()));
+            return Err(Box::new(Verdict::unmarked(Reason::Exempt)));
         }
         let named = |when: &RequestMatch| {
             when.matches_request(facts.method(), facts.path())
                 && when.matcher.is_none_or(|i| facts.call(i).is_some())
         };
         if let Some(i) = self.spec.safelists.iter().position(|l| named(&l.when)) {
-            return Err(Box::new(Verdict {
-                safelist: Some(i),
-                ..Verdict::unmarked()
-            }));
+            return Err(Box::new(Verdict::unmarked(Reason::Safelisted(Some(i)))));
         }
         if let Some(i) = self.spec.blocklists.iter().position(|l| named(&l.when)) {
-            return Err(Box::new(Verdict {
-                blocklist: Some(i),
-                ..Verdict::blocked(&self.spec.responses, None)
-            }));
+            return Err(Box::new(Verdict::blocked(
+                Reason::Blocked(Some(i)),
+                &self.spec.responses,
+                None,
+            )));
         }
         let client = Client::of(facts, &self.spec.proxies);
         // the throttles that apply (each asked once: a door's predicate may be a callable)
@@ -269,11 +268,43 @@ impl Gate {
     fn screened(&self, listed: Option<Listed>, shown: Option<usize>) -> Option<Verdict> {
         let listed = listed?;
         let decision = shown.map(|i| listed.decision(self.throttles[i].rules()));
-        Some(if listed.allowed() {
-            Verdict::pass(Answer::default(), decision)
-        } else {
-            Verdict::blocked(&self.spec.responses, decision)
+        Some(match (listed.list(), listed.allowed()) {
+            (List::Safe, _) => Verdict::pass(Reason::Safelisted(None), Answer::default(), decision),
+            (_, true) => Verdict::pass(Reason::Shadowed(shown), Answer::default(), decision),
+            (_, false) => Verdict::blocked(Reason::Blocked(None), &self.spec.responses, decision),
         })
+    }
+
+    /// The name of what `reason` names in the policy, for a door to show:
+    /// the safelist, blocklist, fail2ban or allow2ban entry, or the scope of
+    /// the throttle whose refusal shadow mode let through.
+    pub fn entry_name(&self, reason: Reason) -> Option<&str> {
+        match reason {
+            Reason::Safelisted(Some(i)) => Some(&self.spec.safelists[i].name),
+            Reason::Blocked(Some(i)) => Some(&self.spec.blocklists[i].name),
+            Reason::Banned { ban, .. } => Some(&self.spec.bans[ban].rule.name),
+            Reason::Shadowed(Some(i)) => Some(&self.spec.throttles[i].scope),
+            _ => None,
+        }
+    }
+
+    /// The scopes of the policy's throttles, in order.
+    pub fn scopes(&self) -> Vec<String> {
+        self.spec
+            .throttles
+            .iter()
+            .map(|t| t.scope.clone())
+            .collect()
+    }
+
+    /// The names this gate's policy gives a verdict's parts, for a door to show.
+    pub fn named(&self, verdict: &Verdict) -> Named {
+        let scope = |i: usize| self.spec.throttles[i].scope.clone();
+        Named {
+            scope: verdict.throttle.map(scope),
+            entry: self.entry_name(verdict.reason).map(str::to_owned),
+            scopes: verdict.checked.iter().map(|c| scope(c.throttle)).collect(),
+        }
     }
 
     /// The client `facts` come from, by the policy's trusted proxies.
@@ -335,7 +366,7 @@ impl Gate {
                 }
             }
             if plan.checks.is_empty() {
-                return Ok(Verdict::unmarked());
+                return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
             Ok(self.conclude(plan, decisions))
@@ -364,7 +395,7 @@ impl Gate {
                 }
             }
             if plan.checks.is_empty() {
-                return Ok(Verdict::unmarked());
+                return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
             Ok(self.conclude(plan, decisions))
@@ -374,10 +405,12 @@ impl Gate {
 
     /// The verdict of ban `i`'s strike, when it ends the request.
     fn struck(&self, i: usize, banned: bool) -> Option<Verdict> {
-        (banned || !self.spec.bans[i].allow).then(|| Verdict {
-            ban: Some(i),
-            banned,
-            ..Verdict::blocked(&self.spec.responses, None)
+        (banned || !self.spec.bans[i].allow).then(|| {
+            Verdict::blocked(
+                Reason::Banned { ban: i, banned },
+                &self.spec.responses,
+                None,
+            )
         })
     }
 
@@ -392,7 +425,10 @@ impl Gate {
             .collect()
     }
 
-    /// The verdict from the throttles' decisions, in order.
+    /// The verdict from the throttles' decisions, in order. A shadow
+    /// throttle's decision is taken in shadow mode: what it would refuse is
+    /// reported (the verdict's reason, when nothing else refuses the
+    /// request) and logged, never answered, and it shows no headers.
     fn conclude(&self, plan: Plan, decisions: Vec<Decision>) -> Verdict {
         let responses = &self.spec.responses;
         let checked: Vec<Checked> = plan
@@ -402,8 +438,12 @@ impl Gate {
             .map(|(s, decision)| Checked {
                 throttle: s.throttle,
                 origin: s.origin,
+                decision: if self.spec.throttles[s.throttle].shadow {
+                    decision.shadow()
+                } else {
+                    decision
+                },
                 key: s.key,
-                decision,
             })
             .collect();
         let warnings = checked
@@ -412,12 +452,25 @@ impl Gate {
             .collect();
         let mut verdict = Verdict {
             warnings,
-            ..Verdict::unmarked()
+            ..Verdict::unmarked(Reason::Admitted)
+        };
+        let log = |c: &Checked| {
+            let scope = &self.spec.throttles[c.throttle].scope;
+            (self.spec.log_denials)
+                .then(|| responses.denial_log(&c.decision, scope, &c.key, &plan.method, &plan.path))
         };
         let mut shown: Option<&Checked> = None;
+        let mut shadowed: Option<&Checked> = None;
         for c in &checked {
             let decision = &c.decision;
+            if self.spec.throttles[c.throttle].shadow {
+                if decision.shadowed() && shadowed.is_none() {
+                    shadowed = Some(c);
+                }
+                continue;
+            }
             if decision.is_listed() || !decision.allowed() {
+                verdict.reason = Reason::of(decision, c.throttle);
                 verdict.decision = Some(decision.clone());
                 verdict.throttle = Some(c.throttle);
                 if decision.is_listed() {
@@ -426,12 +479,9 @@ impl Gate {
                         verdict.answer = responses.blocked();
                     }
                 } else {
-                    let scope = &self.spec.throttles[c.throttle].scope;
                     verdict.ending = Ending::Deny;
                     verdict.answer = responses.answer(decision);
-                    verdict.log = self.spec.log_denials.then(|| {
-                        responses.denial_log(decision, scope, &c.key, &plan.method, &plan.path)
-                    });
+                    verdict.log = log(c);
                 }
                 verdict.checked = checked;
                 return verdict;
@@ -443,9 +493,14 @@ impl Gate {
             }
         }
         if let Some(s) = shown {
+            verdict.reason = Reason::of(&s.decision, s.throttle);
             verdict.answer.headers = responses.pass_headers(&s.decision);
             verdict.decision = Some(s.decision.clone());
             verdict.throttle = Some(s.throttle);
+        }
+        if let Some(c) = shadowed {
+            verdict.reason = Reason::Shadowed(Some(c.throttle));
+            verdict.log = log(c).map(|line| line.shadowed());
         }
         verdict.checked = checked;
         verdict

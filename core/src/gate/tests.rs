@@ -105,7 +105,16 @@ fn a_fail2ban_request_is_refused_and_bans_the_client() {
         "[[fail2ban]]\nname = \"php\"\npaths = ['\\.php$']\nmaxretry = 2\nfindtime = 60\nbantime = 600\n",
     );
     let v = gate.decide(&get("/x.php")).unwrap();
-    assert_eq!((v.ending, v.ban), (Ending::Block, Some(0)));
+    assert_eq!(
+        (v.ending, v.reason),
+        (
+            Ending::Block,
+            Reason::Banned {
+                ban: 0,
+                banned: false
+            }
+        )
+    );
     assert_eq!(v.answer.status, Some(403));
     assert_eq!(gate.decide(&get("/")).unwrap().ending, Ending::Pass);
     gate.decide(&get("/y.php")).unwrap();
@@ -392,7 +401,7 @@ fn an_envoy_request_that_gives_its_path_meets_the_whole_policy() {
         "the quota an HTTP door counts"
     );
     let v = run(gate.prepare_envoy("edge", &described("GET", "/admin/x"), 0));
-    assert_eq!((v.ending, v.blocklist), (Ending::Block, Some(0)));
+    assert_eq!((v.ending, v.blocklist()), (Ending::Block, Some(0)));
     let v = run(gate.prepare_envoy("edge", &described("GET", "/health"), 0));
     assert_eq!((v.ending, v.checked.len()), (Ending::Pass, 0), "exempt");
 }
@@ -423,17 +432,17 @@ fn safelists_and_blocklists_name_requests_before_anything_else() {
     for _ in 0..5 {
         let v = gate.decide(&get("/up")).unwrap();
         assert_eq!(
-            (v.ending, v.safelist, v.checked.len()),
-            (Ending::Pass, Some(0), 0)
+            (v.ending, v.reason, v.checked.len()),
+            (Ending::Pass, Reason::Safelisted(Some(0)), 0)
         );
     }
     let v = gate.decide(&get("/x.php")).unwrap();
     assert_eq!(
-        (v.ending, v.blocklist, v.answer.status),
-        (Ending::Block, Some(0), Some(403))
+        (v.ending, v.reason, v.answer.status),
+        (Ending::Block, Reason::Blocked(Some(0)), Some(403))
     );
     let post = request("POST", "/x.php", "");
-    assert_eq!(gate.decide(&post).unwrap().blocklist, None, "GET only");
+    assert_eq!(gate.decide(&post).unwrap().blocklist(), None, "GET only");
     assert!(Spec::parse("[[safelist]]\nname = \"x\"\n")
         .unwrap_err()
         .to_string()
@@ -486,4 +495,82 @@ fn a_listed_clients_decision_shows_the_first_throttle_that_applies() {
     );
     let v = only_api.decide(&get("/api/x")).unwrap();
     assert_eq!(v.decision.expect("api applies").binding_state().limit, 9);
+}
+
+#[test]
+fn a_shadow_throttle_counts_reports_and_logs_but_never_refuses() {
+    let gate = gate(
+        r#"
+[[throttle]]
+scope = "trial"
+rules = "2/minute"
+key = "ip"
+shadow = true
+[[throttle]]
+scope = "enforced"
+rules = "4/minute"
+key = "ip"
+"#,
+    );
+    let reasons: Vec<Reason> = (0..5)
+        .map(|_| gate.decide(&get("/")).unwrap())
+        .map(|v| {
+            if v.reason == Reason::Shadowed(Some(0)) {
+                // let through, logged as a shadow denial, none of its headers shown
+                assert_eq!(v.ending, Ending::Pass);
+                assert_eq!(v.answer.status, None);
+                let line = v.log.as_ref().expect("logged");
+                assert!(
+                    line.text.starts_with("rate_limited scope=\"trial\""),
+                    "{}",
+                    line.text
+                );
+                assert!(line.text.ends_with(" shadow=true"), "{}", line.text);
+                assert_eq!(v.throttle, Some(1), "the enforced throttle's headers");
+                assert!(v.checked[0].decision.shadowed());
+            }
+            v.reason
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            Reason::Admitted,
+            Reason::Admitted,
+            Reason::Shadowed(Some(0)),
+            Reason::Shadowed(Some(0)),
+            Reason::Throttled(1),
+        ],
+        "the trial throttle refuses nothing; the enforced one still does"
+    );
+    let limiters = gate.limiters();
+    assert_eq!(
+        limiters[0].stats().denied,
+        3,
+        "counted as the denials they would be (the last request's too)"
+    );
+    assert!(Spec::parse(
+        "[[throttle]]\nscope = \"a\"\nrules = \"1/s\"\nkey = \"ip\"\nshadow = \"yes\"\n"
+    )
+    .unwrap_err()
+    .to_string()
+    .contains(
+        "shadow = \"yes\"\n  |          ^^^^^\ninvalid type: string \"yes\", expected a boolean"
+    ));
+}
+
+#[test]
+fn every_way_through_the_gate_names_its_reason() {
+    let gate = gate(&format!(
+        "exempt_paths = [\"/static\"]\n[[safelist]]\nname = \"up\"\npaths = [\"^/up$\"]\n{LAYERED}"
+    ));
+    assert_eq!(
+        gate.decide(&get("/static/a.css")).unwrap().reason,
+        Reason::Exempt
+    );
+    assert_eq!(gate.decide(&get("/up")).unwrap().safelist(), Some(0));
+    let reasons: Vec<&str> = (0..4)
+        .map(|_| gate.decide(&get("/")).unwrap().reason.name())
+        .collect();
+    assert_eq!(reasons, ["admitted", "admitted", "admitted", "throttled"]);
 }

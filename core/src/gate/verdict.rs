@@ -26,6 +26,74 @@ impl Ending {
     }
 }
 
+/// Why a request ends as it does: the one thing a door matches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Every throttle that applied admitted it (or none applied).
+    Admitted,
+    /// The policy is switched off, or the path or the door's predicate is
+    /// exempt: never limited, unmarked.
+    Exempt,
+    /// A safelist entry of the policy (its index) named the request, or
+    /// (`None`) the store lists the client or the key as safe.
+    Safelisted(Option<usize>),
+    /// A blocklist entry of the policy (its index) named the request, or
+    /// (`None`) the store lists the client or the key as blocked.
+    Blocked(Option<usize>),
+    /// A fail2ban or allow2ban entry refused the request.
+    Banned {
+        /// The entry's index.
+        ban: usize,
+        /// Whether this request's strike banned the client.
+        banned: bool,
+    },
+    /// This throttle (its index) denied the request.
+    Throttled(usize),
+    /// The store failed, and this throttle's `on_error` decided.
+    Degraded(usize),
+    /// The request would have been refused, but shadow mode let it through
+    /// (a throttle's own `shadow = true`, or the operator's switch): counted,
+    /// reported and logged, never refused. The throttle (its index) that
+    /// would have refused it; none for a listed client address the
+    /// operator's switch let through before any throttle was asked.
+    Shadowed(Option<usize>),
+}
+
+impl Reason {
+    /// Its name as the bindings give it: `admitted`, `exempt`, `safelisted`,
+    /// `blocked`, `banned`, `throttled`, `degraded` or `shadowed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Admitted => "admitted",
+            Reason::Exempt => "exempt",
+            Reason::Safelisted(_) => "safelisted",
+            Reason::Blocked(_) => "blocked",
+            Reason::Banned { .. } => "banned",
+            Reason::Throttled(_) => "throttled",
+            Reason::Degraded(_) => "degraded",
+            Reason::Shadowed(_) => "shadowed",
+        }
+    }
+
+    /// The reason a throttle's decision gives (a listing, a fallback, shadow
+    /// mode, a denial or an admission).
+    pub(super) fn of(decision: &Decision, throttle: usize) -> Reason {
+        if decision.shadowed() {
+            Reason::Shadowed(Some(throttle))
+        } else if decision.degraded() {
+            Reason::Degraded(throttle)
+        } else if decision.safelisted() {
+            Reason::Safelisted(None)
+        } else if decision.blocked() {
+            Reason::Blocked(None)
+        } else if decision.allowed() {
+            Reason::Admitted
+        } else {
+            Reason::Throttled(throttle)
+        }
+    }
+}
+
 /// One check the gate made: the throttle, and where the check came from
 /// (the throttle's index for an HTTP door, the descriptor's for Envoy).
 #[derive(Debug, Clone)]
@@ -40,11 +108,25 @@ pub struct Checked {
     pub decision: Decision,
 }
 
+/// The names a gate's policy gives a verdict's parts ([`super::Gate::named`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The scope of the throttle whose decision the verdict shows.
+    pub scope: Option<String>,
+    /// The name of what its reason names: a list or ban entry, or the
+    /// throttle whose refusal shadow mode let through.
+    pub entry: Option<String>,
+    /// The scope of each check's throttle, in order.
+    pub scopes: Vec<String>,
+}
+
 /// What the gate decided of a request, ready for a door to render.
 #[derive(Debug, Clone)]
 pub struct Verdict {
     /// How the request ends.
     pub ending: Ending,
+    /// Why.
+    pub reason: Reason,
     /// The answer: for a pass, no status and the headers to add to the
     /// application's response; else the status, headers and body to send.
     pub answer: Answer,
@@ -53,14 +135,6 @@ pub struct Verdict {
     pub decision: Option<Decision>,
     /// The index of the throttle whose decision that is.
     pub throttle: Option<usize>,
-    /// The index of the safelist entry that let the request through.
-    pub safelist: Option<usize>,
-    /// The index of the blocklist entry that refused the request.
-    pub blocklist: Option<usize>,
-    /// The index of the fail2ban or allow2ban entry that refused the request.
-    pub ban: Option<usize>,
-    /// Whether that entry's strike banned the client.
-    pub banned: bool,
     /// The denial's log line, when denials are logged.
     pub log: Option<DenialLog>,
     /// Every check made, in order.
@@ -70,30 +144,56 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub(super) fn pass(answer: Answer, decision: Option<Decision>) -> Verdict {
+    pub(super) fn pass(reason: Reason, answer: Answer, decision: Option<Decision>) -> Verdict {
         Verdict {
             ending: Ending::Pass,
+            reason,
             answer,
             decision,
             throttle: None,
-            safelist: None,
-            blocklist: None,
-            ban: None,
-            banned: false,
             log: None,
             checked: Vec::new(),
             warnings: Vec::new(),
         }
     }
 
-    pub(super) fn unmarked() -> Verdict {
-        Verdict::pass(Answer::default(), None)
+    pub(super) fn unmarked(reason: Reason) -> Verdict {
+        Verdict::pass(reason, Answer::default(), None)
     }
 
-    pub(super) fn blocked(responses: &Responses, decision: Option<Decision>) -> Verdict {
+    pub(super) fn blocked(
+        reason: Reason,
+        responses: &Responses,
+        decision: Option<Decision>,
+    ) -> Verdict {
         Verdict {
             ending: Ending::Block,
-            ..Verdict::pass(responses.blocked(), decision)
+            ..Verdict::pass(reason, responses.blocked(), decision)
+        }
+    }
+
+    /// The index of the policy's safelist entry that let the request through.
+    pub fn safelist(&self) -> Option<usize> {
+        match self.reason {
+            Reason::Safelisted(entry) => entry,
+            _ => None,
+        }
+    }
+
+    /// The index of the policy's blocklist entry that refused the request.
+    pub fn blocklist(&self) -> Option<usize> {
+        match self.reason {
+            Reason::Blocked(entry) => entry,
+            _ => None,
+        }
+    }
+
+    /// The index of the fail2ban or allow2ban entry that refused the
+    /// request, and whether its strike banned the client.
+    pub fn ban(&self) -> Option<(usize, bool)> {
+        match self.reason {
+            Reason::Banned { ban, banned } => Some((ban, banned)),
+            _ => None,
         }
     }
 }

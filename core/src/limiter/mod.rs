@@ -18,7 +18,7 @@ pub use batch::{check_batch, BatchItem};
 pub use options::{cost_from, CheckOptions, Offender, OnError};
 pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_POLICY_REFRESH};
 pub use wait::Acquired;
-pub use warden::{Listed, Warden};
+pub use warden::{check_policy_refresh, Listed, Warden};
 
 use self::pipeline::denial_key;
 use crate::clock::Clock;

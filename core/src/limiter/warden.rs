@@ -36,6 +36,17 @@ pub struct Warden {
     pub(crate) read_records: bool,
 }
 
+/// `policy_refresh`, checked (here and nowhere else): 0.1 to 60 seconds.
+pub fn check_policy_refresh(refresh: Duration) -> Result<Duration> {
+    if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
+        return Err(Error::config(format!(
+            "invalid policy_refresh {}: give 0.1 to 60 seconds",
+            crate::error::shown(refresh.as_secs_f64())
+        )));
+    }
+    Ok(refresh)
+}
+
 /// How the address lists judge a client address: what [`Warden::screen`] found.
 #[derive(Debug, Clone)]
 pub struct Listed {
@@ -101,13 +112,7 @@ impl Warden {
     /// This warden reading the shared policies again every `refresh` (0.1
     /// to 60 seconds).
     pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Warden> {
-        if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
-            return Err(Error::config(format!(
-                "invalid policy_refresh {}: give 0.1 to 60 seconds",
-                crate::error::shown(refresh.as_secs_f64())
-            )));
-        }
-        self.shared = policies(refresh);
+        self.shared = policies(check_policy_refresh(refresh)?);
         Ok(self)
     }
 

@@ -296,6 +296,27 @@ pub trait AsyncPolicyStore: Send + Sync {
 /// breaker opens, is still answered in a fraction of a second.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// `pool_size`, checked (here and nowhere else): 1 to 1024 connections.
+pub fn check_pool_size(n: i128) -> Result<u32> {
+    if (1..=1024).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(Error::config(format!(
+            "invalid pool_size {n}: give 1 to 1024"
+        )))
+    }
+}
+
+/// `max_keys`, checked (here and nowhere else): at least 1.
+pub fn check_max_keys(n: i128) -> Result<usize> {
+    if n < 1 {
+        return Err(Error::config(format!(
+            "invalid max_keys {n}: give at least 1"
+        )));
+    }
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
 /// Options that shape a store; the defaults suit a web app.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -340,15 +361,8 @@ impl StoreOptions {
                 )));
             }
         }
-        if self.pool_size == 0 || self.pool_size > 1024 {
-            return Err(Error::config(format!(
-                "invalid pool_size {}: give 1 to 1024",
-                self.pool_size
-            )));
-        }
-        if self.max_keys == 0 {
-            return Err(Error::config("invalid max_keys 0: give at least 1"));
-        }
+        check_pool_size(i128::from(self.pool_size))?;
+        check_max_keys(self.max_keys as i128)?;
         Ok(())
     }
 }

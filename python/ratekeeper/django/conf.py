@@ -121,6 +121,9 @@ class Policy:
     rules: Any
     key: KeyFunc
     methods: Optional[frozenset] = None
+    # shadow mode for this throttle alone: True counts, logs and reports
+    # what it would deny and lets it through (the core checks the value)
+    shadow: Any = None
 
 
 @dataclass
@@ -217,7 +220,8 @@ class Config:
         return gate
 
     def policy(
-        self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None, named: bool = True
+        self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None, named: bool = True,
+        shadow: Any = None,
     ) -> Policy:
         """A policy from raw setting values; raises ConfigurationError naming
         the scope (unless `named` is False: the caller names the setting)."""
@@ -229,7 +233,7 @@ class Config:
         except (ConfigurationError, TypeError) as exc:
             raise ConfigurationError(f"{scope}: {exc}" if named else str(exc)) from None
         key_func = key_function(self.default_key if key is None else key, self.proxies)
-        return Policy(scope, rules, key_func, _methods(scope, methods))
+        return Policy(scope, rules, key_func, _methods(scope, methods), shadow)
 
     def is_exempt(self, path: str) -> bool:
         """Whether the path starts with one of EXEMPT_PATHS."""
@@ -243,6 +247,8 @@ class Config:
                    "key": policy_key(policy.key), **more}
             if policy.methods is not None:
                 out["methods"] = sorted(policy.methods)
+            if policy.shadow is not None:
+                out["shadow"] = policy.shadow
             return out
 
         out = [entry(policy, paths=[prefix]) for prefix, policy in self.paths]
@@ -379,11 +385,12 @@ def build(raw: Any) -> Config:
         with _setting(scope, "rules"):
             if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
                 raise ConfigurationError("must be a dict with 'path' (str) and 'rules'")
-            extra = set(entry) - {"path", "rules", "key", "methods", "scope"}
+            extra = set(entry) - {"path", "rules", "key", "methods", "scope", "shadow"}
             if extra:
                 raise ConfigurationError(f"has unknown field(s) {sorted(extra)}")
             scope = _scope(entry["scope"]) if "scope" in entry else f"path:{entry['path']}"
-            policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"), named=False)
+            policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"), named=False,
+                                shadow=entry.get("shadow"))
         cfg.paths.append((entry["path"], policy))
     cfg.paths.sort(key=lambda item: -len(item[0]))
     views = raw.get("VIEWS", {})
@@ -395,7 +402,8 @@ def build(raw: Any) -> Config:
         with _setting(f"RATEKEEPER['VIEWS'][{name!r}]", "rules"):
             if isinstance(spec, dict):
                 scope = _scope(spec["scope"]) if "scope" in spec else scope
-                policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"), named=False)
+                policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"), named=False,
+                                    shadow=spec.get("shadow"))
             else:
                 policy = cfg.policy(scope, spec, None, named=False)
         cfg.views[name] = policy

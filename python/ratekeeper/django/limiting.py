@@ -73,8 +73,7 @@ def _noted(request: HttpRequest, config: Config, verdict: Verdict) -> bool:
         request.ratelimit = verdict.decision  # type: ignore[attr-defined]
     denied = verdict.ending == "deny"
     request.limited = getattr(request, "limited", False) or denied  # type: ignore[attr-defined]
-    if denied:
-        log_verdict(config.log_level, verdict)
+    log_verdict(config.log_level, verdict)
     return denied
 
 

@@ -287,12 +287,7 @@ impl Gate {
     /// The scopes of the policy's throttles, in order.
     #[getter]
     fn scopes(&self) -> Vec<String> {
-        self.inner
-            .spec()
-            .throttles
-            .iter()
-            .map(|t| t.scope.clone())
-            .collect()
+        self.inner.scopes()
     }
 
     /// `gate.with_policy(policy)`: a gate for another policy (a dict, as

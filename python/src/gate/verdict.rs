@@ -11,9 +11,8 @@ use ratekeeper_core as core;
 pub struct Verdict {
     inner: core::gate::Verdict,
     scope: Option<String>,
-    ban: Option<String>,
-    safelist: Option<String>,
-    blocklist: Option<String>,
+    /// The name of the list or ban entry the reason names.
+    entry: Option<String>,
     /// The scope of each check made, in order.
     scopes: Vec<String>,
 }
@@ -32,17 +31,11 @@ pub(super) fn verdict(
     for warning in &inner.warnings {
         logger()?.call_method1("warning", (warning.as_str(),))?;
     }
-    let spec = gate.spec();
+    let named = gate.named(&inner);
     Ok(Verdict {
-        scopes: inner
-            .checked
-            .iter()
-            .map(|c| spec.throttles[c.throttle].scope.clone())
-            .collect(),
-        scope: inner.throttle.map(|i| spec.throttles[i].scope.clone()),
-        ban: inner.ban.map(|i| spec.bans[i].rule.name.clone()),
-        safelist: inner.safelist.map(|i| spec.safelists[i].name.clone()),
-        blocklist: inner.blocklist.map(|i| spec.blocklists[i].name.clone()),
+        scope: named.scope,
+        entry: named.entry,
+        scopes: named.scopes,
         inner,
     })
 }
@@ -68,6 +61,13 @@ impl Verdict {
         self.inner.decision.clone().map(|inner| Decision { inner })
     }
 
+    /// Why the request ends as it does: "admitted", "exempt", "safelisted",
+    /// "blocked", "banned", "throttled", "degraded" or "shadowed".
+    #[getter]
+    fn reason(&self) -> &'static str {
+        self.inner.reason.name()
+    }
+
     /// The scope of the throttle that decision is of.
     #[getter]
     fn scope(&self) -> Option<String> {
@@ -77,25 +77,33 @@ impl Verdict {
     /// The name of the fail2ban or allow2ban entry that refused the request.
     #[getter]
     fn ban(&self) -> Option<String> {
-        self.ban.clone()
+        self.inner.ban().and(self.entry.clone())
+    }
+
+    /// The scope of the throttle whose refusal shadow mode let through.
+    #[getter]
+    fn shadow(&self) -> Option<String> {
+        matches!(self.inner.reason, core::gate::Reason::Shadowed(Some(_)))
+            .then(|| self.entry.clone())
+            .flatten()
     }
 
     /// Whether the ban's strike banned the client.
     #[getter]
     fn banned(&self) -> bool {
-        self.inner.banned
+        self.inner.ban().is_some_and(|(_, banned)| banned)
     }
 
     /// The name of the safelist entry that let the request through.
     #[getter]
     fn safelist(&self) -> Option<String> {
-        self.safelist.clone()
+        self.inner.safelist().and(self.entry.clone())
     }
 
     /// The name of the blocklist entry that refused the request.
     #[getter]
     fn blocklist(&self) -> Option<String> {
-        self.blocklist.clone()
+        self.inner.blocklist().and(self.entry.clone())
     }
 
     /// The denial's log line and its fields, when denials are logged.
@@ -133,8 +141,9 @@ impl Verdict {
 
     fn __repr__(&self) -> String {
         format!(
-            "Verdict('{}', status={:?}, scope={:?})",
+            "Verdict('{}', reason='{}', status={:?}, scope={:?})",
             self.inner.ending.name(),
+            self.inner.reason.name(),
             self.inner.answer.status,
             self.scope
         )

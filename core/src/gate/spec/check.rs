@@ -146,6 +146,7 @@ pub(super) fn throttle(
         headers: header_names("headers", &t.headers)?,
         matcher: matcher(t.matcher.as_deref(), callables)?,
         envoy,
+        shadow: t.shadow.unwrap_or(false),
     })
 }
 

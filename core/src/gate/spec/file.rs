@@ -68,6 +68,7 @@ pub(super) struct ThrottleFile {
     #[serde(rename = "match")]
     pub(super) matcher: Option<String>,
     pub(super) envoy: Option<EnvoyFile>,
+    pub(super) shadow: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

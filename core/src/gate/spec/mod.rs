@@ -133,6 +133,11 @@ pub struct ThrottleSpec {
     pub matcher: Option<usize>,
     /// How Envoy's descriptors select it, if they do.
     pub envoy: Option<EnvoySpec>,
+    /// Shadow mode for this throttle alone (`shadow = true`): it counts and
+    /// reports as any throttle does, and what it would refuse is logged
+    /// (`shadow=true`) and let through, with none of its headers: a new
+    /// throttle tried in production.
+    pub shadow: bool,
 }
 
 /// How an Envoy descriptor selects a throttle and names the key.

@@ -131,10 +131,13 @@ module Ratekeeper
       # +paths+ (prefixes) narrow which requests the throttle sees. +tiers+
       # names other rule sets; +tier+ (a callable taking the request) picks
       # one per request, and a tier stored for the key (Admin#set_tier) wins.
-      def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, &key)
+      # +shadow: true+: the throttle counts, logs and reports what it would
+      # deny, and lets it through (a new throttle tried in production).
+      def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect} is defined twice" if @throttles.any? { |t| t.name == name.to_s }
 
-        @throttles << Throttle.new(name, rules: rules, methods: methods, paths: paths, tiers: tiers, tier: tier, &key)
+        @throttles << Throttle.new(name, rules: rules, methods: methods, paths: paths, tiers: tiers, tier: tier,
+                                         shadow: shadow, &key)
         self
       end
 

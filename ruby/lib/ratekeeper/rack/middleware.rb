@@ -146,14 +146,17 @@ module Ratekeeper
                                body: ->(field) { request.field(field) })
         decision = verdict.decision
         env["ratekeeper.decision"] = decision if decision
-        return safelisted(request, verdict.safelist) if verdict.safelist
-        return refused(request, verdict, "blocklist", verdict.blocklist) if verdict.blocklist
-        return banned(request, verdict) if verdict.ban
-        return listed(env, request, verdict) if decision && (decision.blocked? || decision.safelisted?)
-        return throttled(env, request, verdict) if verdict.ending == "deny"
+        case verdict.reason
+        when "safelisted" then safelisted(request, verdict.safelist || "store", decision)
+        when "blocked" then refused(request, verdict, "blocklist", verdict.blocklist || "store", decision)
+        when "banned" then banned(request, verdict)
+        when "shadowed" then shadowed(env, request, verdict)
+        else
+          # throttled, or a store failure that on_error denies
+          return throttled(env, request, verdict) if verdict.ending == "deny"
 
-        status, headers, body = @app.call(env)
-        [status, with_headers(headers, verdict.answer.headers), body]
+          passed(env, verdict)
+        end
       end
 
       private
@@ -163,10 +166,16 @@ module Ratekeeper
         @names.fetch(scope, scope)
       end
 
-      def safelisted(request, rule)
+      def safelisted(request, rule, decision)
         count(:safelisted)
-        instrument("safelist", request, rule)
+        instrument("safelist", request, rule, decision)
         @app.call(request.env)
+      end
+
+      # On to the app, with the rate-limit headers of the throttle that has least left.
+      def passed(env, verdict)
+        status, headers, body = @app.call(env)
+        [status, with_headers(headers, verdict.answer.headers), body]
       end
 
       def refused(request, verdict, event, rule, decision = nil)
@@ -185,25 +194,28 @@ module Ratekeeper
         refused(request, verdict, "fail2ban", rule)
       end
 
-      # A listed client or key: 403 when blocked (not in shadow mode), else
-      # on to the app, unmarked.
-      def listed(env, request, verdict)
+      # What shadow mode let through: a throttle's own (+shadow: true+),
+      # logged and reported as "shadow", or a listed client or key under the
+      # operator's shadow switch, reported as blocked; on to the app either way.
+      def shadowed(env, request, verdict)
         decision = verdict.decision
-        if decision.safelisted?
-          count(:safelisted)
-          instrument("safelist", request, "store", decision)
+        if decision&.blocked?
+          count(:blocked)
+          instrument("blocklist", request, "store", decision)
           return @app.call(env)
         end
-        return refused(request, verdict, "blocklist", "store", decision) if verdict.ending == "block"
+        log(verdict)
+        instrument("shadow", request, name(verdict.shadow || verdict.scope.to_s), decision)
+        passed(env, verdict)
+      end
 
-        count(:blocked)
-        instrument("blocklist", request, "store", decision)
-        @app.call(env)
+      def log(verdict)
+        Ratekeeper.logger.public_send(@config.log_level, verdict.log) if @config.log_level && verdict.log
       end
 
       def throttled(env, request, verdict)
         throttle = name(verdict.scope)
-        Ratekeeper.logger.public_send(@config.log_level, verdict.log) if @config.log_level && verdict.log
+        log(verdict)
         env["ratekeeper.throttle"] = throttle
         instrument("throttle", request, throttle, verdict.decision)
         return @config.responder.call(env, verdict.decision) if @config.responder

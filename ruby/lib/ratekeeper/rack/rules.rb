@@ -66,11 +66,12 @@ module Ratekeeper
     # (default: the client IP); nil from the block lets a request through.
     # +methods+ and +paths+ (prefixes) narrow which requests it matches;
     # +tiers+ names other rule sets and +tier+ (a callable taking the request)
-    # picks one per request (a tier stored for the key wins).
+    # picks one per request (a tier stored for the key wins). +shadow: true+
+    # tries it in production: it counts and reports, and refuses nothing.
     class Throttle
       attr_reader :name, :rules, :tiers
 
-      def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, &key)
+      def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect}: tier must be callable" unless tier.nil? || tier.respond_to?(:call)
 
         Ratekeeper.parse_rules(rules) # a bad rule fails here, naming the text
@@ -80,6 +81,7 @@ module Ratekeeper
         @paths = paths && Array(paths).map(&:to_s)
         @tiers = tiers
         @tier = tier
+        @shadow = shadow
         @key = key
       end
 
@@ -93,6 +95,7 @@ module Ratekeeper
         entry["paths"] = @paths if @paths
         entry["tiers"] = @tiers.to_h { |tier, given| [tier.to_s, Throttle.rules_text(given)] } if @tiers
         entry["tier"] = @tier if @tier
+        entry["shadow"] = @shadow unless @shadow.nil? # (the core checks it is true or false)
         entry
       end
 
