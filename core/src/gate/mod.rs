@@ -213,7 +213,7 @@ impl Gate {
         let client = Client::of(facts, &self.spec.proxies);
         // the throttles that apply (each asked once: a door's predicate may be a callable)
         let applying: Vec<usize> = (self.spec.throttles.iter().enumerate())
-            .filter(|(_, t)| counted(t) && applies(t, facts))
+            .filter(|(_, t)| counted(t) && t.applies(facts))
             .map(|(i, _)| i)
             .collect();
         let shown = applying.first().copied();
@@ -239,7 +239,7 @@ impl Gate {
             let Some(source) = t.key.as_ref() else {
                 continue;
             };
-            let tier = tier_of(t, facts, &client, &self.spec.proxies);
+            let tier = t.tier_of(facts, &client, &self.spec.proxies);
             for key in source::values_of(source, facts, &client) {
                 checks.push(Selected {
                     throttle: i,
@@ -505,43 +505,6 @@ impl Gate {
         verdict.checked = checked;
         verdict
     }
-}
-
-/// Whether a throttle counts this request: its hosts, paths, methods,
-/// required headers and the door's predicate admit it.
-fn applies(t: &ThrottleSpec, facts: &dyn Facts) -> bool {
-    (t.hosts.is_empty()
-        || t.hosts
-            .iter()
-            .any(|h| source::host_matches(h, facts.host())))
-        && (t.paths.is_empty() || t.paths.iter().any(|p| facts.path().starts_with(p.as_str())))
-        && (t.methods.is_empty() || t.methods.iter().any(|m| m == facts.method()))
-        && t.headers.iter().all(|h| facts.header(h).is_some())
-        && t.matcher.is_none_or(|i| facts.call(i).is_some())
-}
-
-/// The tier a request names, when it is one of the throttle's tiers (a
-/// client may send any text: another is ignored). A tier read from the
-/// request (a header, a query field) is a claim, believed only when the
-/// peer is a trusted proxy, which set it (as `X-Forwarded-For` is): a
-/// client that connects itself is held to the main rules (or the tier the
-/// store keeps for its key). A callable's answer is the app's, believed.
-fn tier_of(
-    t: &ThrottleSpec,
-    facts: &dyn Facts,
-    client: &Client,
-    proxies: &crate::net::TrustedProxies,
-) -> Option<String> {
-    let source = t.tier.as_ref()?;
-    if !matches!(source, Source::Call(_)) && !proxies.trusts_peer(facts.peer()) {
-        return None;
-    }
-    let value = source::value_of(source, facts, client)?;
-    let name = String::from_utf8(value).ok()?;
-    t.tiers
-        .iter()
-        .any(|(tier, _)| *tier == name)
-        .then_some(name)
 }
 
 #[cfg(test)]

@@ -4,23 +4,34 @@
 //! problem is reported with where it is (`throttle[1] ("api")`) and what is
 //! wrong; a store URL is never quoted (it may hold a password).
 //!
-//! `file` holds the policy as written, `check` the checks of each part.
+//! Each kind of entry is a file of its own, holding it as written, its
+//! model and its checks: `throttle` (with its per-request step), `list`
+//! (safelists and blocklists) and `ban` (fail2ban and allow2ban); `file`
+//! holds the policy as written, which lists the kinds, and `values` the
+//! checks of the values every kind is made of.
 
-mod check;
+mod ban;
 mod file;
+mod list;
+mod throttle;
+mod values;
 
-pub use self::check::{address, header_name, method};
+pub use self::ban::BanSpec;
+pub use self::list::ListSpec;
+pub use self::throttle::{EnvoySpec, ThrottleSpec};
+pub use self::values::{address, header_name, method};
 
-use self::check::{ban, list, matcher, methods, path_prefix, patterns, store_settings, throttle};
+use self::ban::ban;
 use self::file::File;
+use self::list::list;
+use self::throttle::throttle;
+use self::values::{matcher, methods, path_prefix, patterns, store_settings};
 use super::source::Source;
 use crate::error::{Error, Result};
 use crate::http::{Responses, DEFAULT_BLOCKED_STATUS, DEFAULT_STATUS};
 use crate::limiter::Limiter;
 use crate::net::ClientPrefixes;
 use crate::net::TrustedProxies;
-use crate::policy::Fail2Ban;
-use crate::rule::RuleSet;
 use crate::settings::Settings;
 use regex::Regex;
 use std::net::SocketAddr;
@@ -95,72 +106,6 @@ impl RequestMatch {
             matcher: matcher(given_matcher, callables)?,
         })
     }
-}
-
-/// A safelist or blocklist entry: the requests it names.
-#[derive(Debug, Clone)]
-pub struct ListSpec {
-    /// Its name (in notifications and logs).
-    pub name: String,
-    /// The requests it names.
-    pub when: RequestMatch,
-}
-
-/// One throttle: which requests it counts, under which key, by which rules.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ThrottleSpec {
-    /// The scope its quotas are kept under: the name every door and
-    /// language shares a quota by.
-    pub scope: String,
-    /// Its rules.
-    pub rules: RuleSet,
-    /// Named rule sets a request (`tier`) or the store may select.
-    pub tiers: Vec<(String, RuleSet)>,
-    /// Where a request's tier name comes from.
-    pub tier: Option<Source>,
-    /// Where a request's key comes from; `None`: the throttle answers Envoy only.
-    pub key: Option<Source>,
-    /// Hosts it applies to (exact, or `*.example.com`); empty: any.
-    pub hosts: Vec<String>,
-    /// Path prefixes it applies to; empty: any.
-    pub paths: Vec<String>,
-    /// Methods it applies to (upper case); empty: any.
-    pub methods: Vec<String>,
-    /// Headers a request must carry for it to apply (lower case).
-    pub headers: Vec<String>,
-    /// A predicate the door holds (say "the request resolves to this
-    /// view"): it applies only when it is true.
-    pub matcher: Option<usize>,
-    /// How Envoy's descriptors select it, if they do.
-    pub envoy: Option<EnvoySpec>,
-    /// Shadow mode for this throttle alone (`shadow = true`): it counts and
-    /// reports as any throttle does, and what it would refuse is logged
-    /// (`shadow=true`) and let through, with none of its headers: a new
-    /// throttle tried in production.
-    pub shadow: bool,
-}
-
-/// How an Envoy descriptor selects a throttle and names the key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvoySpec {
-    /// The request's domain.
-    pub domain: String,
-    /// The entry whose value is the key (`remote_address`, a header's
-    /// `descriptor_key`...).
-    pub key: String,
-    /// Entries the descriptor must hold: a value, or `"*"` for any.
-    pub matches: Vec<(String, String)>,
-}
-
-/// A fail2ban or allow2ban entry.
-#[derive(Debug, Clone)]
-pub struct BanSpec {
-    /// The ban's parameters, as the core checked them.
-    pub rule: Fail2Ban,
-    /// The requests that strike.
-    pub when: RequestMatch,
-    /// Allow2ban: matching requests pass until the strike that bans.
-    pub allow: bool,
 }
 
 impl Spec {
