@@ -67,8 +67,8 @@
 //! rules ([`packed`]: the same arguments and reply, each as one string, as
 //! clients send them to the module); [`log::check`] runs the check and says what to write
 //! ([`log::Write`]): nothing, a patch of ranges (`SETRANGE`s) with the TTL
-//! maybe renewed, or a whole new string. [`policy`] reads the arguments of
-//! `policy.lua` (a record change, a fail2ban strike).
+//! maybe renewed, or a whole new string. [`record`] reads the arguments of
+//! `record.lua` (a record change, a fail2ban strike).
 
 pub mod band;
 pub mod command;
@@ -76,7 +76,7 @@ pub mod layout;
 pub mod legacy;
 pub mod log;
 pub mod packed;
-pub mod policy;
+pub mod record;
 pub mod write;
 
 /// The engine's Lua twins, for Redis servers that load no modules (most
@@ -85,8 +85,8 @@ pub mod write;
 pub mod lua {
     /// Checks and logs one key against a rule set (`engine/lua/check.lua`).
     pub const CHECK_SCRIPT: &str = include_str!("../lua/check.lua");
-    /// Changes a key's policy record and counts fail2ban strikes (`engine/lua/policy.lua`).
-    pub const POLICY_SCRIPT: &str = include_str!("../lua/policy.lua");
+    /// Changes a key's record and counts fail2ban strikes (`engine/lua/record.lua`).
+    pub const RECORD_SCRIPT: &str = include_str!("../lua/record.lua");
 }
 
 pub use command::{parse_check, select, ArgError, CheckArgs, Record, Selected};

@@ -13,7 +13,7 @@
 //!   string (`ratekeeper_engine::packed`), which spares Redis most of a
 //!   call's cost of parsing arguments and building a reply.
 //! * `RATEKEEPER.POLICY 1 key set now field [value]` and
-//!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `policy.lua`.
+//!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `record.lua`.
 //!
 //! Build it with `cargo build --release -p ratekeeper-module` and load
 //! `target/release/libratekeeper_module.so` with `redis-server --loadmodule`
@@ -28,7 +28,7 @@
 mod api;
 mod check;
 mod guard;
-mod policy;
+mod record;
 mod replication;
 
 use redis_module::{raw, Context, RedisString, Status};
@@ -112,7 +112,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let flags = c"write deny-oom getkeys-api";
     for (name, handler) in [
         (c"ratekeeper.check", check::command as Handler),
-        (c"ratekeeper.policy", policy::command as Handler),
+        (c"ratekeeper.policy", record::command as Handler),
     ] {
         if register(ctx, name, handler, flags) == Status::Err {
             return Status::Err;

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::store::{HashFields, PolicyStore};
 use crate::time::system_now_ms;
-use ratekeeper_engine::policy::{lifetime, strike, Lifetime};
+use ratekeeper_engine::record::{lifetime, strike, Lifetime};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 

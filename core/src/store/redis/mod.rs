@@ -52,8 +52,8 @@ use std::time::Instant;
 /// engine's twin, `engine/lua/check.lua`).
 pub const SCRIPT: &str = ratekeeper_engine::lua::CHECK_SCRIPT;
 /// The Lua script that changes a key's policy record and counts fail2ban
-/// strikes (`engine/lua/policy.lua`).
-pub const POLICY_SCRIPT: &str = ratekeeper_engine::lua::POLICY_SCRIPT;
+/// strikes (`engine/lua/record.lua`).
+pub const RECORD_SCRIPT: &str = ratekeeper_engine::lua::RECORD_SCRIPT;
 
 /// A store in Redis, single node or Cluster.
 pub struct RedisStore {
@@ -87,7 +87,7 @@ impl RedisStore {
             local,
             prefix: options.prefix.clone(),
             check: Lua::new(SCRIPT, CHECK_COMMAND),
-            policy: Lua::new(POLICY_SCRIPT, POLICY_COMMAND),
+            policy: Lua::new(RECORD_SCRIPT, POLICY_COMMAND),
             cluster,
             shown,
             tls,

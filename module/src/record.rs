@@ -7,7 +7,7 @@ use crate::api::{self, Arg, Ctx};
 use crate::check::send;
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{number, Item};
-use ratekeeper_engine::policy::{
+use ratekeeper_engine::record::{
     bans, lifetime, parse_policy, strikes_within, Lifetime, PolicyArgs,
 };
 use ratekeeper_engine::ArgError;

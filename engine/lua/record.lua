@@ -1,4 +1,4 @@
--- ratekeeper: changes to a key's policy record, and fail2ban strikes.
+-- ratekeeper: changes to a key's record (its listings, tier and override), and fail2ban strikes.
 --
 -- ARGV[1] "set": KEYS[1] the key's record (a hash, see check.lua); ARGV[2] now (ms);
 --         ARGV[3] a field; ARGV[4] its value (none: remove the field). The record

@@ -1,4 +1,4 @@
-//! The policy command's arguments and decisions, as `engine/lua/policy.lua`
+//! The record command's arguments and decisions, as `engine/lua/record.lua`
 //! takes and makes them: a change to a key's record, and a fail2ban strike.
 
 use crate::command::{listing, number, ArgError, MAX_NOW};
@@ -121,7 +121,7 @@ pub struct Struck {
 /// One strike at `now` on a key's strike times held in a process (newest
 /// first, as the script's list holds them): the newest `maxretry` are kept,
 /// and when those within `findtime` reach `maxretry` it is a ban and they are
-/// cleared, as `policy.lua` does to its list.
+/// cleared, as `record.lua` does to its list.
 pub fn strike(
     times: &mut std::collections::VecDeque<i64>,
     now: i64,
