@@ -16,7 +16,7 @@
 //! A forwarded request the server cannot read is answered 400 with a JSON
 //! body naming the problem.
 
-use crate::forwarded::{Door, Forwarded};
+use crate::asked::{Door, Forwarded};
 use crate::metrics;
 use crate::state::State;
 use axum::body::Body;

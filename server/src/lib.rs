@@ -24,7 +24,7 @@ pub mod config;
 pub mod envoy;
 pub mod error;
 pub mod forward;
-pub mod forwarded;
+pub mod asked;
 pub mod logging;
 pub mod metrics;
 pub mod state;
