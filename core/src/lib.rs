@@ -77,8 +77,6 @@ pub mod net;
 pub mod plain;
 pub mod policy;
 pub mod process;
-#[cfg(feature = "replay")]
-pub mod replay;
 pub mod rule;
 pub mod settings;
 pub mod store;

@@ -6,8 +6,8 @@ use crate::errors;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ratekeeper_core::replay::tally::PEAK_LIMIT;
-use ratekeeper_core::replay::{replay_file, Options, ReplayError, Replayed, REORDER_SECONDS};
+use ratekeeper_replay::tally::PEAK_LIMIT;
+use ratekeeper_replay::{replay_file, Options, ReplayError, Replayed, REORDER_SECONDS};
 use std::sync::Mutex;
 
 /// Replays the access log at `path` (common/combined log format or JSON

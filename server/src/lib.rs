@@ -20,11 +20,11 @@
 //! on the same store. Blocks, safelists, tiers, overrides and switches come
 //! from the store, as the command line and the admin page set them.
 
+pub mod asked;
 pub mod config;
 pub mod envoy;
 pub mod error;
 pub mod forward;
-pub mod asked;
 pub mod logging;
 pub mod metrics;
 pub mod state;

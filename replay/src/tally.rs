@@ -7,13 +7,13 @@
 
 use super::python::floor_div;
 use super::sliding::{Log, Rules};
-use crate::rule::RuleSet;
 use hashbrown::{DefaultHashBuilder, HashTable};
+use ratekeeper_core::rule::RuleSet;
 use std::hash::BuildHasher;
 
 /// The core's largest limit: the measuring log never denies below it, and
 /// no suggested limit goes above it.
-pub const PEAK_LIMIT: i64 = crate::rule::MAX_LIMIT as i64;
+pub const PEAK_LIMIT: i64 = ratekeeper_core::rule::MAX_LIMIT as i64;
 
 /// The users' keys, each numbered on first sight: the keys side by side in
 /// one string, and a table of their numbers by hash. A key is compared

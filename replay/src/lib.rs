@@ -13,6 +13,10 @@
 //! Memory grows with the users, never with the lines: per user a few
 //! counters and, per rule set, the times of its requests still inside the
 //! longest window.
+//!
+//! This crate uses the core's rule sets and errors (`ratekeeper_core`) and
+//! the engine's range of a stored time; nothing but the Python binding uses
+//! it, so the core and the Ruby gem build without it.
 
 pub mod clf;
 pub mod json;
@@ -22,8 +26,8 @@ pub mod source;
 pub mod tally;
 pub mod times;
 
-use crate::error::Error;
-use crate::rule::RuleSet;
+use ratekeeper_core::error::Error;
+use ratekeeper_core::rule::RuleSet;
 use source::Source;
 use std::borrow::Cow;
 use std::cmp::Reverse;
@@ -360,7 +364,10 @@ mod tests {
 
     #[test]
     fn keys_are_numbered_once_each() {
-        let mut tally = tally::Tally::new(vec![crate::rule::RuleSet::parse("1/s").unwrap()], 3600);
+        let mut tally = tally::Tally::new(
+            vec![ratekeeper_core::rule::RuleSet::parse("1/s").unwrap()],
+            3600,
+        );
         let keys = [
             "10.0.0.1",
             "",
