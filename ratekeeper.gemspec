@@ -36,6 +36,7 @@ Gem::Specification.new do |spec|
     "Cargo.toml", "Cargo.lock", "LICENSE", "README.md", "CHANGELOG.md",
     "engine/Cargo.toml", "engine/src/**/*.rs", "engine/lua/*.lua", "module/Cargo.toml", "module/src/**/*.rs",
     "core/Cargo.toml", "core/src/**/*.rs", "core/src/**/*.css", "core/benches/*.rs",
+    "replay/Cargo.toml", "replay/src/**/*.rs",
     "python/Cargo.toml", "python/src/**/*.rs",
     "server/Cargo.toml", "server/build.rs", "server/src/**/*.rs", "server/proto/**/*",
     "ruby/ext/ratekeeper/Cargo.toml", "ruby/ext/ratekeeper/extconf.rb", "ruby/ext/ratekeeper/src/**/*.rs",
