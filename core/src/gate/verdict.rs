@@ -188,6 +188,14 @@ impl Verdict {
         }
     }
 
+    /// The index of the throttle whose refusal shadow mode let through.
+    pub fn shadowed(&self) -> Option<usize> {
+        match self.reason {
+            Reason::Shadowed(throttle) => throttle,
+            _ => None,
+        }
+    }
+
     /// The index of the fail2ban or allow2ban entry that refused the
     /// request, and whether its strike banned the client.
     pub fn ban(&self) -> Option<(usize, bool)> {

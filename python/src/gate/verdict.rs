@@ -83,9 +83,7 @@ impl Verdict {
     /// The scope of the throttle whose refusal shadow mode let through.
     #[getter]
     fn shadow(&self) -> Option<String> {
-        matches!(self.inner.reason, core::gate::Reason::Shadowed(Some(_)))
-            .then(|| self.entry.clone())
-            .flatten()
+        self.inner.shadowed().and(self.entry.clone())
     }
 
     /// Whether the ban's strike banned the client.

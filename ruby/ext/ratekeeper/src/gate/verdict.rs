@@ -57,9 +57,7 @@ impl Verdict {
     /// `shadow`: the scope of the throttle whose refusal shadow mode let
     /// through, or nil.
     fn shadow(&self) -> Option<String> {
-        matches!(self.inner.reason, core::gate::Reason::Shadowed(Some(_)))
-            .then(|| self.entry.clone())
-            .flatten()
+        self.inner.shadowed().and(self.entry.clone())
     }
 
     fn banned(&self) -> bool {
