@@ -65,7 +65,7 @@ def blocking(limiter: ratekeeper.Limiter, seconds: float, threads: int) -> int:
 def main() -> None:
     url, seconds = sys.argv[1], float(sys.argv[2])
     client = redis.Redis.from_url(url)
-    limiter = ratekeeper.Limiter(FOUR_RULES, url, prefix=f"asyncbench-{time.time_ns()}", policies=False)
+    limiter = ratekeeper.Limiter(FOUR_RULES, url, prefix=f"asyncbench-{time.time_ns()}", controls=False)
     asyncio.run(awaited(limiter, 0.2, 8))  # warm: connection, script, policy view
     calls0, usec0 = script_stats(client)
     started = time.monotonic()

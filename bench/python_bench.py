@@ -253,7 +253,7 @@ def denial_record(url, r, n, limiter, keys, prefix):
     report("denial_record_writes_per_s", per_s=writes / seconds, denials=denials)
     report("denial_cache_periods_per_s", per_s=1.0)
     # the tally reaches the store when the process's policy reader next runs
-    # (every policy_refresh, 2 s): a short (smoke) flood may end before it
+    # (every controls_refresh, 2 s): a short (smoke) flood may end before it
     admin = ratekeeper.Admin(url, prefix=prefix)
     top = admin.top_denied(window=300)
     give_up = time.monotonic() + 10

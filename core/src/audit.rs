@@ -6,7 +6,7 @@
 //! `ratekeeper history` read them back, newest first.
 
 use crate::error::{Error, Result};
-use crate::store::AsyncPolicyStore;
+use crate::store::AsyncControlStore;
 use serde::{Deserialize, Serialize};
 
 /// How many changes the trail keeps (the oldest are dropped).
@@ -88,13 +88,17 @@ impl Change {
 }
 
 /// Appends `change`, made at the store's time `at_ms`, to the trail.
-pub(crate) async fn append(store: &dyn AsyncPolicyStore, change: Change, at_ms: u64) -> Result<()> {
+pub(crate) async fn append(
+    store: &dyn AsyncControlStore,
+    change: Change,
+    at_ms: u64,
+) -> Result<()> {
     let change = Change { at_ms, ..change };
     store.push_change_async(&change.encode(), KEEP).await
 }
 
 /// The newest `limit` changes (1 to [`KEEP`]), newest first.
-pub(crate) async fn read(store: &dyn AsyncPolicyStore, limit: usize) -> Result<Vec<Change>> {
+pub(crate) async fn read(store: &dyn AsyncControlStore, limit: usize) -> Result<Vec<Change>> {
     if !(1..=KEEP).contains(&limit) {
         return Err(Error::config(format!(
             "invalid limit {limit}: give 1 to {KEEP} changes"

@@ -2,7 +2,7 @@
 //! admission, `retry_after`, `remaining`, `reset_after`, the binding rule and the
 //! HTTP headers are worked out, for every store and every binding.
 
-use crate::policy::{Applied, DecidedBy, List, Listing};
+use crate::controls::{Applied, DecidedBy, List, Listing};
 use crate::rule::RuleSet;
 use crate::time::ceil_seconds;
 

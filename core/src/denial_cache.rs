@@ -79,7 +79,7 @@ impl DenialCache {
         Some(decision)
     }
 
-    /// Forgets every remembered denial (after a policy change in this process).
+    /// Forgets every remembered denial (after a change of the controls in this process).
     pub fn clear(&self) {
         self.lock().clear();
     }

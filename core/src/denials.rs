@@ -4,7 +4,7 @@
 //! admitted check touches nothing. The tally is written to the store as one
 //! value per process and minute (`<prefix>:denials:<minute>`, a hash of
 //! process to its tally, which expires after an hour): on the memory store
-//! as it changes, on Redis by the process's policy reader every
+//! as it changes, on Redis by the process's controls reader every
 //! `policy_refresh` (one write a refresh, however many keys were denied).
 //! `Admin::top_denied` reads the minutes of a window back from every process: the most
 //! denied keys, addresses and the networks they share (an IPv4 /24, an IPv6
@@ -12,12 +12,12 @@
 //! itself for most keys; `#` and its SHA-1 for a key over 128 bytes or
 //! holding braces), and a tag that is not UTF-8 with its stored form
 //! besides, so that a row names the very key a block then acts on
-//! ([`crate::policy::stored_form`]).
+//! ([`crate::controls::stored_form`]).
 
+use crate::controls::target::{decode_stored, stored_form};
 use crate::error::{Error, Result};
 use crate::net::Cidr;
-use crate::policy::target::{decode_stored, stored_form};
-use crate::store::{AsyncPolicyStore, PolicyStore};
+use crate::store::{AsyncControlStore, ControlStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -210,7 +210,7 @@ impl Tally {
     /// Writes what changed since the last write (a minute that ended, then
     /// the current one) to `store`. What a failed write held stays to be
     /// written by the next flush.
-    pub(crate) fn flush(&self, store: &dyn PolicyStore) -> Result<()> {
+    pub(crate) fn flush(&self, store: &dyn ControlStore) -> Result<()> {
         let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(minute) = ended {
             if let Err(e) = self.write(store, &minute) {
@@ -245,7 +245,7 @@ impl Tally {
         Ok(())
     }
 
-    fn write(&self, store: &dyn PolicyStore, minute: &Minute) -> Result<()> {
+    fn write(&self, store: &dyn ControlStore, minute: &Minute) -> Result<()> {
         store.put_denials(minute.start_ms, self.process, &encode(minute), KEPT_SECONDS)
     }
 }
@@ -366,7 +366,7 @@ fn ranked(rows: impl Iterator<Item = Denied>) -> Vec<Denied> {
 
 /// Who was limited over the `window_s` seconds (1 to [`MAX_WINDOW`]) up to
 /// `now_ms`, by every process that writes to `store`.
-pub(crate) async fn top(store: &dyn AsyncPolicyStore, window_s: u64, now_ms: u64) -> Result<Top> {
+pub(crate) async fn top(store: &dyn AsyncControlStore, window_s: u64, now_ms: u64) -> Result<Top> {
     if !(1..=MAX_WINDOW).contains(&window_s) {
         return Err(Error::config(format!(
             "invalid window {window_s}: give 1 to {MAX_WINDOW} seconds"

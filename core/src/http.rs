@@ -372,8 +372,8 @@ pub fn json_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controls::{List, Listing};
     use crate::limiter::{Limiter, OnError};
-    use crate::policy::{List, Listing};
     use crate::rule::RuleSet;
     use crate::store::StoreOptions;
 

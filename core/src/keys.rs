@@ -45,7 +45,7 @@ pub fn log_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
     out
 }
 
-/// The Redis key of a caller key's policy record: `<prefix>:{<tag>}:p`, or
+/// The Redis key of a caller key's record: `<prefix>:{<tag>}:p`, or
 /// for the bans it earned in a scope (`penalize` in a scoped limiter)
 /// `<prefix>:{<tag>}:<scope>:p`, in the same Cluster slot.
 pub fn record_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {

@@ -64,6 +64,7 @@ pub use ratekeeper_engine as engine;
 pub mod admin;
 pub mod audit;
 pub mod clock;
+pub mod controls;
 pub mod decision;
 pub mod denial_cache;
 pub mod denials;
@@ -75,7 +76,6 @@ pub mod limiter;
 pub mod metrics;
 pub mod net;
 pub mod plain;
-pub mod policy;
 pub mod process;
 pub mod rule;
 pub mod settings;
@@ -85,6 +85,7 @@ pub mod time;
 
 pub use admin::{Admin, Entry};
 pub use clock::Clock;
+pub use controls::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use decision::{Decision, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use http::{Answer, HeaderStyle, Responses};
@@ -98,10 +99,9 @@ pub use limiter::{
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};
 pub use plain::Plain;
-pub use policy::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use rule::{Rule, RuleSet, RuleSpec};
 pub use settings::{OptionValue, Settings};
 pub use store::{
-    LogStore, MemoryStore, Mode, ModuleUse, PolicyStore, RedisStore, Store, StoreAccess,
+    ControlStore, LogStore, MemoryStore, Mode, ModuleUse, RedisStore, Store, StoreAccess,
     StoreOptions,
 };

@@ -5,10 +5,10 @@
 
 use crate::admin::{Entry, Inspection};
 use crate::audit::Change;
+use crate::controls::{Listing, Switches};
 use crate::decision::Decision;
 use crate::denials::{Denied, Top};
 use crate::metrics::Stats;
-use crate::policy::{Listing, Switches};
 use crate::store::StoreStats;
 use crate::time::seconds;
 

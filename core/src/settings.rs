@@ -68,10 +68,34 @@ pub const OPTIONS: [(&str, Kind); 13] = [
     ("denial_cache", Kind::Seconds),
     ("scope", Kind::Text),
     ("tiers", Kind::Tiers),
-    ("policy_refresh", Kind::Seconds),
-    ("policies", Kind::Flag),
+    ("controls_refresh", Kind::Seconds),
+    ("controls", Kind::Flag),
     ("redis_module", Kind::Text),
 ];
+
+/// Options renamed, each old name with the name it goes by now: the old
+/// one is still taken, and the bindings show [`renamed`]'s warning in their
+/// language's way (a `DeprecationWarning`, a `:deprecated` warning).
+pub const RENAMED: [(&str, &str); 2] = [
+    ("policy_refresh", "controls_refresh"),
+    ("policies", "controls"),
+];
+
+/// The name the option `name` goes by now (itself, unless renamed).
+pub fn current_name(name: &str) -> &str {
+    RENAMED
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |(_, now)| now)
+}
+
+/// For an option's old name, the warning to show where it is given.
+pub fn renamed(name: &str) -> Option<String> {
+    let now = current_name(name);
+    (now != name).then(|| {
+        format!("the option {name} is now called {now}; {name} still works and will be removed in a later release")
+    })
+}
 
 /// Everything a limiter is built from besides its rules, each value checked
 /// when it is set. [`Settings::default`] holds the defaults every binding
@@ -101,10 +125,10 @@ pub struct Settings {
     pub scope: String,
     /// Named rule sets a check may name, or a key's stored tier select.
     pub tiers: Vec<(String, RuleSet)>,
-    /// How often the shared policies (switches, address lists) are read again (2 s).
-    pub policy_refresh: Duration,
-    /// Whether each check reads the key's policy record (listings, tier, override).
-    pub policies: bool,
+    /// How often the shared controls (switches, address lists) are read again (2 s).
+    pub controls_refresh: Duration,
+    /// Whether each check reads the key's record (listings, tier, override).
+    pub controls: bool,
     /// Whether Redis checks use the ratekeeper module (`auto`: when loaded).
     pub redis_module: ModuleUse,
 }
@@ -122,8 +146,8 @@ impl Default for Settings {
             denial_cache: crate::denial_cache::DEFAULT_CAP,
             scope: String::new(),
             tiers: Vec::new(),
-            policy_refresh: crate::limiter::DEFAULT_POLICY_REFRESH,
-            policies: true,
+            controls_refresh: crate::limiter::DEFAULT_CONTROLS_REFRESH,
+            controls: true,
             redis_module: ModuleUse::Auto,
         }
     }
@@ -146,6 +170,7 @@ impl Settings {
     /// The kind of value the option `name` takes; an unknown name is a
     /// configuration error listing the known ones.
     pub fn kind(name: &str) -> Result<Kind> {
+        let name = current_name(name);
         OPTIONS
             .iter()
             .find(|(n, _)| *n == name)
@@ -163,6 +188,7 @@ impl Settings {
     /// Sets the option `name` after checking `value`; the error names the
     /// option and quotes the value (never a store password).
     pub fn set(&mut self, name: &str, value: OptionValue) -> Result<()> {
+        let name = current_name(name);
         let kind = Settings::kind(name)?;
         let mismatch = || Error::config(format!("{name} must be {}", kind.expected()));
         match (name, value) {
@@ -187,22 +213,45 @@ impl Settings {
             ("denial_cache", OptionValue::Seconds(s)) => {
                 self.denial_cache = seconds(name, s, true)?
             }
-            ("policy_refresh", OptionValue::Seconds(s)) => {
-                self.policy_refresh =
-                    crate::limiter::check_policy_refresh(seconds(name, s, false)?)?
+            ("controls_refresh", OptionValue::Seconds(s)) => {
+                self.controls_refresh =
+                    crate::limiter::check_controls_refresh(seconds(name, s, false)?)?
             }
             ("pool_size", OptionValue::Count(n)) => {
                 self.pool_size = crate::store::check_pool_size(n)?
             }
             ("max_keys", OptionValue::Count(n)) => self.max_keys = crate::store::check_max_keys(n)?,
-            ("policies", OptionValue::Flag(on)) => self.policies = on,
+            ("controls", OptionValue::Flag(on)) => self.controls = on,
             ("tiers", OptionValue::Tiers(tiers)) => {
-                crate::policy::check_tiers(&tiers)?;
+                crate::controls::check_tiers(&tiers)?;
                 self.tiers = tiers;
             }
             _ => return Err(mismatch()),
         }
         Ok(())
+    }
+
+    /// Sets every option of `given` (as [`Settings::set`]), refusing one
+    /// given twice under its old and new name; returns the warnings for old
+    /// names (see [`renamed`]) for the binding to show.
+    pub fn set_all(&mut self, given: Vec<(&str, OptionValue)>) -> Result<Vec<String>> {
+        let mut warnings = Vec::new();
+        for (i, (name, _)) in given.iter().enumerate() {
+            if let Some((twice, _)) = given[..i]
+                .iter()
+                .find(|(seen, _)| current_name(seen) == current_name(name))
+            {
+                return Err(Error::config(format!(
+                    "give {twice} or {name}, not both: they are one option, {}",
+                    current_name(name)
+                )));
+            }
+            warnings.extend(renamed(name));
+        }
+        for (name, value) in given {
+            self.set(name, value)?;
+        }
+        Ok(warnings)
     }
 
     /// The options that shape the store.
@@ -240,10 +289,10 @@ impl Settings {
             (Key::Name("scope"), Plain::Text(d.scope)),
             (Key::Name("tiers"), Plain::Map(Vec::new())),
             (
-                Key::Name("policy_refresh"),
-                d.policy_refresh.as_secs_f64().into(),
+                Key::Name("controls_refresh"),
+                d.controls_refresh.as_secs_f64().into(),
             ),
-            (Key::Name("policies"), Plain::Bool(d.policies)),
+            (Key::Name("controls"), Plain::Bool(d.controls)),
             (
                 Key::Name("redis_module"),
                 Plain::Text(d.redis_module.name().into()),
@@ -265,8 +314,8 @@ impl Warden {
     /// store options are not read again.
     pub fn on_store(settings: &Settings, store: Arc<dyn Store>) -> Result<Warden> {
         let mut warden = Warden::new(store, settings.on_error)
-            .with_policy_refresh(settings.policy_refresh)?
-            .with_records(settings.policies);
+            .with_controls_refresh(settings.controls_refresh)?
+            .with_records(settings.controls);
         // the memory store answers in-process already: nothing to spare it
         if warden.store.waits_on_io() {
             warden.denial_cap = settings.denial_cache;
@@ -323,6 +372,40 @@ mod tests {
     }
 
     #[test]
+    fn an_old_name_sets_the_option_it_became_and_says_so() {
+        let old = with("policies", OptionValue::Flag(false)).unwrap();
+        assert!(!old.controls);
+        let old = with("policy_refresh", OptionValue::Seconds(5.0)).unwrap();
+        assert_eq!(old.controls_refresh, Duration::from_secs(5));
+        assert!(with("policy_refresh", OptionValue::Seconds(0.01))
+            .unwrap_err()
+            .to_string()
+            .contains("controls_refresh"));
+        assert_eq!(Settings::kind("policies").unwrap(), Kind::Flag);
+        let said = renamed("policies").unwrap();
+        assert!(
+            said.contains("policies") && said.contains("controls"),
+            "{said}"
+        );
+        assert_eq!(renamed("controls"), None);
+        assert_eq!(renamed("colour"), None);
+        let mut settings = Settings::default();
+        let said = settings
+            .set_all(vec![("policies", OptionValue::Flag(false))])
+            .unwrap();
+        assert_eq!(said.len(), 1);
+        assert!(!settings.controls);
+        let both = Settings::default()
+            .set_all(vec![
+                ("controls", OptionValue::Flag(true)),
+                ("policies", OptionValue::Flag(false)),
+            ])
+            .unwrap_err()
+            .to_string();
+        assert!(both.contains("controls or policies, not both"), "{both}");
+    }
+
+    #[test]
     fn names_the_bad_option() {
         let rules = || RuleSet::parse("1/s").unwrap();
         assert!(Limiter::from_settings(rules(), &Settings::default()).is_ok());
@@ -337,9 +420,9 @@ mod tests {
             ("max_keys", OptionValue::Count(-5), "max_keys"),
             ("denial_cache", OptionValue::Seconds(-1.0), "denial_cache"),
             (
-                "policy_refresh",
+                "controls_refresh",
                 OptionValue::Seconds(0.05),
-                "policy_refresh",
+                "controls_refresh",
             ),
             ("on_error", OptionValue::Text("explode".into()), "explode"),
             (

@@ -1,5 +1,5 @@
 """The record of denials written as a process exits: the periodic write
-(every ``policy_refresh``) would lose a script's, a job's or a recycled
+(every ``controls_refresh``) would lose a script's, a job's or a recycled
 worker's last denials. They are written (once, one ``timeout`` at most) at
 interpreter exit (``atexit``: a script, ``ratekeeper check``, a gunicorn
 worker), and at the end of a child that ``multiprocessing`` or Celery's

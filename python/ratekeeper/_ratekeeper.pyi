@@ -287,9 +287,11 @@ class Limiter:
         denial_cache: Optional[float] = None,
         scope: Optional[str] = None,
         tiers: Optional[Dict[str, _RulesLike]] = None,
+        controls_refresh: Optional[float] = None,
+        controls: Optional[bool] = None,
+        redis_module: Optional[str] = None,
         policy_refresh: Optional[float] = None,
         policies: Optional[bool] = None,
-        redis_module: Optional[str] = None,
     ) -> "Limiter": ...
     def check(
         self,
@@ -365,6 +367,8 @@ class Limiter:
     def limited(
         self, key: Any, *, cost: int = 1, wait: bool = True, timeout: Optional[float] = None
     ) -> Callable[[_F], _F]: ...
+    @property
+    def controls_ready(self) -> bool: ...
     @property
     def policies_ready(self) -> bool: ...
     def penalize(

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict};
 use ratekeeper_core as core;
 
-/// Changes and reads the policies in a store (see `ratekeeper.Admin`).
+/// Changes and reads the controls in a store (see `ratekeeper.Admin`).
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Admin {
     inner: core::Admin,
@@ -348,7 +348,7 @@ twins! {
 
 #[pymethods]
 impl Admin {
-    /// `Admin(store, prefix=, redis_module=, actor=)`: the policies of the
+    /// `Admin(store, prefix=, redis_module=, actor=)`: the controls of the
     /// store a URL names, with the limiters' prefix; every change recorded
     /// in the audit trail as `actor`'s (who makes it).
     #[new]

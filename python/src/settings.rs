@@ -66,33 +66,38 @@ fn tiers(
         .collect()
 }
 
-/// Sets each option given (a `None` keeps the core's default).
+/// Sets each option given (a `None` keeps the core's default); an old
+/// name of an option is taken with a `DeprecationWarning`.
 pub fn apply(
     py: Python<'_>,
     settings: &mut Settings,
     given: &[(&str, Option<&Bound<'_, PyAny>>)],
 ) -> PyResult<()> {
+    let mut values = Vec::new();
     for (name, value) in given {
         if let Some(value) = value.filter(|v| !v.is_none()) {
-            let value = option_value(py, name, value)?;
-            settings.set(name, value).map_err(|e| to_py(py, e))?;
+            values.push((*name, option_value(py, name, value)?));
         }
+    }
+    let warnings = settings.set_all(values).map_err(|e| to_py(py, e))?;
+    let category = py.get_type::<pyo3::exceptions::PyDeprecationWarning>();
+    for warning in warnings {
+        // stack level 1: the Python line that called in
+        PyErr::warn(py, &category, &std::ffi::CString::new(warning)?, 1)?;
     }
     Ok(())
 }
 
 /// Checks one option of `Limiter` as the limiter would, without building
 /// one: a `ConfigurationError` names a bad value or an unknown option, a
-/// `TypeError` a value of the wrong type; None (the default) is fine.
+/// `TypeError` a value of the wrong type; None (the default) is fine; an
+/// option's old name warns as `Limiter` does.
 #[pyfunction]
 pub fn check_option(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
     if value.is_none() {
         return Settings::kind(name).map(|_| ()).map_err(|e| to_py(py, e)); // None: the default
     }
-    let value = option_value(py, name, value)?;
-    Settings::default()
-        .set(name, value)
-        .map_err(|e| to_py(py, e))
+    apply(py, &mut Settings::default(), &[(name, Some(value))])
 }
 
 /// `ratekeeper.DEFAULTS`: every option of `Limiter` with its default.

@@ -61,7 +61,7 @@ require "ratekeeper/limiter"
 require "ratekeeper/admin"
 require "ratekeeper/gate"
 require "ratekeeper/rack/middleware"
-# The record of denials is written every policy_refresh: a script's, a job's
+# The record of denials is written every controls_refresh: a script's, a job's
 # or a recycled worker's last denials are written as it exits (one timeout at
 # most; a forked child inherits the hook).
 at_exit { Ratekeeper._flush_denials_at_exit }

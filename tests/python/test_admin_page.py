@@ -434,7 +434,7 @@ def test_a_denied_key_hashed_or_not_utf8_is_blocked_inspected_and_removed_from_i
     page's denied keys; each row's Block (posted with the page's CSRF token)
     blocks that very key (403 where it was 429), its Inspect link shows the
     block on the key's card, and the Remove of the entry the block made lifts it."""
-    raw = dict(config, POLICY_REFRESH=0.1, DENIAL_CACHE=0)
+    raw = dict(config, CONTROLS_REFRESH=0.1, DENIAL_CACHE=0)
     with override_settings(RATEKEEPER=raw):
         site = Client()
         for _ in range(4):  # 3/minute per API key: the 4th is denied

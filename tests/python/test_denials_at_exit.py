@@ -1,5 +1,5 @@
 """A short-lived process's denials reach the record (Admin.top_denied) when
-it exits before the periodic write (policy_refresh, 60 s here): a Python
+it exits before the periodic write (controls_refresh, 60 s here): a Python
 script (atexit), a multiprocessing child and a Celery-style billiard child
 (os._exit), a Ruby script and a forked Ruby child (at_exit), the edge
 server stopped by SIGTERM."""
@@ -20,7 +20,7 @@ from conftest import ROOT, unique_prefix
 # 30 denials of one key, then 4 from each of 20 addresses of one /24
 PYTHON = """
 import sys, ratekeeper
-limiter = ratekeeper.Limiter("1/minute", sys.argv[1], prefix=sys.argv[2], scope="exit", policy_refresh=60)
+limiter = ratekeeper.Limiter("1/minute", sys.argv[1], prefix=sys.argv[2], scope="exit", controls_refresh=60)
 for _ in range(31):
     limiter.check("victim")
 for n in range(20):
@@ -43,7 +43,7 @@ if __name__ == "__main__":
 """
 RUBY = """
 require "ratekeeper"
-limiter = Ratekeeper::Limiter.new("1/minute", store: ARGV[0], prefix: ARGV[1], scope: "exit", policy_refresh: 60)
+limiter = Ratekeeper::Limiter.new("1/minute", store: ARGV[0], prefix: ARGV[1], scope: "exit", controls_refresh: 60)
 31.times { limiter.check("victim") }
 20.times { |n| 5.times { limiter.check("client-#{n}", ip: "198.51.100.#{n + 1}") } }
 """
@@ -101,7 +101,7 @@ def test_the_edge_server_writes_its_denials_as_it_stops(redis_url, tmp_path):
     policy = f"""
 [store]
 prefix = "{prefix}"
-policy_refresh = 60
+controls_refresh = 60
 [[throttle]]
 scope = "exit"
 rules = "1/minute"
@@ -128,7 +128,7 @@ def test_with_redis_frozen_the_write_at_exit_waits_one_timeout(own_redis):
     """A process exiting while Redis is frozen waits for the record at most
     its `timeout` (0.25 s), then exits."""
     port, pid = own_redis
-    script = PYTHON.replace('policy_refresh=60)', 'policy_refresh=60, timeout=0.25)') + "print('ready', flush=True)\nsys.stdin.readline()\n"
+    script = PYTHON.replace('controls_refresh=60)', 'controls_refresh=60, timeout=0.25)') + "print('ready', flush=True)\nsys.stdin.readline()\n"
     child = subprocess.Popen([sys.executable, "-c", script, f"redis://127.0.0.1:{port}/0", unique_prefix()],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -371,7 +371,7 @@ def test_one_policy_file_in_django_rails_and_the_edge(redis_url, tmp_path):
         split = []
         for i, (method, url, headers) in enumerate(SEQUENCE):
             if i == len(SEQUENCE) - 1:
-                time.sleep(2.5)  # a ban reaches the other processes within policy_refresh (2 s)
+                time.sleep(2.5)  # a ban reaches the other processes within controls_refresh (2 s)
             split.append(request(doors[i % 3], url, headers, method))
     finally:
         stop_all(*started)

@@ -66,7 +66,7 @@ def test_policies_fail2ban_and_batches_go_through_the_module():
     url = configured("RATEKEEPER_TEST_REDIS_MODULE")
     prefix = unique_prefix()
     limiter = ratekeeper.Limiter("2/minute", url, prefix=prefix, tiers={"pro": "5/minute"}, redis_module="require",
-                                 policy_refresh=0.1)
+                                 controls_refresh=0.1)
     admin = ratekeeper.Admin(url, prefix=prefix, redis_module="require")
     admin.set_tier("user:pro", "pro")
     admin.set_override("user:vip", "4/minute")

@@ -68,7 +68,7 @@ def test_every_adapter_gives_the_same_429_and_403(servers, redis_url):
 
     ratekeeper.Admin(redis_url, prefix=prefix).block("127.0.0.1", ttl=60, reason="test")
     blocks = {}
-    deadline = time.monotonic() + 10  # each server reads the address lists again within policy_refresh (2 s)
+    deadline = time.monotonic() + 10  # each server reads the address lists again within controls_refresh (2 s)
     while len(blocks) < len(urls) and time.monotonic() < deadline:
         for name, base in urls.items():
             answer = get(f"{base}/")

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import socket
+import warnings
 
 import pytest
 
@@ -30,9 +31,27 @@ def test_readme_lists_the_cores_defaults():
 
 
 def test_an_option_not_given_or_none_takes_the_cores_default():
-    limiter = Limiter("1/s", None, timeout=None, scope=None, tiers=None, policies=None)
+    limiter = Limiter("1/s", None, timeout=None, scope=None, tiers=None, controls=None)
     assert limiter.scope == "" and limiter.tiers == []
     assert repr(limiter) == "Limiter('1/1s', store='memory://')"
+
+
+def test_an_old_option_name_still_works_and_warns():
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        limiter = Limiter("1/s", policies=False, policy_refresh=5)
+    assert sorted(str(w.message).split(";")[0] for w in said) == [
+        "the option policies is now called controls",
+        "the option policy_refresh is now called controls_refresh",
+    ]
+    assert all(w.category is DeprecationWarning and w.filename == __file__ for w in said), "at the caller's line"
+    assert limiter.check("k").allowed
+    with pytest.warns(DeprecationWarning, match="policies_ready is now called controls_ready"):
+        assert limiter.policies_ready == limiter.controls_ready
+    with pytest.warns(DeprecationWarning, match="policies is now called controls"):
+        ratekeeper.check_option("policies", True)
+    with pytest.raises(ConfigurationError, match="controls or policies, not both"):
+        Limiter("1/s", controls=True, policies=False)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +61,7 @@ def test_an_option_not_given_or_none_takes_the_cores_default():
         ("timeout", "fast", TypeError, "timeout must be a number of seconds, not str"),
         ("pool_size", 2**200, ConfigurationError, "invalid pool_size"),
         ("pool_size", True, TypeError, "pool_size must be an integer"),
-        ("policy_refresh", 0.01, ConfigurationError, "policy_refresh"),
+        ("controls_refresh", 0.01, ConfigurationError, "controls_refresh"),
         ("on_error", "explode", ConfigurationError, "'explode'"),
         ("store", "redis://user:hunter2@h:1/0?ssl_certfile=/x", ConfigurationError, "***"),
         ("colour", "blue", ConfigurationError, "unknown option 'colour'"),
@@ -61,7 +80,7 @@ def test_check_option_accepts_what_a_limiter_accepts():
         ratekeeper.check_option(name, value)
     ratekeeper.check_option("tiers", {"pro": "10/s"})
     ratekeeper.check_option("store", "redis://127.0.0.1:1/0")  # checked, not connected to
-    ratekeeper.check_option("policies", None)  # None: the default
+    ratekeeper.check_option("controls", None)  # None: the default
 
 
 def test_rules_and_window_names_come_from_the_core():

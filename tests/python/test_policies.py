@@ -25,7 +25,7 @@ def site(redis_url):
     """The example project's settings on a fresh prefix, policies refreshed every 0.1 s."""
     from django.conf import settings
 
-    config = dict(settings.RATEKEEPER, STORE=redis_url, PREFIX=unique_prefix(), POLICY_REFRESH=0.1,
+    config = dict(settings.RATEKEEPER, STORE=redis_url, PREFIX=unique_prefix(), CONTROLS_REFRESH=0.1,
                   FAIL2BAN=[{"name": "scanners", "paths": [r"\.php$", r"^/\.env"], "maxretry": 2,
                              "findtime": 60, "bantime": 1}],
                   ALLOW2BAN=[{"name": "logins", "paths": ["^/login"], "methods": ["POST"], "maxretry": 3,
@@ -47,7 +47,7 @@ def cli(site, *words):
 
 
 def settle():
-    time.sleep(0.25)  # past POLICY_REFRESH: other processes hold address lists for that long
+    time.sleep(0.25)  # past CONTROLS_REFRESH: other processes hold address lists for that long
 
 
 def test_a_blocked_address_gets_403_then_its_block_lapses(site):
@@ -277,11 +277,11 @@ def test_a_wrapper_names_the_actor_by_actor_over_the_environment_over_the_os_use
 def test_who_is_limited_now_from_every_process_on_the_command_line_and_awaited(site):
     """Denials made in two processes (this one and a child's) are summed by
     top_denied and ``ratekeeper top``; hostile keys print escaped."""
-    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], scope="login", policy_refresh=0.1)
+    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], scope="login", controls_refresh=0.1)
     for _ in range(3):
         limiter.check("user:\r\n<b>", ip="2001:db8:7:7::1")
     child = ("import sys, time, ratekeeper; l = ratekeeper.Limiter('1/minute', sys.argv[1], prefix=sys.argv[2], "
-             "scope='login', policy_refresh=0.1); [l.check('user:x', ip='2001:db8:7:7:ffff::2') for _ in range(4)]; "
+             "scope='login', controls_refresh=0.1); [l.check('user:x', ip='2001:db8:7:7:ffff::2') for _ in range(4)]; "
              "time.sleep(0.5)")
     subprocess.run([sys.executable, "-c", child, site["STORE"], site["PREFIX"]], check=True, timeout=60)
     admin = ratekeeper.Admin(site["STORE"], prefix=site["PREFIX"])
@@ -319,7 +319,7 @@ def test_the_management_command(site, capsys):
 
 
 def test_a_typed_key_that_reads_as_a_range_bans_only_that_key(site):
-    limiter = ratekeeper.Limiter("100/minute", site["STORE"], prefix=site["PREFIX"], policy_refresh=0.1)
+    limiter = ratekeeper.Limiter("100/minute", site["STORE"], prefix=site["PREFIX"], controls_refresh=0.1)
     for typed in ("0.0.0.0/0", "::/0", "203.0.113.9"):
         assert [limiter.penalize(typed, maxretry=2, findtime=60, bantime=60) for _ in range(2)] == [False, True]
         assert limiter.check(typed).blocked
@@ -437,7 +437,7 @@ def test_the_command_line_acts_on_a_denied_key_by_the_tag_top_shows(site):
     row's TAG blocks that very key, ``inspect --tag`` shows the block and
     ``unblock --tag`` lifts it (the text shown would name another key)."""
     keys = [b"k" * 200, b"user:{42}", b"tok\xff\xfe"]
-    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], policy_refresh=0.1, denial_cache=0)
+    limiter = ratekeeper.Limiter("1/minute", site["STORE"], prefix=site["PREFIX"], controls_refresh=0.1, denial_cache=0)
     for key in keys:
         for _ in range(2):
             limiter.check(key, ip="203.0.113.77")
@@ -476,7 +476,7 @@ def test_every_way_through_the_gate_has_its_reason(redis_url):
     throttle it ends by: what every door matches on once."""
     prefix = unique_prefix()
     gate = ratekeeper.Gate({
-        "store": {"url": redis_url, "prefix": prefix, "policy_refresh": 0.1},
+        "store": {"url": redis_url, "prefix": prefix, "controls_refresh": 0.1},
         "exempt_paths": ["/static"],
         "safelist": [{"name": "up", "paths": ["^/up$"]}],
         "blocklist": [{"name": "admin", "paths": ["^/admin"]}],
@@ -498,6 +498,6 @@ def test_every_way_through_the_gate_has_its_reason(redis_url):
     assert ask("/trial", "203.0.113.71") == ("shadowed", "pass", None, None, None, False, "trial")
     assert ask("/trial", "203.0.113.71") == ("throttled", "deny", None, None, None, False, None)
     ratekeeper.Admin(redis_url, prefix=prefix).block("203.0.113.72", ttl=60)
-    time.sleep(0.25)  # past policy_refresh
+    time.sleep(0.25)  # past controls_refresh
     assert ask("/", "203.0.113.72")[:3] == ("blocked", "block", None), "a listed address: no entry of the policy"
     assert "reason='admitted'" in repr(gate.decide("GET", "/", "example.com", "203.0.113.73", {}))

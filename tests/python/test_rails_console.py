@@ -82,7 +82,7 @@ def test_rails_console_in_a_browser(rails, browser, redis_url):
     assert set(listed(admin)) == set(rows(browser))
     limiter = Limiter("100/second", redis_url, prefix=prefix)
     assert not limiter.check("anyone", ip="203.0.113.7").allowed and not limiter.check("user:9").allowed
-    # the app's own middleware refuses the address (policy_refresh 1 s)
+    # the app's own middleware refuses the address (controls_refresh 1 s)
     wait(browser).until(lambda _: status_of(live + "/", **{"X-Forwarded-For": "203.0.113.7"}) == 403)
     assert status_of(live + "/", **{"X-Forwarded-For": "203.0.113.8"}) == 200
 

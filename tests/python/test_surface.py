@@ -53,5 +53,6 @@ def test_class(name):
 
 
 def test_limiter_options_are_the_cores():
-    """Limiter's keywords are exactly the options the core names (its defaults)."""
-    assert parameters(ratekeeper.Limiter)[1:] == list(ratekeeper.DEFAULTS)
+    """Limiter's keywords are exactly the options the core names (its
+    defaults), then the old names of the renamed ones."""
+    assert parameters(ratekeeper.Limiter)[1:] == [*ratekeeper.DEFAULTS, "policy_refresh", "policies"]

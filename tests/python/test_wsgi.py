@@ -113,7 +113,7 @@ def test_middleware_rejects_a_non_limiter():
 def test_a_blocked_client_gets_403_blocked_as_from_django_and_rack(serve, redis_url, prefix):
     import ratekeeper
 
-    limiter = Limiter("100/minute", redis_url, prefix=prefix, policy_refresh=0.1)
+    limiter = Limiter("100/minute", redis_url, prefix=prefix, controls_refresh=0.1)
     admin = ratekeeper.Admin(redis_url, prefix=prefix)
     url = serve(RateLimitMiddleware(hello, limiter, key=lambda env: env.get("HTTP_X_USER")))
     teapot = serve(RateLimitMiddleware(hello, limiter, key=lambda env: env.get("HTTP_X_USER"), blocked_status=418))
@@ -131,7 +131,7 @@ def test_a_blocked_client_gets_403_blocked_as_from_django_and_rack(serve, redis_
     assert get(url, "user:bad") == (403, b'{"error":"blocked"}')
     assert get(teapot, "user:bad")[0] == 418
     admin.block("127.0.0.1", ttl=60)
-    limiter.check("refresh")  # the process that blocked sees it at once; this one within policy_refresh
+    limiter.check("refresh")  # the process that blocked sees it at once; this one within controls_refresh
     import time
 
     time.sleep(0.25)

@@ -14,8 +14,26 @@ class TestOneSource < Minitest::Test
   def test_defaults_are_the_cores
     assert_equal({ store: "memory://", prefix: "rk", on_error: "allow", timeout: 0.25, connect_timeout: 0.25,
                    pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0, scope: "", tiers: {},
-                   policy_refresh: 2.0, policies: true, redis_module: "auto" }, Ratekeeper::DEFAULTS)
+                   controls_refresh: 2.0, controls: true, redis_module: "auto" }, Ratekeeper::DEFAULTS)
     assert Ratekeeper::DEFAULTS.frozen?
+  end
+
+  def test_an_old_option_name_still_works_and_warns
+    was = Warning[:deprecated]
+    Warning[:deprecated] = true
+    _, said = capture_io do
+      limiter = Ratekeeper::Limiter.new("1/s", policies: false, policy_refresh: 5)
+      assert limiter.check("k").allowed?
+      assert_equal limiter.controls_ready?, limiter.policies_ready?
+      config = Ratekeeper::Rack::Config.new(policy_refresh: 3)
+      assert_equal 3, config.controls_refresh
+      assert_equal({ controls_refresh: 3 }, config.limiter_options)
+    end
+    Warning[:deprecated] = was
+    ["policies is now called controls", "policy_refresh is now called controls_refresh",
+     "policies_ready? is now called controls_ready?"].each { |needle| assert_includes said, needle }
+    error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s", policies: false, controls: true) }
+    assert_includes error.message, "not both"
   end
 
   def test_check_option_names_the_problem
@@ -31,10 +49,10 @@ class TestOneSource < Minitest::Test
       refute_includes message, "hunter2"
     end
     Ratekeeper::DEFAULTS.each { |name, value| assert_nil Ratekeeper.check_option(name, value) }
-    assert_nil Ratekeeper.check_option(:policies, nil), "nil is the default, as None in Python"
+    assert_nil Ratekeeper.check_option(:controls, nil), "nil is the default, as None in Python"
     assert Ratekeeper::Limiter.new("1/s", timeout: nil, store: nil).check("k").allowed?, "nil options take the defaults"
-    assert_match(/policies must be true or false/,
-                 assert_raises(TypeError) { Ratekeeper::Limiter.new("1/s", policies: "false") }.message)
+    assert_match(/controls must be true or false/,
+                 assert_raises(TypeError) { Ratekeeper::Limiter.new("1/s", controls: "false") }.message)
     error = assert_raises(Ratekeeper::ConfigurationError) { Ratekeeper::Limiter.new("1/s", colour: "blue") }
     assert_includes error.message, "unknown option 'colour'"
   end

@@ -17,7 +17,7 @@ class TestRackPolicies < Minitest::Test
     @prefix = unique_prefix
     @admin = Ratekeeper::Admin.new(store: redis_url, prefix: @prefix)
     @app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] },
-                                            store: redis_url, prefix: @prefix, policy_refresh: 0.1) do |rk|
+                                            store: redis_url, prefix: @prefix, controls_refresh: 0.1) do |rk|
       rk.throttle "req/ip", rules: "3/minute", tiers: { "pro" => "10/minute" },
                             tier: ->(req) { req.get_header("HTTP_X_PLAN") }
       rk.throttle("req/user", rules: "100/minute") { |req| req.get_header("HTTP_X_USER") }
@@ -32,7 +32,7 @@ class TestRackPolicies < Minitest::Test
   end
 
   def settle
-    sleep 0.25 # past policy_refresh: address lists are held in-process that long
+    sleep 0.25 # past controls_refresh: address lists are held in-process that long
   end
 
   def test_an_address_block_gives_403_and_lapses_after_its_ttl
@@ -190,7 +190,7 @@ class TestRackPolicies < Minitest::Test
 
   def test_who_is_limited_now_through_the_rack_middleware
     app = Ratekeeper::Rack::Middleware.new(->(_env) { [200, {}, ["ok"]] },
-                                           store: redis_url, prefix: @prefix, policy_refresh: 0.1) do |rk|
+                                           store: redis_url, prefix: @prefix, controls_refresh: 0.1) do |rk|
       rk.throttle "req/ip", rules: "2/minute"
     end
     (1..3).each { |host| 4.times { app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.#{host}")) } }

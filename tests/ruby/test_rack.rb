@@ -198,7 +198,7 @@ class TestRackRoundTrips < Minitest::Test
       rk.throttle("req/agent", rules: "2/minute") { |req| req.user_agent.to_s }
     end
     # the first request also reads the shared policies (switches, address
-    # lists), as every process does once per policy_refresh (2 s)
+    # lists), as every process does once per controls_refresh (2 s)
     app.call(Rack::MockRequest.env_for("/warm-up", "REMOTE_ADDR" => "192.0.2.78"))
     before = app.stats[:store][:attempts]
     statuses = Array.new(4) { app.call(Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.77", "HTTP_USER_AGENT" => "bot"))[0] }

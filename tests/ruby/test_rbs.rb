@@ -78,8 +78,8 @@ class TestRbs < Minitest::Test
     if function.rest_keywords
       # **options in both: nothing more to compare
     elsif params.any? { |type, _| type == :keyrest }
-      # **options handed to the core: the signature names the core's options
-      known = Ratekeeper::DEFAULTS.keys.map(&:to_s).sort
+      # **options handed to the core: the signature names the core's options, old names too
+      known = (Ratekeeper::DEFAULTS.keys + Ratekeeper::RENAMED_OPTIONS.keys).map(&:to_s).sort
       problems << "#{label}: keywords #{keywords} in the signature, the core's options are #{known}" if keywords != known
     elsif keywords != runtime_keywords
       problems << "#{label}: keywords #{runtime_keywords} in the gem, #{keywords} in the signature"

@@ -38,7 +38,8 @@ class TestSurface < Minitest::Test
 
   def test_limiter_options_are_the_cores
     assert_equal %w[store prefix on_error timeout connect_timeout pool_size max_keys denial_cache scope tiers
-                    policy_refresh policies redis_module], Ratekeeper::DEFAULTS.keys.map(&:to_s)
+                    controls_refresh controls redis_module], Ratekeeper::DEFAULTS.keys.map(&:to_s)
+    assert_equal({ policy_refresh: :controls_refresh, policies: :controls }, Ratekeeper::RENAMED_OPTIONS)
   end
 
   private
@@ -51,7 +52,8 @@ class TestSurface < Minitest::Test
 
     named = params.reject { |type, _| type == :keyrest }.map { |_, name| name.to_s }
     if params.any? { |type, _| type == :keyrest }
-      assert_equal Ratekeeper::DEFAULTS.keys.map(&:to_s).sort, (expected - named).sort, "#{label}: **options"
+      options = Ratekeeper::DEFAULTS.keys + Ratekeeper::RENAMED_OPTIONS.keys
+      assert_equal options.map(&:to_s).sort, (expected - named).sort, "#{label}: **options"
       assert_empty named - expected, label
     else
       assert_equal expected.sort, named.sort, label

@@ -293,7 +293,7 @@ class TestWeb < Minitest::Test
     web = Ratekeeper::Web.new(auth: ->(_env) { true })
     browser = signed_in(Browser.new(::Rack::Builder.new do
       use ::Rack::Session::Cookie, secret: "t" * 64
-      use Ratekeeper::Rack::Middleware, store: "memory://", prefix: "stored-only", policy_refresh: 0.1 do |rk|
+      use Ratekeeper::Rack::Middleware, store: "memory://", prefix: "stored-only", controls_refresh: 0.1 do |rk|
         rk.exempt("/ops")
         rk.log_level = nil
         rk.throttle("keys", rules: "2/minute", paths: ["/keyed"]) { |request| request.get_header("HTTP_X_KEY") }

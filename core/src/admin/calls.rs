@@ -1,17 +1,17 @@
-//! Each of [`super::Admin`]'s calls, written once over the store's policy
-//! calls ([`crate::store::PolicyCalls`]): awaited by the `_async` methods,
+//! Each of [`super::Admin`]'s calls, written once over the store's control
+//! calls ([`crate::store::ControlCalls`]): awaited by the `_async` methods,
 //! made in place by the others; every change appended to the audit trail
 //! ([`crate::audit`]) with who made it.
 
 use super::Inspection;
 use crate::audit::{self, Change};
-use crate::error::{Error, Result};
-use crate::keys::{check_scope, key_tag};
-use crate::policy::encoding::{mark, scoped_mark, tag_mark, unmark};
-use crate::policy::{
+use crate::controls::encoding::{mark, scoped_mark, tag_mark, unmark};
+use crate::controls::{
     self, check_listing, Entry, Field, List, Listing, Record, SharedHash, Target, TargetOptions,
 };
-use crate::store::{self, AsyncPolicyStore};
+use crate::error::{Error, Result};
+use crate::keys::{check_scope, key_tag};
+use crate::store::{self, AsyncControlStore};
 use crate::time::now_to_ms;
 
 /// The target an operator named, on `list` in `scope`: a scope holds only
@@ -35,7 +35,7 @@ fn scoped_target(list: List, target: &[u8], options: TargetOptions, scope: &str)
 }
 
 /// The store's time `now` names (its clock when `None`), in ms.
-pub(super) async fn now_ms(store: &dyn AsyncPolicyStore, now: Option<f64>) -> Result<u64> {
+pub(super) async fn now_ms(store: &dyn AsyncControlStore, now: Option<f64>) -> Result<u64> {
     match now {
         Some(now) => now_to_ms(now),
         None => store.clock_ms_async().await,
@@ -45,7 +45,7 @@ pub(super) async fn now_ms(store: &dyn AsyncPolicyStore, now: Option<f64>) -> Re
 /// [`Admin::add_with`]'s one definition.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn add_entry(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     actor: &str,
     list: List,
     given: &[u8],
@@ -58,7 +58,7 @@ pub(super) async fn add_entry(
     let target = scoped_target(list, given, options, scope)?;
     let ttl_ms = check_listing(ttl_seconds, reason)?;
     let now_ms = now_ms(store, now).await?;
-    let entry = store::policies::put_target(
+    let entry = store::controls::put_target(
         store,
         list,
         target,
@@ -91,7 +91,7 @@ fn duration(ms: u64) -> String {
 
 /// [`Admin::remove_with`]'s one definition.
 pub(super) async fn remove_entry(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     actor: &str,
     list: List,
     given: &[u8],
@@ -125,7 +125,7 @@ pub(super) async fn remove_entry(
             // the key's entry and its tag's (a key listed by either, or both)
             let mut fields = match &target {
                 Target::Key(key) => vec![scoped_mark(list.field(), scope, key)],
-                _ => store::policies::keys_of_tag(store, list.field(), scope, &tag).await?,
+                _ => store::controls::keys_of_tag(store, list.field(), scope, &tag).await?,
             };
             if tag.first() == Some(&b'#') {
                 fields.push(tag_mark(list.field(), scope, &tag));
@@ -138,7 +138,7 @@ pub(super) async fn remove_entry(
             was
         }
     };
-    policy::bump_epoch();
+    controls::bump_epoch();
     let action = match list {
         List::Safe => "unsafelist",
         List::Block => "unblock",
@@ -153,7 +153,7 @@ pub(super) async fn remove_entry(
 
 /// [`Admin::entries`]'s one definition.
 pub(super) async fn list_entries(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     now: Option<f64>,
 ) -> Result<Vec<Entry>> {
     let now_ms = now_ms(store, now).await?;
@@ -201,7 +201,7 @@ pub(super) async fn list_entries(
                     network,
                     by_tag,
                     until_ms: None,
-                    detail: policy::decode_rules(&value).map_or(value, |rules| rules.to_string()),
+                    detail: controls::decode_rules(&value).map_or(value, |rules| rules.to_string()),
                     scope,
                 },
             };
@@ -221,7 +221,7 @@ pub(super) async fn list_entries(
 
 /// The key an operator named (`None` when named by its tag only) and its
 /// tag: `given` is the key itself, or with `tag` its stored form
-/// ([`crate::policy::stored_form`]).
+/// ([`crate::controls::stored_form`]).
 pub(super) fn named_key(given: &[u8], tag: bool) -> Result<(Option<Vec<u8>>, Vec<u8>)> {
     if !tag {
         return Ok((Some(given.to_vec()), key_tag(given)));
@@ -237,7 +237,7 @@ pub(super) fn named_key(given: &[u8], tag: bool) -> Result<(Option<Vec<u8>>, Vec
 
 /// [`Admin::inspect_in`]'s one definition.
 pub(super) async fn inspect_key(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     given: &[u8],
     tag: bool,
     scope: &str,
@@ -254,8 +254,8 @@ pub(super) async fn inspect_key(
     };
     let address = match std::str::from_utf8(key).ok().and_then(|k| k.parse().ok()) {
         Some(ip) => {
-            let version = store.policy_version_async().await?;
-            let shared = store::policies::load_shared(store, version).await?;
+            let version = store.controls_version_async().await?;
+            let shared = store::controls::load_shared(store, version).await?;
             shared
                 .judge_ip(ip, now_ms)
                 .map(|(list, listing)| (list, listing.clone()))
@@ -273,7 +273,7 @@ pub(super) async fn inspect_key(
 
 /// [`super::Admin::top_denied`]'s one definition, at the store's time.
 pub(super) async fn top_denied(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     window_s: u64,
 ) -> Result<crate::denials::Top> {
     let now_ms = store.clock_ms_async().await?;

@@ -4,23 +4,23 @@
 //! Django commands and admin page, and `Ratekeeper::Admin` all call this.
 //! What an event loop awaits (`add_with_async`...) is the same definition as
 //! what a thread blocks on (`calls`), made over the store's awaitable calls
-//! ([`PolicyCalls`]). Every change is appended to the audit trail
+//! ([`ControlCalls`]). Every change is appended to the audit trail
 //! ([`crate::audit`]) with who made it: the admin's actor.
 
 mod calls;
 
 use self::calls::{add_entry, inspect_key, list_entries, named_key, remove_entry, top_denied};
 use crate::audit::{self, Change};
+use crate::controls::encoding::mark;
+pub use crate::controls::Entry;
+use crate::controls::TargetOptions;
+use crate::controls::{self, encode_rules, Field, List, Listing, Record, SharedHash, Switches};
 use crate::decision::Decision;
 use crate::denials::Top;
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
-use crate::policy::encoding::mark;
-pub use crate::policy::Entry;
-use crate::policy::TargetOptions;
-use crate::policy::{self, encode_rules, Field, List, Listing, Record, SharedHash, Switches};
 use crate::rule::RuleSet;
-use crate::store::{self, in_place, Mode, ModuleUse, PolicyCalls, Request, Store, StoreOptions};
+use crate::store::{self, in_place, ControlCalls, Mode, ModuleUse, Request, Store, StoreOptions};
 use std::sync::Arc;
 
 /// The style sheet of the operations consoles (the Django page and
@@ -49,7 +49,7 @@ pub struct Inspection {
     pub now_ms: u64,
 }
 
-/// Changes and reads the policies of one store (and prefix), each change
+/// Changes and reads the controls of one store (and prefix), each change
 /// recorded as its actor's.
 #[derive(Clone)]
 pub struct Admin {
@@ -59,7 +59,7 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Policies kept in `store`.
+    /// Controls kept in `store`.
     pub fn new(store: Arc<dyn Store>) -> Admin {
         Admin {
             store,
@@ -99,17 +99,17 @@ impl Admin {
         self.store.clone()
     }
 
-    fn blocking(&self) -> PolicyCalls<'_> {
-        PolicyCalls::blocking(&*self.store)
+    fn blocking(&self) -> ControlCalls<'_> {
+        ControlCalls::blocking(&*self.store)
     }
 
     #[cfg(feature = "async")]
-    fn awaited(&self) -> PolicyCalls<'_> {
-        PolicyCalls::awaited(&*self.store)
+    fn awaited(&self) -> ControlCalls<'_> {
+        ControlCalls::awaited(&*self.store)
     }
 
     /// Puts `target` (a key, an address or a CIDR range, read as
-    /// [`Target::given`](crate::policy::Target::given) reads it with the default options) on `list` for
+    /// [`Target::given`](crate::controls::Target::given) reads it with the default options) on `list` for
     /// `ttl_seconds` (a week when `None`), with a reason. Replaces an entry
     /// already there; returns the entry made.
     pub fn add(
@@ -237,7 +237,7 @@ impl Admin {
     /// limiter that has this tier use its rules from the next check on.
     pub fn set_tier(&self, key: &[u8], tier: Option<&str>, reason: &str) -> Result<()> {
         if let Some(tier) = tier {
-            policy::check_tier_name(tier)?;
+            controls::check_tier_name(tier)?;
         }
         self.set_assignment(key, Field::Tier, tier, tier, reason)
     }
@@ -276,7 +276,7 @@ impl Admin {
             &mark(field, key),
             value.map(str::as_bytes),
         )?;
-        policy::bump_epoch();
+        controls::bump_epoch();
         let change = Change::new(&self.actor, field.name(), key, "")
             .detail(shown.unwrap_or("cleared"))
             .reason(reason);
@@ -308,7 +308,7 @@ impl Admin {
     }
 
     /// [`Admin::usage`] of the key `key` names: the key itself, or with
-    /// `tag` its stored form ([`crate::policy::stored_form`]).
+    /// `tag` its stored form ([`crate::controls::stored_form`]).
     pub fn usage_with(
         &self,
         key: &[u8],
@@ -367,7 +367,7 @@ impl Admin {
     }
 
     /// [`Admin::inspect_in`] of the key `key` names: the key itself, or
-    /// with `tag` its stored form ([`crate::policy::stored_form`]).
+    /// with `tag` its stored form ([`crate::controls::stored_form`]).
     pub fn inspect_with(
         &self,
         key: &[u8],
@@ -409,7 +409,7 @@ impl Admin {
     }
 
     /// Turns limiting on or off everywhere (processes see it within their
-    /// policy refresh; this one at once).
+    /// controls refresh; this one at once).
     pub fn set_enabled(&self, enabled: bool, reason: &str) -> Result<Switches> {
         self.set_switches(Some(enabled), None, None, reason)
     }
@@ -438,10 +438,10 @@ impl Admin {
         let flag = |on: bool| if on { "1" } else { "0" };
         let mut changed: Vec<(&str, String)> = Vec::new();
         if let Some(m) = multiplier {
-            if !policy::valid_multiplier(m) {
+            if !controls::valid_multiplier(m) {
                 return Err(Error::config(format!(
                     "invalid multiplier {m}: give a number above 0 and at most {}",
-                    policy::MAX_MULTIPLIER
+                    controls::MAX_MULTIPLIER
                 )));
             }
             changed.push(("multiplier", m.to_string()));
@@ -460,7 +460,7 @@ impl Admin {
             )?;
         }
         if !changed.is_empty() {
-            policy::bump_epoch();
+            controls::bump_epoch();
             let detail: Vec<String> = changed.iter().map(|(n, v)| format!("{n}={v}")).collect();
             let change = Change::new(&self.actor, "switches", b"", "")
                 .detail(&detail.join(" "))

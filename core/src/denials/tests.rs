@@ -37,35 +37,40 @@ struct Flaky {
     kept: Mutex<Vec<(u64, Vec<u8>)>>,
 }
 
-impl PolicyStore for Flaky {
-    fn record(&self, _: &[u8], _: &str) -> Result<crate::policy::RawRecord> {
+impl ControlStore for Flaky {
+    fn record(&self, _: &[u8], _: &str) -> Result<crate::controls::RawRecord> {
         unreachable!("a flush writes denials only")
     }
     fn set_record(
         &self,
         _: &[u8],
         _: &str,
-        _: crate::policy::Field,
+        _: crate::controls::Field,
         _: Option<&str>,
         _: u64,
     ) -> Result<()> {
         unreachable!("a flush writes denials only")
     }
-    fn shared(&self, _: crate::policy::SharedHash) -> Result<crate::store::HashFields> {
+    fn shared(&self, _: crate::controls::SharedHash) -> Result<crate::store::HashFields> {
         unreachable!("a flush writes denials only")
     }
-    fn set_shared(&self, _: crate::policy::SharedHash, _: &[u8], _: Option<&[u8]>) -> Result<bool> {
+    fn set_shared(
+        &self,
+        _: crate::controls::SharedHash,
+        _: &[u8],
+        _: Option<&[u8]>,
+    ) -> Result<bool> {
         unreachable!("a flush writes denials only")
     }
-    fn policy_version(&self) -> Result<u64> {
+    fn controls_version(&self) -> Result<u64> {
         unreachable!("a flush writes denials only")
     }
     fn strike(
         &self,
         _: &[u8],
-        _: &crate::policy::Fail2Ban,
+        _: &crate::controls::Fail2Ban,
         _: Option<u64>,
-    ) -> Result<crate::policy::Strike> {
+    ) -> Result<crate::controls::Strike> {
         unreachable!("a flush writes denials only")
     }
     fn push_change(&self, _: &[u8], _: usize) -> Result<()> {

@@ -112,7 +112,7 @@ impl Gate {
                 let client = (!facts.peer().is_empty())
                     .then(|| Client::of(&facts, &self.spec.proxies))
                     .filter(|c| crate::net::parse_hop(&c.ip).is_some());
-                let screen = client.is_some() && !self.warden.policies_ready();
+                let screen = client.is_some() && !self.warden.controls_ready();
                 if let Some(c) = client.as_ref().filter(|_| !screen) {
                     if let Some(done) = self.screened(self.warden.screen(&c.ip), None) {
                         return Step::Done(Box::new(done));

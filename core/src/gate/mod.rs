@@ -34,11 +34,11 @@ pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
 pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
 pub use verdict::{Checked, Ending, Named, Reason, Verdict};
 
+use crate::controls::List;
 use crate::decision::Decision;
 use crate::error::Result;
 use crate::http::Answer;
 use crate::limiter::{BatchItem, Limiter, Listed, Offender, Warden};
-use crate::policy::List;
 use crate::settings::Settings;
 use std::sync::Arc;
 
@@ -217,7 +217,7 @@ impl Gate {
             .map(|(i, _)| i)
             .collect();
         let shown = applying.first().copied();
-        let screen = !self.warden.policies_ready();
+        let screen = !self.warden.controls_ready();
         if !screen {
             if let Some(done) = self.screened(self.warden.screen(&client.ip), shown) {
                 return Err(Box::new(done));

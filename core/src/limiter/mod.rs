@@ -1,7 +1,7 @@
 //! The [`Limiter`]: a rule set, with its scope and tiers, over a
-//! [`Warden`] (the store, the shared policies, the failure policy, the
+//! [`Warden`] (the store, the shared controls, the failure policy, the
 //! clock); what every binding wraps. Its options are in [`options`], the
-//! policy view each process holds in `view`, the warden in [`warden`], one
+//! view of the controls each process holds in `view`, the warden in [`warden`], one
 //! check's way from arguments to decision in `pipeline`, batches in
 //! [`batch`], and waiting for a slot in [`wait`].
 
@@ -16,18 +16,18 @@ pub mod warden;
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
 pub use options::{cost_from, CheckOptions, Offender, OnError};
-pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_POLICY_REFRESH};
+pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_CONTROLS_REFRESH};
 pub use wait::Acquired;
-pub use warden::{check_policy_refresh, Listed, Warden};
+pub use warden::{check_controls_refresh, Listed, Warden};
 
 use self::pipeline::denial_key;
 use crate::clock::Clock;
+use crate::controls::{self, Fail2Ban, Strike};
 use crate::decision::Decision;
 use crate::denial_cache::DenialCache;
 use crate::error::Result;
 use crate::keys::{check_scope, key_tag};
 use crate::metrics::{Metrics, Stats};
-use crate::policy::{self, Fail2Ban, Strike};
 use crate::process::ProcessLocal;
 use crate::rule::RuleSet;
 use crate::store::{self, Mode, Store, StoreOptions};
@@ -50,7 +50,7 @@ fn process_state(cap: Duration, rules: &RuleSet) -> ProcessLocal<ProcessState> {
         denials: DenialCache::new(cap),
         metrics: Metrics::new(windows.clone()),
         in_outage: AtomicBool::new(false),
-        epoch_seen: AtomicU64::new(policy::epoch()),
+        epoch_seen: AtomicU64::new(controls::epoch()),
     })
 }
 
@@ -104,7 +104,7 @@ impl Limiter {
     }
 
     /// The warden this limiter checks over: its store, failure policy,
-    /// shared policies and clock (a gate's throttles share their gate's).
+    /// shared controls and clock (a gate's throttles share their gate's).
     pub fn warden(&self) -> &Warden {
         &self.warden
     }
@@ -119,7 +119,7 @@ impl Limiter {
     }
 
     /// This limiter, keeping its logs apart from other limiters' under
-    /// `scope` (say `"api"`) while sharing the keys' policy records.
+    /// `scope` (say `"api"`) while sharing the keys' records.
     pub fn with_scope(mut self, scope: &str) -> Result<Limiter> {
         check_scope(scope)?;
         self.scope = scope.to_owned();
@@ -129,20 +129,20 @@ impl Limiter {
     /// This limiter with named tiers: a check may name one, and a tier stored
     /// for a key (by `Admin::set_tier`) selects one.
     pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
-        policy::check_tiers(&tiers)?;
+        controls::check_tiers(&tiers)?;
         self.tiers = tiers;
         Ok(self)
     }
 
-    /// This limiter reading the shared policies (switches, address lists)
+    /// This limiter reading the shared controls (switches, address lists)
     /// again every `refresh` (0.1 to 60 seconds).
-    pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Limiter> {
-        self.warden = self.warden.with_policy_refresh(refresh)?;
+    pub fn with_controls_refresh(mut self, refresh: Duration) -> Result<Limiter> {
+        self.warden = self.warden.with_controls_refresh(refresh)?;
         Ok(self)
     }
 
     /// This limiter reading (`true`, the default) or ignoring each key's
-    /// policy record (listings, tier, override) in its check. Ignoring it
+    /// record (listings, tier, override) in its check. Ignoring it
     /// spares Redis one hash read per check.
     pub fn with_records(mut self, read: bool) -> Limiter {
         self.warden.read_records = read;
@@ -150,7 +150,7 @@ impl Limiter {
     }
 
     /// A limiter for other rules on the same warden: the same store,
-    /// `on_error`, denial cache, policy refresh and clock (and no scope or
+    /// `on_error`, denial cache, controls refresh and clock (and no scope or
     /// tiers until given).
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
         self.warden.limiter(rules)
@@ -280,11 +280,11 @@ impl Limiter {
         tag
     }
 
-    /// Whether the shared policies (switches, address lists) are held in this
+    /// Whether the shared controls (switches, address lists) are held in this
     /// process as of its last change: [`Limiter::screen`] then answers from
     /// memory without waiting on the store.
-    pub fn policies_ready(&self) -> bool {
-        self.warden.policies_ready()
+    pub fn controls_ready(&self) -> bool {
+        self.warden.controls_ready()
     }
 
     /// Forgets everything logged for `key` by this limiter (its scope).
@@ -336,7 +336,7 @@ impl Limiter {
         Some(self.warden.screen(ip)?.decision(&self.rules))
     }
 
-    /// [`Limiter::screen`], awaiting the store when the policies must be
+    /// [`Limiter::screen`], awaiting the store when the controls must be
     /// read first (the process's first screen, or the first after a change
     /// it made).
     #[cfg(feature = "async")]

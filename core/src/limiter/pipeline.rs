@@ -3,12 +3,12 @@
 //! request sent to the store, and the decision from what it observed (or the
 //! `on_error` fallback).
 
-use super::view::current_policies;
+use super::view::current_controls;
 use super::{CheckOptions, Limiter, OnError};
+use crate::controls::{self, Applied, DecidedBy, Shared};
 use crate::decision::{Decision, Observation, Outcome};
 use crate::error::{Error, Result};
 use crate::keys::tag_of;
-use crate::policy::{self, Applied, DecidedBy, Shared};
 use crate::rule::RuleSet;
 use crate::store::{Mode, Request};
 use crate::time::{now_to_ms, system_now_ms};
@@ -104,8 +104,8 @@ impl Limiter {
             }
             Ok(Prepared::Decided(finish(decision, shared)))
         };
-        let shared = current_policies(&self.warden.shared, &self.warden.store);
-        let epoch = policy::epoch();
+        let shared = current_controls(&self.warden.shared, &self.warden.store);
+        let epoch = controls::epoch();
         if self.state().epoch_seen.swap(epoch, Ordering::AcqRel) != epoch {
             self.state().denials.clear();
         }
@@ -192,7 +192,7 @@ impl Limiter {
             scope: &self.scope,
             rules,
             tiers,
-            policy: self.warden.read_records,
+            read_record: self.warden.read_records,
             cost,
             now_ms,
             mode,
@@ -290,8 +290,8 @@ impl Limiter {
 impl Limiter {
     /// Counts a check's denial by the rules (in shadow mode too) in this
     /// process's record of denials, against its key and client address; the
-    /// policy reader writes it to the store within `policy_refresh` (on a
-    /// memory store, whose policies need no reader, it starts with the first
+    /// controls reader writes it to the store within `policy_refresh` (on a
+    /// memory store, whose controls need no reader, it starts with the first
     /// denial).
     pub(crate) fn noted(&self, decision: &Decision, mode: Mode, tag: &[u8], ip: Option<&str>) {
         let denied = matches!(

@@ -1,20 +1,20 @@
-//! The shared policies (switches, address lists) as each process holds
+//! The shared controls (switches, address lists) as each process holds
 //! them, and when they are read again; and the process's tally of denials
 //! (see [`crate::denials`]), which the same reader writes.
 
+use crate::controls::{self, Shared};
 use crate::denials::Tally;
-use crate::policy::{self, Shared};
 use crate::process::ProcessLocal;
-use crate::store::policies::load_shared;
-use crate::store::{in_place, PolicyCalls, Store};
+use crate::store::controls::load_shared;
+use crate::store::{in_place, ControlCalls, Store};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-/// How often a process reads the shared policies (switches, address lists) again by default.
-pub const DEFAULT_POLICY_REFRESH: Duration = Duration::from_secs(2);
+/// How often a process reads the shared controls (switches, address lists) again by default.
+pub const DEFAULT_CONTROLS_REFRESH: Duration = Duration::from_secs(2);
 
-/// The shared policies (switches, address lists) as this process holds them.
+/// The shared controls (switches, address lists) as this process holds them.
 ///
 /// On a remote store a request never waits on their periodic read: a
 /// thread of this process's own reads them every `refresh`, whether requests
@@ -28,7 +28,7 @@ pub const DEFAULT_POLICY_REFRESH: Duration = Duration::from_secs(2);
 pub(crate) struct SharedView {
     refresh: Duration,
     held: RwLock<Arc<Shared>>,
-    /// The policy epoch last read at (`u64::MAX`: never read).
+    /// The controls epoch last read at (`u64::MAX`: never read).
     read_at: Mutex<u64>,
     /// Whether this process's reading thread was started.
     reader: AtomicBool,
@@ -36,10 +36,10 @@ pub(crate) struct SharedView {
     pub(crate) tally: Tally,
 }
 
-/// The policy view of each process, shared by the limiters of one store.
-pub(crate) type Policies = Arc<ProcessLocal<SharedView>>;
+/// The view of the controls each process holds, shared by the limiters of one store.
+pub(crate) type Controls = Arc<ProcessLocal<SharedView>>;
 
-pub(crate) fn policies(refresh: Duration) -> Policies {
+pub(crate) fn controls(refresh: Duration) -> Controls {
     Arc::new(ProcessLocal::new(move || SharedView {
         refresh,
         held: RwLock::new(Arc::new(Shared {
@@ -57,11 +57,11 @@ impl SharedView {
         self.held.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Reads the policies now when their version moved (a failure keeps what is held).
+    /// Reads the controls now when their version moved (a failure keeps what is held).
     fn read(&self, store: &dyn Store) -> Arc<Shared> {
-        match store.policy_version() {
+        match store.controls_version() {
             Ok(version) if version != self.held().version => self.hold(in_place(load_shared(
-                &PolicyCalls::blocking(store),
+                &ControlCalls::blocking(store),
                 version,
             ))),
             _ => self.held(),
@@ -70,8 +70,8 @@ impl SharedView {
 
     /// [`SharedView::read`], awaited.
     #[cfg(feature = "async")]
-    async fn read_async(&self, calls: &dyn crate::store::AsyncPolicyStore) -> Arc<Shared> {
-        match calls.policy_version_async().await {
+    async fn read_async(&self, calls: &dyn crate::store::AsyncControlStore) -> Arc<Shared> {
+        match calls.controls_version_async().await {
             Ok(version) if version != self.held().version => {
                 self.hold(load_shared(calls, version).await)
             }
@@ -79,7 +79,7 @@ impl SharedView {
         }
     }
 
-    /// Holds the policies just read (a failed read keeps those held) and
+    /// Holds the controls just read (a failed read keeps those held) and
     /// returns what is held.
     fn hold(&self, read: crate::error::Result<Shared>) -> Arc<Shared> {
         match read {
@@ -93,14 +93,14 @@ impl SharedView {
     }
 }
 
-/// What a caller does for the policies now: take those held, or read them
+/// What a caller does for the controls now: take those held, or read them
 /// itself (see [`SharedView`]).
 enum Due<'v> {
     Held(Arc<Shared>),
     Read(&'v SharedView),
 }
 
-fn due<'v>(view: &'v Policies, store: &Arc<dyn Store>) -> Due<'v> {
+fn due<'v>(view: &'v Controls, store: &Arc<dyn Store>) -> Due<'v> {
     let local = view.get();
     if !store.waits_on_io() {
         return Due::Read(local);
@@ -109,7 +109,7 @@ fn due<'v>(view: &'v Policies, store: &Arc<dyn Store>) -> Due<'v> {
     let Ok(mut read_at) = local.read_at.try_lock() else {
         return Due::Held(held);
     };
-    let epoch = policy::epoch();
+    let epoch = controls::epoch();
     if *read_at == epoch {
         return Due::Held(held);
     }
@@ -119,28 +119,28 @@ fn due<'v>(view: &'v Policies, store: &Arc<dyn Store>) -> Due<'v> {
     Due::Read(local)
 }
 
-/// The policies now (see [`SharedView`]).
-pub(crate) fn current_policies(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+/// The controls now (see [`SharedView`]).
+pub(crate) fn current_controls(view: &Controls, store: &Arc<dyn Store>) -> Arc<Shared> {
     match due(view, store) {
         Due::Held(held) => held,
         Due::Read(local) => local.read(&**store),
     }
 }
 
-/// [`current_policies`], a read the caller makes awaited.
+/// [`current_controls`], a read the caller makes awaited.
 #[cfg(feature = "async")]
-pub(crate) async fn current_policies_async(view: &Policies, store: &Arc<dyn Store>) -> Arc<Shared> {
+pub(crate) async fn current_controls_async(view: &Controls, store: &Arc<dyn Store>) -> Arc<Shared> {
     match due(view, store) {
         Due::Held(held) => held,
-        Due::Read(local) => local.read_async(&PolicyCalls::awaited(&**store)).await,
+        Due::Read(local) => local.read_async(&ControlCalls::awaited(&**store)).await,
     }
 }
 
-/// Starts this process's thread that reads the policies, and writes its
+/// Starts this process's thread that reads the controls, and writes its
 /// tally of denials, every `refresh` (once per view and process; on a
-/// memory store, whose policies need no reader, at the first denial). It
+/// memory store, whose controls need no reader, at the first denial). It
 /// holds the view and the store weakly and ends when they are gone.
-pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &SharedView) {
+pub(crate) fn start_reader(view: &Controls, store: &Arc<dyn Store>, local: &SharedView) {
     if local.reader.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -157,7 +157,7 @@ pub(crate) fn start_reader(view: &Policies, store: &Arc<dyn Store>, local: &Shar
     let (view, store) = (Arc::downgrade(view), Arc::downgrade(store));
     let refresh = local.refresh;
     let spawned = std::thread::Builder::new()
-        .name("ratekeeper-policies".into())
+        .name("ratekeeper-controls".into())
         .spawn(move || loop {
             std::thread::sleep(refresh);
             let (Some(view), Some(store)) = (view.upgrade(), store.upgrade()) else {
@@ -189,7 +189,7 @@ type Writer = (Weak<ProcessLocal<SharedView>>, Weak<dyn Store>);
 #[derive(Default)]
 struct Writers {
     live: Vec<Writer>,
-    left: Vec<(Policies, Arc<dyn Store>)>,
+    left: Vec<(Controls, Arc<dyn Store>)>,
 }
 
 static WRITERS: LazyLock<ProcessLocal<Mutex<Writers>>> =
@@ -205,14 +205,14 @@ static EXITED_IN: AtomicU32 = AtomicU32::new(0);
 /// The last limiter of `view` is going: what its tally holds unwritten is
 /// kept, with the store, for its reader's next write (or the write at
 /// exit), never written here (a drop must not wait on the store).
-pub(crate) fn leave(view: &Policies, store: &Arc<dyn Store>) {
+pub(crate) fn leave(view: &Controls, store: &Arc<dyn Store>) {
     if view.get().tally.unwritten() {
         writers().left.push((view.clone(), store.clone()));
     }
 }
 
 /// `view`'s reader has written all it held: a view left behind is let go.
-fn written(view: &Policies) {
+fn written(view: &Controls) {
     let mut writers = writers();
     if !writers.left.is_empty() {
         writers.left.retain(|(left, _)| !Arc::ptr_eq(left, view));
@@ -224,7 +224,7 @@ fn written(view: &Policies) {
 /// it goes to, within one `timeout` in all. A failed write is logged at
 /// debug; what it held stays to be written.
 pub fn flush_denials() {
-    let pending: Vec<(Policies, Arc<dyn Store>)> = {
+    let pending: Vec<(Controls, Arc<dyn Store>)> = {
         let writers = writers();
         writers
             .live
@@ -252,14 +252,14 @@ pub fn flush_denials_at_exit() {
     }
 }
 
-/// Whether `view` holds the policies as of this process's last change (a
+/// Whether `view` holds the controls as of this process's last change (a
 /// read of them would not wait on the store). The memory store's always are.
-pub(crate) fn ready(view: &Policies, store: &Arc<dyn Store>) -> bool {
+pub(crate) fn ready(view: &Controls, store: &Arc<dyn Store>) -> bool {
     if !store.waits_on_io() {
         return true;
     }
     let local = view.get();
     let read = local.held().version != u64::MAX;
     let read_at = local.read_at.try_lock();
-    read && read_at.is_ok_and(|at| *at == policy::epoch())
+    read && read_at.is_ok_and(|at| *at == controls::epoch())
 }

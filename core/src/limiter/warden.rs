@@ -1,5 +1,5 @@
 //! The [`Warden`]: a store with what every limiter on it shares (the
-//! shared policies as this process holds them, the failure policy, the
+//! shared controls as this process holds them, the failure policy, the
 //! denial cache's cap, whether checks read each key's record, the clock).
 //! It screens client addresses against the address lists and counts
 //! strikes, and it makes the limiters of rule sets: a gate's warden screens
@@ -8,39 +8,39 @@
 
 use super::options::{Offender, OnError};
 use super::pipeline::finish;
-use super::view::{self, current_policies, policies, Policies};
+use super::view::{self, controls, current_controls, Controls};
 use super::Limiter;
 use crate::clock::Clock;
+use crate::controls::{Fail2Ban, List, Listing, Shared, Strike, Target};
 use crate::decision::Decision;
 use crate::denial_cache::DEFAULT_CAP;
 use crate::error::{Error, Result};
 use crate::keys::key_tag;
-use crate::policy::{Fail2Ban, List, Listing, Shared, Strike, Target};
 use crate::rule::RuleSet;
-use crate::store::{self, in_place, AsyncPolicyStore, PolicyCalls, Store};
+use crate::store::{self, in_place, AsyncControlStore, ControlCalls, Store};
 use crate::time::now_to_ms;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// A store and what the limiters on it share (clones share the store and
-/// the policies held).
+/// the controls held).
 #[derive(Clone)]
 pub struct Warden {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) shared: Policies,
+    pub(crate) shared: Controls,
     pub(crate) on_error: OnError,
     pub(crate) clock: Clock,
     /// How long a limiter made here remembers a denial in-process (zero: not at all).
     pub(crate) denial_cap: Duration,
-    /// Whether checks read each key's policy record.
+    /// Whether checks read each key's record.
     pub(crate) read_records: bool,
 }
 
-/// `policy_refresh`, checked (here and nowhere else): 0.1 to 60 seconds.
-pub fn check_policy_refresh(refresh: Duration) -> Result<Duration> {
+/// `controls_refresh`, checked (here and nowhere else): 0.1 to 60 seconds.
+pub fn check_controls_refresh(refresh: Duration) -> Result<Duration> {
     if refresh < Duration::from_millis(100) || refresh > Duration::from_secs(60) {
         return Err(Error::config(format!(
-            "invalid policy_refresh {}: give 0.1 to 60 seconds",
+            "invalid controls_refresh {}: give 0.1 to 60 seconds",
             crate::error::shown(refresh.as_secs_f64())
         )));
     }
@@ -89,8 +89,8 @@ impl Drop for Warden {
 }
 
 impl Warden {
-    /// A warden of `store` with the defaults: allow on error, policies read
-    /// again every [`super::DEFAULT_POLICY_REFRESH`], each key's record
+    /// A warden of `store` with the defaults: allow on error, controls read
+    /// again every [`super::DEFAULT_CONTROLS_REFRESH`], each key's record
     /// read, denials remembered for up to [`DEFAULT_CAP`] when the store is
     /// remote, the process's clock.
     pub fn new(store: Arc<dyn Store>, on_error: OnError) -> Warden {
@@ -101,7 +101,7 @@ impl Warden {
         };
         Warden {
             store,
-            shared: policies(super::DEFAULT_POLICY_REFRESH),
+            shared: controls(super::DEFAULT_CONTROLS_REFRESH),
             on_error,
             clock: Clock::process(),
             denial_cap,
@@ -109,14 +109,14 @@ impl Warden {
         }
     }
 
-    /// This warden reading the shared policies again every `refresh` (0.1
+    /// This warden reading the shared controls again every `refresh` (0.1
     /// to 60 seconds).
-    pub fn with_policy_refresh(mut self, refresh: Duration) -> Result<Warden> {
-        self.shared = policies(check_policy_refresh(refresh)?);
+    pub fn with_controls_refresh(mut self, refresh: Duration) -> Result<Warden> {
+        self.shared = controls(check_controls_refresh(refresh)?);
         Ok(self)
     }
 
-    /// This warden's checks reading (`true`) or ignoring each key's policy
+    /// This warden's checks reading (`true`) or ignoring each key's
     /// record (listings, tier, override).
     pub fn with_records(mut self, read: bool) -> Warden {
         self.read_records = read;
@@ -160,27 +160,27 @@ impl Warden {
         self.store.stats()
     }
 
-    /// Whether the shared policies (switches, address lists) are held in
+    /// Whether the shared controls (switches, address lists) are held in
     /// this process as of its last change: [`Warden::screen`] then answers
     /// from memory without waiting on the store.
-    pub fn policies_ready(&self) -> bool {
+    pub fn controls_ready(&self) -> bool {
         view::ready(&self.shared, &self.store)
     }
 
     /// How the address lists judge the client address `ip` now, or `None`
     /// when they do not name it (or limiting is off). Asks no store but
     /// for the process's first read of the lists (see
-    /// [`Warden::policies_ready`]).
+    /// [`Warden::controls_ready`]).
     pub fn screen(&self, ip: &str) -> Option<Listed> {
         crate::store::one_wait::within(|| {
             if !self.clock.limiting() {
                 return None;
             }
-            self.judge(ip, current_policies(&self.shared, &self.store))
+            self.judge(ip, current_controls(&self.shared, &self.store))
         })
     }
 
-    /// [`Warden::screen`], awaiting the store when the policies must be
+    /// [`Warden::screen`], awaiting the store when the controls must be
     /// read first.
     #[cfg(feature = "async")]
     pub async fn screen_async(&self, ip: &str) -> Option<Listed> {
@@ -190,7 +190,7 @@ impl Warden {
             }
             self.judge(
                 ip,
-                view::current_policies_async(&self.shared, &self.store).await,
+                view::current_controls_async(&self.shared, &self.store).await,
             )
         })
         .await
@@ -221,7 +221,7 @@ impl Warden {
         scope: &str,
         now: Option<f64>,
     ) -> Result<Strike> {
-        let calls = PolicyCalls::blocking(&*self.store);
+        let calls = ControlCalls::blocking(&*self.store);
         crate::store::one_wait::within(|| {
             in_place(self.penalize_in(&calls, offender, rule, scope, now))
         })
@@ -236,7 +236,7 @@ impl Warden {
         scope: &str,
         now: Option<f64>,
     ) -> Result<Strike> {
-        let calls = PolicyCalls::awaited(&*self.store);
+        let calls = ControlCalls::awaited(&*self.store);
         crate::store::one_wait::within_async(self.penalize_in(&calls, offender, rule, scope, now))
             .await
     }
@@ -244,7 +244,7 @@ impl Warden {
     /// [`Warden::penalize`]'s one definition, over the store's `calls`.
     async fn penalize_in(
         &self,
-        calls: &dyn AsyncPolicyStore,
+        calls: &dyn AsyncControlStore,
         offender: Offender<'_>,
         rule: &Fail2Ban,
         scope: &str,
@@ -271,7 +271,7 @@ impl Warden {
             let strike = calls.strike_async(&tag, rule, now_ms).await?;
             if let Some(until_ms) = strike.until_ms {
                 let reason = format!("fail2ban {}", rule.name);
-                store::policies::put_target(
+                store::controls::put_target(
                     calls,
                     List::Block,
                     target,

@@ -41,7 +41,7 @@ pub struct StoreStats {
     pub failures: u64,
     /// Calls answered at once with an error because the circuit was open.
     pub short_circuits: u64,
-    /// Checks and policy changes Redis answered through the ratekeeper module.
+    /// Checks and changes of the controls Redis answered through the ratekeeper module.
     pub module_calls: u64,
     /// Those it answered through the Lua script.
     pub script_calls: u64,

@@ -1,31 +1,31 @@
-//! A store's policy calls as the core's policy code makes them: that code
+//! A store's control calls as the core's controls code makes them: that code
 //! (an operator's change, a fail2ban strike and its ban, reading the shared
-//! policies) is written once, as `async fn`s over an [`AsyncPolicyStore`];
-//! [`PolicyCalls`] gives them the store's awaitable calls (Redis, in an
+//! controls) is written once, as `async fn`s over an [`AsyncControlStore`];
+//! [`ControlCalls`] gives them the store's awaitable calls (Redis, in an
 //! event loop) or its blocking ones made in place, and [`in_place`] runs
 //! them to their end on the caller's thread when every call is blocking.
 
-use super::{AsyncPolicyStore, BoxFuture, HashFields, Store};
+use super::{AsyncControlStore, BoxFuture, HashFields, Store};
+use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::error::Result;
-use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use std::future::{ready, Future};
 use std::task::{Context, Poll, Waker};
 
-/// A store's policy calls: awaited where the store has an awaitable form
+/// A store's control calls: awaited where the store has an awaitable form
 /// and the caller awaits, else its blocking calls, made in place.
 #[derive(Clone, Copy)]
-pub struct PolicyCalls<'s> {
+pub struct ControlCalls<'s> {
     store: &'s dyn Store,
     // read only where stores can be awaited (the `async` feature)
     #[cfg_attr(not(feature = "async"), allow(dead_code))]
     awaited: bool,
 }
 
-impl<'s> PolicyCalls<'s> {
+impl<'s> ControlCalls<'s> {
     /// The store's blocking calls (for a caller on a thread of its own;
     /// run what is written over them with [`in_place`]).
-    pub fn blocking(store: &'s dyn Store) -> PolicyCalls<'s> {
-        PolicyCalls {
+    pub fn blocking(store: &'s dyn Store) -> ControlCalls<'s> {
+        ControlCalls {
             store,
             awaited: false,
         }
@@ -34,23 +34,23 @@ impl<'s> PolicyCalls<'s> {
     /// The store's awaitable calls, for a caller in an event loop: Redis's
     /// answer without blocking a thread; a store without an awaitable form
     /// (memory) answers in place, at once.
-    pub fn awaited(store: &'s dyn Store) -> PolicyCalls<'s> {
-        PolicyCalls {
+    pub fn awaited(store: &'s dyn Store) -> ControlCalls<'s> {
+        ControlCalls {
             store,
             awaited: true,
         }
     }
 
-    fn awaitable(&self) -> Option<&'s dyn AsyncPolicyStore> {
+    fn awaitable(&self) -> Option<&'s dyn AsyncControlStore> {
         #[cfg(feature = "async")]
         if self.awaited {
-            return self.store.as_async_policy();
+            return self.store.as_async_controls();
         }
         None
     }
 }
 
-impl AsyncPolicyStore for PolicyCalls<'_> {
+impl AsyncControlStore for ControlCalls<'_> {
     fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>> {
         match self.awaitable() {
             Some(store) => store.clock_ms_async(),
@@ -104,10 +104,10 @@ impl AsyncPolicyStore for PolicyCalls<'_> {
         }
     }
 
-    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>> {
+    fn controls_version_async(&self) -> BoxFuture<'_, Result<u64>> {
         match self.awaitable() {
-            Some(store) => store.policy_version_async(),
-            None => Box::pin(ready(self.store.policy_version())),
+            Some(store) => store.controls_version_async(),
+            None => Box::pin(ready(self.store.controls_version())),
         }
     }
 
@@ -146,7 +146,7 @@ impl AsyncPolicyStore for PolicyCalls<'_> {
 }
 
 /// Runs `work`, whose every store call is made in place
-/// ([`PolicyCalls::blocking`]), to its end on this thread.
+/// ([`ControlCalls::blocking`]), to its end on this thread.
 ///
 /// # Panics
 ///

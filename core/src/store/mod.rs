@@ -3,23 +3,23 @@
 
 mod breaker;
 mod calls;
+pub mod controls;
 mod memory;
 pub mod one_wait;
-pub mod policies;
 mod pool;
 mod redis;
 mod signals;
 mod url;
 
 pub use self::breaker::StoreStats;
-pub use self::calls::{in_place, PolicyCalls};
+pub use self::calls::{in_place, ControlCalls};
 pub use self::memory::MemoryStore;
 pub use self::redis::{ModuleUse, RedisStore, SCRIPT as REDIS_SCRIPT};
 pub use self::url::redact;
 
+use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
-use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::rule::RuleSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +44,8 @@ pub struct Request<'a> {
     pub rules: &'a RuleSet,
     /// The tiers a tier stored in the key's record may select.
     pub tiers: &'a [(String, RuleSet)],
-    /// Whether to read the key's policy record (listings, tier, override).
-    pub policy: bool,
+    /// Whether to read the key's record (listings, tier, override).
+    pub read_record: bool,
     /// Units the check costs.
     pub cost: u64,
     /// Its time in ms, or `None` for the store's clock.
@@ -63,7 +63,7 @@ impl<'a> Request<'a> {
         self.cost.min(crate::engine::command::MAX_COST as u64) as i64
     }
 
-    /// A request with no scope, no tiers and no policy record.
+    /// A request with no scope, no tiers and no record.
     pub fn plain(
         tag: &'a [u8],
         rules: &'a RuleSet,
@@ -76,7 +76,7 @@ impl<'a> Request<'a> {
             scope: "",
             rules,
             tiers: &[],
-            policy: false,
+            read_record: false,
             cost,
             now_ms,
             mode,
@@ -85,10 +85,10 @@ impl<'a> Request<'a> {
 }
 
 /// The log half of a store: one sliding log per key, a check applied to it
-/// atomically. A store that keeps no policies implements only this (and an
-/// empty [`PolicyStore`]).
+/// atomically. A store that keeps no controls implements only this (and an
+/// empty [`ControlStore`]).
 pub trait LogStore: Send + Sync {
-    /// Reads the key's policy record (when asked) and observes its log
+    /// Reads the key's record (when asked) and observes its log
     /// against the rules that apply at `now_ms` (the store's own clock when
     /// `None`); in [`Mode::Check`] logs `cost` units at that time when every
     /// rule admits them — all in one atomic step. A listed key is not logged.
@@ -135,22 +135,22 @@ pub trait StoreAccess: Send + Sync {
         None
     }
 
-    /// The awaitable form of its policies, when the store has one (Redis);
-    /// [`PolicyCalls::awaited`] makes a store's blocking calls in place
+    /// The awaitable form of its controls, when the store has one (Redis);
+    /// [`ControlCalls::awaited`] makes a store's blocking calls in place
     /// without one (memory, which answers at once).
     #[cfg(feature = "async")]
-    fn as_async_policy(&self) -> Option<&dyn AsyncPolicyStore> {
+    fn as_async_controls(&self) -> Option<&dyn AsyncControlStore> {
         None
     }
 }
 
-/// Every field of a hash and its value, as [`PolicyStore::shared`] reads them.
+/// Every field of a hash and its value, as [`ControlStore::shared`] reads them.
 pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// The policy half of a store: each key's policy record, the shared hashes
+/// The controls half of a store: each key's record, the shared hashes
 /// every process holds, their version, and fail2ban strikes.
-pub trait PolicyStore: Send + Sync {
-    /// The policy record of `tag`, fields in [`Field::ALL`] order: the
+pub trait ControlStore: Send + Sync {
+    /// The record of `tag`, fields in [`Field::ALL`] order: the
     /// key's own (`scope` ""), or the bans it earned in `scope` (only its
     /// blocklist field is used there).
     fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord>;
@@ -175,8 +175,8 @@ pub trait PolicyStore: Send + Sync {
     /// field existed before.
     fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool>;
 
-    /// The version of the shared policies (moves on every change).
-    fn policy_version(&self) -> Result<u64>;
+    /// The version of the shared controls (moves on every change).
+    fn controls_version(&self) -> Result<u64>;
 
     /// Counts one fail2ban strike against `tag` at `now_ms` (the store's clock
     /// when `None`); the strike that makes `maxretry` within `findtime` clears
@@ -199,12 +199,12 @@ pub trait PolicyStore: Send + Sync {
     fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>>;
 }
 
-/// A whole store: its log, its policies, and how it is reached.
-pub trait Store: LogStore + PolicyStore + StoreAccess {}
+/// A whole store: its log, its controls, and how it is reached.
+pub trait Store: LogStore + ControlStore + StoreAccess {}
 
-impl<T: LogStore + PolicyStore + StoreAccess + ?Sized> Store for T {}
+impl<T: LogStore + ControlStore + StoreAccess + ?Sized> Store for T {}
 
-/// A boxed future, as the awaitable log and policies return.
+/// A boxed future, as the awaitable log and controls return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The awaitable form of a log (see [`LogStore`]): the same calls, answered
@@ -225,24 +225,24 @@ pub trait AsyncLogStore: Send + Sync {
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
-/// The awaitable form of a store's policies (see [`PolicyStore`]) and of its
+/// The awaitable form of a store's controls (see [`ControlStore`]) and of its
 /// clock, by which they are written: the same calls, answered without
 /// blocking a thread (Redis: the multiplexed connection the awaited checks
-/// share). The policy calls of the core (an operator's change, a fail2ban
-/// strike and its ban, reading the shared policies) are written once over
-/// it: [`PolicyCalls`] makes them awaited or, through [`in_place`], blocking.
-pub trait AsyncPolicyStore: Send + Sync {
+/// share). The control calls of the core (an operator's change, a fail2ban
+/// strike and its ban, reading the shared controls) are written once over
+/// it: [`ControlCalls`] makes them awaited or, through [`in_place`], blocking.
+pub trait AsyncControlStore: Send + Sync {
     /// [`StoreAccess::clock_ms`], awaited.
     fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>>;
 
-    /// [`PolicyStore::record`], awaited.
+    /// [`ControlStore::record`], awaited.
     fn record_async<'a>(
         &'a self,
         tag: &'a [u8],
         scope: &'a str,
     ) -> BoxFuture<'a, Result<RawRecord>>;
 
-    /// [`PolicyStore::set_record`], awaited.
+    /// [`ControlStore::set_record`], awaited.
     fn set_record_async<'a>(
         &'a self,
         tag: &'a [u8],
@@ -252,10 +252,10 @@ pub trait AsyncPolicyStore: Send + Sync {
         now_ms: u64,
     ) -> BoxFuture<'a, Result<()>>;
 
-    /// [`PolicyStore::shared`], awaited.
+    /// [`ControlStore::shared`], awaited.
     fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>>;
 
-    /// [`PolicyStore::set_shared`], awaited.
+    /// [`ControlStore::set_shared`], awaited.
     fn set_shared_async<'a>(
         &'a self,
         hash: SharedHash,
@@ -263,10 +263,10 @@ pub trait AsyncPolicyStore: Send + Sync {
         value: Option<&'a [u8]>,
     ) -> BoxFuture<'a, Result<bool>>;
 
-    /// [`PolicyStore::policy_version`], awaited.
-    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>>;
+    /// [`ControlStore::controls_version`], awaited.
+    fn controls_version_async(&self) -> BoxFuture<'_, Result<u64>>;
 
-    /// [`PolicyStore::strike`], awaited.
+    /// [`ControlStore::strike`], awaited.
     fn strike_async<'a>(
         &'a self,
         tag: &'a [u8],
@@ -274,13 +274,13 @@ pub trait AsyncPolicyStore: Send + Sync {
         now_ms: Option<u64>,
     ) -> BoxFuture<'a, Result<Strike>>;
 
-    /// [`PolicyStore::push_change`], awaited.
+    /// [`ControlStore::push_change`], awaited.
     fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>>;
 
-    /// [`PolicyStore::changes`], awaited.
+    /// [`ControlStore::changes`], awaited.
     fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>>;
 
-    /// [`PolicyStore::denials`], awaited.
+    /// [`ControlStore::denials`], awaited.
     fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>>;
 }
 

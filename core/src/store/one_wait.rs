@@ -1,6 +1,6 @@
 //! One caller's call waits on a store that does not answer once: after one
 //! command of a call (a gate's decision with its screen, strikes and
-//! checks; a check with the process's first read of the shared policies
+//! checks; a check with the process's first read of the shared controls
 //! and the module probe) found Redis not answering within `timeout`, every
 //! later command of that call fails at once with the same error, so a
 //! frozen Redis holds a request one timeout, never one per command. A
@@ -9,7 +9,7 @@
 //!
 //! A call is marked by [`within`] (or [`within_async`] for an awaited one);
 //! a store asks [`unanswered`] before a command and tells [`note`] of one
-//! that went unanswered. A command made outside any call (the policy
+//! that went unanswered. A command made outside any call (the controls
 //! reader's thread, an admin's) stands alone.
 
 use crate::error::Error;

@@ -9,10 +9,10 @@ mod common;
 
 mod batch_and_cache;
 mod concurrency;
+mod controls;
 mod engine_differential;
 mod failures;
 mod module_server;
 mod parser_fuzz;
-mod policies;
 mod property;
 mod scenarios;

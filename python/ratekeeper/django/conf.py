@@ -12,7 +12,7 @@ r"""``settings.RATEKEEPER``: read, validated, and turned into limiters.
                       "maxretry": 3, "findtime": 600, "bantime": 86400}],    # the bad request gets 403
         "ALLOW2BAN": [{"name": "logins", "paths": ["^/login"], "methods": ["POST"],
                        "maxretry": 20, "findtime": 60, "bantime": 3600}],  # let through until the ban
-        "BLOCKED_STATUS": 403, "POLICY_REFRESH": 2.0,
+        "BLOCKED_STATUS": 403, "CONTROLS_REFRESH": 2.0,
         "HEADERS": "all",                      # rate-limit headers: "all", "draft", "legacy" or "none"
         "EXEMPT_PATHS": ["/health", "/static/"],
         "TRUSTED_PROXIES": ["10.0.0.0/8"],
@@ -65,8 +65,8 @@ KNOWN = {
     "ENABLED", "STORE", "PREFIX", "ON_ERROR", "TIMEOUT", "CONNECT_TIMEOUT", "POOL_SIZE", "MAX_KEYS",
     "RULES", "KEY", "PATHS", "VIEWS", "TIERS", "TIER", "EXEMPT_PATHS", "TRUSTED_PROXIES",
     "STATUS", "RESPONDER", "RAISE", "LOG_LEVEL", "LOG_KEYS", "FAIL2BAN", "ALLOW2BAN", "BLOCKED_STATUS",
-    "POLICY_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "POLICIES", "REDIS_MODULE", "IPV4_PREFIX", "IPV6_PREFIX",
-    "POLICY_FILE",
+    "CONTROLS_REFRESH", "SCOPE", "HEADERS", "DENIAL_CACHE", "CONTROLS", "REDIS_MODULE", "IPV4_PREFIX", "IPV6_PREFIX",
+    "POLICY_FILE", "POLICY_REFRESH", "POLICIES",
 }
 # What a policy file says instead, when POLICY_FILE is given.
 POLICY_SETTINGS = KNOWN - {"POLICY_FILE", "RESPONDER", "RAISE", "LOG_LEVEL"}
@@ -74,8 +74,10 @@ POLICY_SETTINGS = KNOWN - {"POLICY_FILE", "RESPONDER", "RAISE", "LOG_LEVEL"}
 LIMITER_OPTIONS = {
     "STORE": "store", "PREFIX": "prefix", "ON_ERROR": "on_error", "TIMEOUT": "timeout",
     "CONNECT_TIMEOUT": "connect_timeout", "POOL_SIZE": "pool_size", "MAX_KEYS": "max_keys",
-    "POLICY_REFRESH": "policy_refresh", "DENIAL_CACHE": "denial_cache", "POLICIES": "policies",
+    "CONTROLS_REFRESH": "controls_refresh", "DENIAL_CACHE": "denial_cache", "CONTROLS": "controls",
     "REDIS_MODULE": "redis_module",
+    # the old names of CONTROLS_REFRESH and CONTROLS: still read, with a DeprecationWarning
+    "POLICY_REFRESH": "policy_refresh", "POLICIES": "policies",
 }
 BAN_FIELDS = {"name", "paths", "methods", "maxretry", "findtime", "bantime"}
 

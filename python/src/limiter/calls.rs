@@ -170,7 +170,7 @@ impl Twin for Screening {
     /// Only the process's first read of the lists (or the first after a
     /// change it made) waits on the store.
     fn waits(&self, on: &Self::On) -> bool {
-        on.waits_on_io() && !on.policies_ready()
+        on.waits_on_io() && !on.controls_ready()
     }
     fn blocking(&self, on: &Self::On) -> core::Result<Option<core::Decision>> {
         Ok(on.screen(&self.ip))

@@ -134,8 +134,8 @@ impl Limiter {
     #[new]
     #[pyo3(signature = (rules, store = None, *, prefix = None, on_error = None, timeout = None,
                         connect_timeout = None, pool_size = None, max_keys = None, denial_cache = None,
-                        scope = None, tiers = None, policy_refresh = None, policies = None,
-                        redis_module = None))]
+                        scope = None, tiers = None, controls_refresh = None, controls = None,
+                        redis_module = None, policy_refresh = None, policies = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -150,9 +150,11 @@ impl Limiter {
         denial_cache: Option<&Bound<'_, PyAny>>,
         scope: Option<&Bound<'_, PyAny>>,
         tiers: Option<&Bound<'_, PyAny>>,
+        controls_refresh: Option<&Bound<'_, PyAny>>,
+        controls: Option<&Bound<'_, PyAny>>,
+        redis_module: Option<&Bound<'_, PyAny>>,
         policy_refresh: Option<&Bound<'_, PyAny>>,
         policies: Option<&Bound<'_, PyAny>>,
-        redis_module: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
         let rules = convert::rule_set(py, rules)?;
         let mut given = core::Settings::default();
@@ -170,9 +172,11 @@ impl Limiter {
                 ("denial_cache", denial_cache),
                 ("scope", scope),
                 ("tiers", tiers),
+                ("controls_refresh", controls_refresh),
+                ("controls", controls),
+                ("redis_module", redis_module),
                 ("policy_refresh", policy_refresh),
                 ("policies", policies),
-                ("redis_module", redis_module),
             ],
         )?;
         let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
@@ -203,8 +207,21 @@ impl Limiter {
     /// Whether the address lists and switches are held in this process as
     /// of its last change (`screen` then answers without the store).
     #[getter]
-    fn policies_ready(&self) -> bool {
-        self.inner.policies_ready()
+    fn controls_ready(&self) -> bool {
+        self.inner.controls_ready()
+    }
+
+    /// The old name of `controls_ready`, kept working with a `DeprecationWarning`.
+    #[getter]
+    fn policies_ready(&self, py: Python<'_>) -> PyResult<bool> {
+        let category = py.get_type::<pyo3::exceptions::PyDeprecationWarning>();
+        PyErr::warn(
+            py,
+            &category,
+            c"policies_ready is now called controls_ready",
+            1,
+        )?;
+        Ok(self.inner.controls_ready())
     }
 
     /// The admin interface to this limiter's store (its Redis or its
@@ -216,7 +233,7 @@ impl Limiter {
     }
 
     /// A limiter for other rules sharing this one's store (its Redis pool or
-    /// its memory), on_error, denial cache and policy refresh; with its own
+    /// its memory), on_error, denial cache and controls refresh; with its own
     /// `scope` (logs kept apart) and `tiers`.
     #[pyo3(signature = (rules, *, scope = None, tiers = None))]
     fn with_rules(

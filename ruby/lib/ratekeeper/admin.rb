@@ -68,7 +68,7 @@ module Ratekeeper
     # [{scope:, address:, count:}], networks: [{scope:, network:, count:}]
     # (an IPv4 /24, an IPv6 /64), each most denied first, per_minute: [{at:,
     # count:}] (oldest first), window:}. A process's denials reach the store
-    # within its policy_refresh.
+    # within its controls_refresh.
     def top_denied(window: 300)
       _top_denied(Integer(window))
     end

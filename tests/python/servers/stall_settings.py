@@ -4,4 +4,4 @@
 from demo.settings import *  # noqa: F401,F403
 from demo.settings import RATEKEEPER
 
-RATEKEEPER = {**RATEKEEPER, "POLICY_REFRESH": 0.1, "RULES": "1000/second"}
+RATEKEEPER = {**RATEKEEPER, "CONTROLS_REFRESH": 0.1, "RULES": "1000/second"}

@@ -3,7 +3,7 @@
 //! until the strike that bans): as written, and checked.
 
 use super::RequestMatch;
-use crate::policy::Fail2Ban;
+use crate::controls::Fail2Ban;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

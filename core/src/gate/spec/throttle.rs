@@ -154,7 +154,7 @@ pub(super) fn throttle(
         tiers.retain(|(given, _)| given != name);
         tiers.push((name.clone(), rules(&format!("tiers.{name}"), text)?));
     }
-    crate::policy::check_tiers(&tiers).map_err(|e| e.to_string())?;
+    crate::controls::check_tiers(&tiers).map_err(|e| e.to_string())?;
     let key = t
         .key
         .as_deref()

@@ -21,9 +21,10 @@ pub fn address(name: &str, text: &str) -> Result<SocketAddr> {
 }
 
 /// The `[store]` table: `url` and the limiter options (`prefix`,
-/// `on_error`, `timeout`...), each checked by [`Settings`].
+/// `on_error`, `timeout`...), each checked by [`Settings`]; an option's old
+/// name is still read (a file has no one to warn).
 pub(super) fn store_settings(table: &toml::Table) -> Result<Settings> {
-    let mut settings = Settings::default();
+    let mut given = Vec::new();
     for (name, value) in table {
         let option = if name == "url" {
             "store"
@@ -51,10 +52,12 @@ pub(super) fn store_settings(table: &toml::Table) -> Result<Settings> {
         };
         let converted = converted
             .ok_or_else(|| Error::config(format!("[store]: {name} must be {}", kind.expected())))?;
-        settings
-            .set(option, converted)
-            .map_err(|e| Error::config(format!("[store]: {e}")))?;
+        given.push((option, converted));
     }
+    let mut settings = Settings::default();
+    settings
+        .set_all(given)
+        .map_err(|e| Error::config(format!("[store]: {e}")))?;
     Ok(settings)
 }
 

@@ -2,15 +2,15 @@
 //! keys. Each log is the engine's bytes, checked by the engine as the Redis
 //! module checks its own (`ratekeeper_engine`): the selection by a key's
 //! record, the admission and the fail2ban strikes are the engine's. The
-//! records, shared hashes and strikes are held in `policies`.
+//! records, shared hashes and strikes are held in `controls`.
 
-mod policies;
+mod controls;
 
-use self::policies::Policies;
+use self::controls::Controls;
 use super::{system_now_ms, LogStore, Mode, Request, StoreAccess};
+use crate::controls::{Applied, DecidedBy, List, Listing, RawRecord};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
-use crate::policy::{Applied, DecidedBy, List, Listing, RawRecord};
 use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
 use ratekeeper_engine::{check_in, layout, Check, Rules, Scratch, Seen, Write};
@@ -99,7 +99,7 @@ struct Shard {
 /// every expired key (a log whose windows have all emptied); only when the
 /// store is still over seven eighths full are live keys evicted, those
 /// closest to expiry first, down to seven eighths: their quotas start
-/// afresh. Policies (listings, tiers, overrides, switches, strikes) are
+/// afresh. Controls (listings, tiers, overrides, switches, strikes) are
 /// held in-process too.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -112,8 +112,8 @@ pub struct MemoryStore {
     newest_ms: AtomicU64,
     /// Held by the one check making room in a full store.
     making_room: Mutex<()>,
-    policies: Mutex<Policies>,
-    /// Whether any key has a record: checks skip the policy lock until one does.
+    controls: Mutex<Controls>,
+    /// Whether any key has a record: checks skip the controls lock until one does.
     has_records: AtomicBool,
     version: AtomicU64,
     /// The last test reset this store saw (see [`crate::testing::reset`]).
@@ -139,7 +139,7 @@ impl MemoryStore {
             held: AtomicUsize::new(0),
             newest_ms: AtomicU64::new(0),
             making_room: Mutex::new(()),
-            policies: Mutex::new(Policies::default()),
+            controls: Mutex::new(Controls::default()),
             has_records: AtomicBool::new(false),
             version: AtomicU64::new(0),
             resets_seen: AtomicU64::new(crate::testing::resets()),
@@ -160,13 +160,13 @@ impl MemoryStore {
         }
         // a test's frozen clock may be earlier than the real one
         self.newest_ms.store(0, Ordering::Release);
-        *self.policies() = Policies::default();
+        *self.controls() = Controls::default();
         self.has_records.store(false, Ordering::Release);
         self.version.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn policies(&self) -> MutexGuard<'_, Policies> {
-        self.policies.lock().unwrap_or_else(|p| p.into_inner())
+    fn controls(&self) -> MutexGuard<'_, Controls> {
+        self.controls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How many keys the store holds now (expired ones not yet swept included).
@@ -289,15 +289,15 @@ impl LogStore for MemoryStore {
         self.after_reset();
         let now_given = request.now_ms.unwrap_or_else(system_now_ms);
         // the key's record, and the record of the bans it earned in this scope
-        let (own, scoped) = if request.policy && self.has_records.load(Ordering::Acquire) {
-            let policies = self.policies();
+        let (own, scoped) = if request.read_record && self.has_records.load(Ordering::Acquire) {
+            let controls = self.controls();
             let scoped = (!request.scope.is_empty())
                 .then(|| {
                     let id = (request.scope.to_owned(), request.tag.to_vec());
-                    policies.scoped.get(&id).cloned()
+                    controls.scoped.get(&id).cloned()
                 })
                 .flatten();
-            (policies.records.get(request.tag).cloned(), scoped)
+            (controls.records.get(request.tag).cloned(), scoped)
         } else {
             (None, None)
         };

@@ -1,5 +1,5 @@
-//! The awaitable Redis log ([`AsyncLogStore`]) and policies
-//! ([`AsyncPolicyStore`]): the same module command or
+//! The awaitable Redis log ([`AsyncLogStore`]) and controls
+//! ([`AsyncControlStore`]): the same module command or
 //! script, keys, arguments and replies as the blocking one, over ONE multiplexed
 //! connection per process (a Cluster connection for `redis+cluster://`),
 //! which concurrent checks share and pipeline naturally. It shares the
@@ -9,17 +9,17 @@
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
 use super::connect::{routing, Target};
+use super::controls::{self, Wire};
 use super::failure::{describe, storage_error, unreachable, unreadable, Step};
 use super::module::{probe, Path, Paths};
-use super::policy::{self, Wire};
 use super::wire::{is_noscript, parse_reply, pipeline_replies, Via};
 use super::RedisStore;
+use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::keys::log_key;
-use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::store::breaker::Failure;
-use crate::store::{AsyncLogStore, AsyncPolicyStore, BoxFuture, HashFields, Request};
+use crate::store::{AsyncControlStore, AsyncLogStore, BoxFuture, HashFields, Request};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use std::time::Duration;
@@ -367,7 +367,7 @@ impl AsyncLogStore for RedisStore {
     }
 }
 
-/// The awaited calls of the policy code ([`super::policy`]).
+/// The awaited calls of the controls code ([`super::controls`]).
 struct Awaited<'s>(&'s RedisStore);
 
 impl Wire for Awaited<'_> {
@@ -379,19 +379,19 @@ impl Wire for Awaited<'_> {
         Box::pin(async move { self.0.run_async(cmd, None).await?.map_err(storage_error) })
     }
 
-    fn policy_script<'a>(
+    fn record_script<'a>(
         &'a self,
         key: &'a [u8],
         args: &'a [Vec<u8>],
     ) -> BoxFuture<'a, Result<Value>> {
         let store = self.0;
-        Box::pin(store.script_async(Some(key), move |via| store.policy_call(via, key, args)))
+        Box::pin(store.script_async(Some(key), move |via| store.record_call(via, key, args)))
     }
 }
 
-impl AsyncPolicyStore for RedisStore {
+impl AsyncControlStore for RedisStore {
     fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(async move { policy::clock_ms(&Awaited(self)).await })
+        Box::pin(async move { controls::clock_ms(&Awaited(self)).await })
     }
 
     fn record_async<'a>(
@@ -399,7 +399,7 @@ impl AsyncPolicyStore for RedisStore {
         tag: &'a [u8],
         scope: &'a str,
     ) -> BoxFuture<'a, Result<RawRecord>> {
-        Box::pin(async move { policy::record(&Awaited(self), tag, scope).await })
+        Box::pin(async move { controls::record(&Awaited(self), tag, scope).await })
     }
 
     fn set_record_async<'a>(
@@ -411,12 +411,12 @@ impl AsyncPolicyStore for RedisStore {
         now_ms: u64,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            policy::set_record(&Awaited(self), tag, scope, field, value, now_ms).await
+            controls::set_record(&Awaited(self), tag, scope, field, value, now_ms).await
         })
     }
 
     fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>> {
-        Box::pin(async move { policy::shared(&Awaited(self), hash).await })
+        Box::pin(async move { controls::shared(&Awaited(self), hash).await })
     }
 
     fn set_shared_async<'a>(
@@ -425,11 +425,11 @@ impl AsyncPolicyStore for RedisStore {
         field: &'a [u8],
         value: Option<&'a [u8]>,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { policy::set_shared(&Awaited(self), hash, field, value).await })
+        Box::pin(async move { controls::set_shared(&Awaited(self), hash, field, value).await })
     }
 
-    fn policy_version_async(&self) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(async move { policy::policy_version(&Awaited(self)).await })
+    fn controls_version_async(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move { controls::controls_version(&Awaited(self)).await })
     }
 
     fn strike_async<'a>(
@@ -438,18 +438,18 @@ impl AsyncPolicyStore for RedisStore {
         rule: &'a Fail2Ban,
         now_ms: Option<u64>,
     ) -> BoxFuture<'a, Result<Strike>> {
-        Box::pin(async move { policy::strike(&Awaited(self), tag, rule, now_ms).await })
+        Box::pin(async move { controls::strike(&Awaited(self), tag, rule, now_ms).await })
     }
 
     fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { policy::push_change(&Awaited(self), change, keep).await })
+        Box::pin(async move { controls::push_change(&Awaited(self), change, keep).await })
     }
 
     fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>> {
-        Box::pin(async move { policy::changes(&Awaited(self), limit).await })
+        Box::pin(async move { controls::changes(&Awaited(self), limit).await })
     }
 
     fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>> {
-        Box::pin(async move { policy::denials(&Awaited(self), minutes).await })
+        Box::pin(async move { controls::denials(&Awaited(self), minutes).await })
     }
 }

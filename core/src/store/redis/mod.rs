@@ -15,21 +15,21 @@
 //! Its parts: `connect` (what a URL points at, the connections and the
 //! pool's manager), `wire` (the commands and their replies), `failure` (how
 //! a failed call is told apart and worded), [`module`] (the module or the
-//! script, per process), `policy` (the policy calls, written once for the
+//! script, per process), `controls` (the control calls, written once for the
 //! blocking and the awaited side) and `aio` (the awaited side).
 
 #[cfg(feature = "async")]
 mod aio;
 mod connect;
+mod controls;
 mod failure;
 mod module;
-mod policy;
 mod wire;
 
 use self::connect::{Conn, Connections, Manager};
 use self::failure::{describe, storage_error, unreachable, unreadable, Step};
 pub use self::module::ModuleUse;
-use self::module::{probe, Path, Paths, CHECK_COMMAND, POLICY_COMMAND};
+use self::module::{probe, Path, Paths, CHECK_COMMAND, RECORD_COMMAND};
 use self::wire::{check_args, is_noscript, parse_reply, pipeline_replies, Lua, Via};
 use crate::store::one_wait;
 
@@ -38,7 +38,7 @@ use super::pool::{GetError, Lent};
 use super::signals::SignalsHeld;
 use super::url::StoreUrl;
 #[cfg(feature = "async")]
-use super::{AsyncLogStore, AsyncPolicyStore};
+use super::{AsyncControlStore, AsyncLogStore};
 use super::{LogStore, Request, StoreAccess, StoreOptions};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
@@ -51,7 +51,7 @@ use std::time::Instant;
 /// The Lua script that checks and logs one key against a rule set (the
 /// engine's twin, `engine/lua/check.lua`).
 pub const SCRIPT: &str = ratekeeper_engine::lua::CHECK_SCRIPT;
-/// The Lua script that changes a key's policy record and counts fail2ban
+/// The Lua script that changes a key's record and counts fail2ban
 /// strikes (`engine/lua/record.lua`).
 pub const RECORD_SCRIPT: &str = ratekeeper_engine::lua::RECORD_SCRIPT;
 
@@ -60,7 +60,7 @@ pub struct RedisStore {
     local: ProcessLocal<Result<Connections>>,
     prefix: String,
     check: Lua,
-    policy: Lua,
+    record: Lua,
     /// A Cluster spreads keys over nodes: batches go one by one.
     cluster: bool,
     /// The URL as errors show it (no password).
@@ -87,7 +87,7 @@ impl RedisStore {
             local,
             prefix: options.prefix.clone(),
             check: Lua::new(SCRIPT, CHECK_COMMAND),
-            policy: Lua::new(RECORD_SCRIPT, POLICY_COMMAND),
+            record: Lua::new(RECORD_SCRIPT, RECORD_COMMAND),
             cluster,
             shown,
             tls,
@@ -232,7 +232,7 @@ impl RedisStore {
         let log = log_key(&self.prefix, r.tag, r.scope);
         let record = record_key(&self.prefix, r.tag, "");
         let banned = record_key(&self.prefix, r.tag, r.scope);
-        let keys: &[&[u8]] = match (r.policy, r.scope.is_empty()) {
+        let keys: &[&[u8]] = match (r.read_record, r.scope.is_empty()) {
             (false, _) => &[&log],
             (true, true) => &[&log, &record],
             // the bans the key earned in this scope, read in the same call
@@ -399,7 +399,7 @@ impl LogStore for RedisStore {
 
 impl StoreAccess for RedisStore {
     fn clock_ms(&self) -> Result<u64> {
-        crate::store::in_place(policy::clock_ms(&policy::Blocking(self)))
+        crate::store::in_place(controls::clock_ms(&controls::Blocking(self)))
     }
 
     fn stats(&self) -> StoreStats {
@@ -424,7 +424,7 @@ impl StoreAccess for RedisStore {
     }
 
     #[cfg(feature = "async")]
-    fn as_async_policy(&self) -> Option<&dyn AsyncPolicyStore> {
+    fn as_async_controls(&self) -> Option<&dyn AsyncControlStore> {
         Some(self)
     }
 }

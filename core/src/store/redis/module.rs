@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 /// The module's check command.
 pub const CHECK_COMMAND: &str = "RATEKEEPER.CHECK";
-/// The module's policy command.
-pub const POLICY_COMMAND: &str = "RATEKEEPER.POLICY";
+/// The module's record command.
+pub const RECORD_COMMAND: &str = "RATEKEEPER.POLICY";
 /// How long a process that found no module uses the script before it asks again.
 pub const PROBE_AGAIN: Duration = Duration::from_secs(10);
 

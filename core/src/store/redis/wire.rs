@@ -1,14 +1,14 @@
-//! What a check and a policy change are on the wire: the scripts and the
+//! What a check and a change of the controls are on the wire: the scripts and the
 //! module's commands (sent by SHA-1, by source after `NOSCRIPT`, or as the
 //! module's command), a check's arguments, and its reply read back.
 
 use super::failure::storage_error;
 use super::module::Path;
+use crate::controls::{Applied, DecidedBy, Listing};
 use crate::decision::{Observation, RuleObservation};
 use crate::engine::command::Item;
 use crate::engine::packed::unpack_reply;
 use crate::error::{Error, Result};
-use crate::policy::{Applied, DecidedBy, Listing};
 use crate::rule::RuleSet;
 use crate::store::{Mode, Request};
 use redis::{RedisError, Value};
@@ -82,7 +82,7 @@ pub(super) fn is_noscript(e: &RedisError) -> bool {
 pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
     let writing = r.mode == Mode::Check;
     if via == Via::Module {
-        let tiers = r.tiers.iter().filter(|_| r.policy);
+        let tiers = r.tiers.iter().filter(|_| r.read_record);
         cmd.arg(crate::engine::packed::pack_check(
             writing,
             r.rules.exact(),
@@ -105,7 +105,7 @@ pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
         None => cmd.arg(""),
     };
     rule_args(cmd, r.rules);
-    if r.policy {
+    if r.read_record {
         for (name, rules) in r.tiers {
             cmd.arg(name.as_str());
             rule_args(cmd, rules);
@@ -199,9 +199,9 @@ fn observation(
                 reason: detail,
             };
             let list = if kind == 1 {
-                crate::policy::List::Safe
+                crate::controls::List::Safe
             } else {
-                crate::policy::List::Block
+                crate::controls::List::Block
             };
             return Ok(Observation {
                 now_ms,

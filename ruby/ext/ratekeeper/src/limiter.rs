@@ -259,10 +259,17 @@ impl Limiter {
         })
     }
 
-    /// `policies_ready?`: whether the address lists and switches are held
+    /// `controls_ready?`: whether the address lists and switches are held
     /// in this process as of its last change.
-    fn policies_ready(&self) -> bool {
-        self.inner.policies_ready()
+    fn controls_ready(&self) -> bool {
+        self.inner.controls_ready()
+    }
+
+    /// `policies_ready?`: the old name of `controls_ready?`, with a
+    /// deprecation warning.
+    fn policies_ready(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {
+        crate::settings::deprecated(ruby, "policies_ready? is now called controls_ready?")?;
+        Ok(rb_self.inner.controls_ready())
     }
 
     /// `scope`: the scope ("" for none).
@@ -374,6 +381,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_admin", method!(Limiter::admin, 1))?;
     class.define_method("screen", method!(Limiter::screen, 1))?;
     class.define_method("scope", method!(Limiter::scope, 0))?;
+    class.define_method("controls_ready?", method!(Limiter::controls_ready, 0))?;
     class.define_method("policies_ready?", method!(Limiter::policies_ready, 0))?;
     class.define_method("tiers", method!(Limiter::tiers, 0))?;
     class.define_method("_reset", method!(Limiter::reset, 1))?;

@@ -111,15 +111,29 @@ pub fn from_hash(ruby: &Ruby, options: RHash) -> Result<Settings, Error> {
         pairs.push((name_of(ruby, key)?, value));
         Ok(magnus::r_hash::ForEach::Continue)
     })?;
-    for (name, value) in pairs {
+    let mut values = Vec::new();
+    for (name, value) in &pairs {
         if value.is_nil() {
-            Settings::kind(&name).map_err(|e| to_ruby(ruby, e))?; // nil: the default, of a known option
+            Settings::kind(name).map_err(|e| to_ruby(ruby, e))?; // nil: the default, of a known option
             continue;
         }
-        let value = option_value(ruby, &name, value)?;
-        settings.set(&name, value).map_err(|e| to_ruby(ruby, e))?;
+        values.push((name.as_str(), option_value(ruby, name, *value)?));
+    }
+    for warning in settings.set_all(values).map_err(|e| to_ruby(ruby, e))? {
+        deprecated(ruby, &warning)?;
     }
     Ok(settings)
+}
+
+/// Shows `warning` as Ruby shows a deprecation (`Warning[:deprecated]`
+/// decides whether it is printed).
+pub fn deprecated(ruby: &Ruby, warning: &str) -> Result<(), Error> {
+    let options = ruby.hash_new();
+    options.aset(ruby.to_symbol("category"), ruby.to_symbol("deprecated"))?;
+    let _: Value = ruby
+        .module_kernel()
+        .funcall("warn", (warning, magnus::KwArgs(options)))?;
+    Ok(())
 }
 
 /// `Ratekeeper.check_option(name, value)`: checks one option of
@@ -132,16 +146,27 @@ fn check_option(ruby: &Ruby, name: Value, value: Value) -> Result<(), Error> {
             .map_err(|e| to_ruby(ruby, e)); // nil: the default
     }
     let value = option_value(ruby, &name, value)?;
-    Settings::default()
-        .set(&name, value)
-        .map_err(|e| to_ruby(ruby, e))
+    for warning in Settings::default()
+        .set_all(vec![(name.as_str(), value)])
+        .map_err(|e| to_ruby(ruby, e))?
+    {
+        deprecated(ruby, &warning)?;
+    }
+    Ok(())
 }
 
-/// Defines `Ratekeeper.check_option` and `Ratekeeper::DEFAULTS`.
+/// Defines `Ratekeeper.check_option`, `Ratekeeper::DEFAULTS` and
+/// `Ratekeeper::RENAMED_OPTIONS` (an option's old name to its name now).
 pub fn init(ruby: &Ruby, module: magnus::RModule) -> Result<(), Error> {
     module.define_singleton_method("check_option", magnus::function!(check_option, 2))?;
     let defaults = crate::plain::to_hash(ruby, &Settings::defaults())?;
     defaults.freeze();
     module.const_set("DEFAULTS", defaults)?;
+    let renamed = ruby.hash_new();
+    for (old, now) in ratekeeper_core::settings::RENAMED {
+        renamed.aset(ruby.to_symbol(old), ruby.to_symbol(now))?;
+    }
+    renamed.freeze();
+    module.const_set("RENAMED_OPTIONS", renamed)?;
     Ok(())
 }

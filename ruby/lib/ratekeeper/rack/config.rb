@@ -45,6 +45,16 @@ module Ratekeeper
         end
       end
 
+      # An option's old name (Ratekeeper::RENAMED_OPTIONS) still works, with
+      # a deprecation warning.
+      Ratekeeper::RENAMED_OPTIONS.each do |old, now|
+        define_method(old) { public_send(now) }
+        define_method("#{old}=") do |value|
+          Ratekeeper.check_option(old, value)
+          @limiter_options[now] = value
+        end
+      end
+
       def initialize(**options)
         @limiter_options = {}
         @responses = Ratekeeper::Responses.new

@@ -19,7 +19,7 @@ module RailsConsole
 
     config.ratekeeper.store = ENV.fetch("RATEKEEPER_STORE")
     config.ratekeeper.prefix = ENV.fetch("RATEKEEPER_PREFIX")
-    config.ratekeeper.policy_refresh = 1
+    config.ratekeeper.controls_refresh = 1
     config.ratekeeper.trusted_proxies = ["127.0.0.1/32"]
     config.ratekeeper.exempt("/ratekeeper", "/login", "/health")
     config.ratekeeper.throttle("req/ip", rules: "5/second") { |request| request.client_ip }

@@ -1,11 +1,11 @@
-//! Policies on every store: listings (keys, addresses, ranges) with TTLs,
+//! Controls on every store: listings (keys, addresses, ranges) with TTLs,
 //! tiers and overrides stored per key, the global switches, and fail2ban.
 //! On Redis and the Cluster, "another process" is a second store (its own
 //! pool and its own view of the shared policies) with the same prefix.
 
 use crate::common;
 
-use ratekeeper_core::policy::Field;
+use ratekeeper_core::controls::Field;
 use ratekeeper_core::store::{self, Store, StoreOptions};
 use ratekeeper_core::{
     Admin, CheckOptions, Fail2Ban, Limiter, List, Offender, OnError, RuleSet, TargetOptions,
@@ -51,7 +51,7 @@ fn limiter(store: &Arc<dyn Store>, rules: &str) -> Limiter {
         OnError::Raise,
     )
     .with_denial_cache(Duration::ZERO)
-    .with_policy_refresh(Duration::from_millis(100))
+    .with_controls_refresh(Duration::from_millis(100))
     .unwrap()
 }
 

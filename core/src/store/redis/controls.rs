@@ -1,16 +1,16 @@
-//! The policy calls on Redis (a key's record, the shared hashes and their
+//! The control calls on Redis (a key's record, the shared hashes and their
 //! version, fail2ban strikes, the clock), written once over [`Wire`]: the
-//! blocking pool's calls ([`PolicyStore`]) or the multiplexed connection's,
-//! awaited ([`crate::store::AsyncPolicyStore`]).
+//! blocking pool's calls ([`ControlStore`]) or the multiplexed connection's,
+//! awaited ([`crate::store::AsyncControlStore`]).
 
 use super::RedisStore;
+use crate::controls::{version_key, Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::error::{Error, Result};
 use crate::keys::{record_key, strikes_key};
-use crate::policy::{version_key, Fail2Ban, Field, RawRecord, SharedHash, Strike};
-use crate::store::{BoxFuture, HashFields, PolicyStore};
+use crate::store::{BoxFuture, ControlStore, HashFields};
 use redis::{Cmd, FromRedisValue, Value};
 
-/// How a policy call reaches Redis: a command, or the policy script's call
+/// How a control call reaches Redis: a command, or the record script's call
 /// (the module's command where this process uses it) on `key` with `args`.
 pub(super) trait Wire: Sync {
     /// The store the calls go to.
@@ -19,8 +19,8 @@ pub(super) trait Wire: Sync {
     /// A command's reply, or the storage error it met.
     fn query<'a>(&'a self, cmd: &'a Cmd) -> BoxFuture<'a, Result<Value>>;
 
-    /// The policy script's reply to `args` on `key`.
-    fn policy_script<'a>(
+    /// The record script's reply to `args` on `key`.
+    fn record_script<'a>(
         &'a self,
         key: &'a [u8],
         args: &'a [Vec<u8>],
@@ -39,22 +39,22 @@ impl Wire for Blocking<'_> {
         Box::pin(std::future::ready(self.0.query(cmd)))
     }
 
-    fn policy_script<'a>(
+    fn record_script<'a>(
         &'a self,
         key: &'a [u8],
         args: &'a [Vec<u8>],
     ) -> BoxFuture<'a, Result<Value>> {
         let store = self.0;
         Box::pin(std::future::ready(
-            store.script(Some(key), |via| store.policy_call(via, key, args)),
+            store.script(Some(key), |via| store.record_call(via, key, args)),
         ))
     }
 }
 
 impl RedisStore {
-    /// The policy script's call on `key` with `args`, as `via` says.
-    pub(super) fn policy_call(&self, via: super::wire::Via, key: &[u8], args: &[Vec<u8>]) -> Cmd {
-        let mut cmd = self.policy.command(via, &[key]);
+    /// The record script's call on `key` with `args`, as `via` says.
+    pub(super) fn record_call(&self, via: super::wire::Via, key: &[u8], args: &[Vec<u8>]) -> Cmd {
+        let mut cmd = self.record.command(via, &[key]);
         for arg in args {
             cmd.arg(arg.as_slice());
         }
@@ -73,7 +73,7 @@ pub(super) async fn clock_ms(wire: &dyn Wire) -> Result<u64> {
     Ok(secs * 1000 + micros / 1000)
 }
 
-/// [`PolicyStore::record`].
+/// [`ControlStore::record`].
 pub(super) async fn record(wire: &dyn Wire, tag: &[u8], scope: &str) -> Result<RawRecord> {
     let mut cmd = redis::cmd("HMGET");
     cmd.arg(record_key(&wire.store().prefix, tag, scope));
@@ -88,7 +88,7 @@ pub(super) async fn record(wire: &dyn Wire, tag: &[u8], scope: &str) -> Result<R
     Ok(raw)
 }
 
-/// [`PolicyStore::set_record`].
+/// [`ControlStore::set_record`].
 pub(super) async fn set_record(
     wire: &dyn Wire,
     tag: &[u8],
@@ -106,11 +106,11 @@ pub(super) async fn set_record(
     if let Some(value) = value {
         args.push(value.as_bytes().to_vec());
     }
-    read::<i64>(wire.policy_script(&key, &args).await?, "the policy script")?;
+    read::<i64>(wire.record_script(&key, &args).await?, "the record script")?;
     Ok(())
 }
 
-/// [`PolicyStore::shared`].
+/// [`ControlStore::shared`].
 pub(super) async fn shared(wire: &dyn Wire, hash: SharedHash) -> Result<HashFields> {
     let cmd = redis::cmd("HGETALL")
         .arg(hash.key(&wire.store().prefix))
@@ -118,7 +118,7 @@ pub(super) async fn shared(wire: &dyn Wire, hash: SharedHash) -> Result<HashFiel
     read(wire.query(&cmd).await?, "HGETALL")
 }
 
-/// [`PolicyStore::set_shared`].
+/// [`ControlStore::set_shared`].
 pub(super) async fn set_shared(
     wire: &dyn Wire,
     hash: SharedHash,
@@ -144,8 +144,8 @@ pub(super) async fn set_shared(
     Ok(existed)
 }
 
-/// [`PolicyStore::policy_version`].
-pub(super) async fn policy_version(wire: &dyn Wire) -> Result<u64> {
+/// [`ControlStore::controls_version`].
+pub(super) async fn controls_version(wire: &dyn Wire) -> Result<u64> {
     let cmd = redis::cmd("GET")
         .arg(version_key(&wire.store().prefix))
         .clone();
@@ -153,7 +153,7 @@ pub(super) async fn policy_version(wire: &dyn Wire) -> Result<u64> {
     Ok(version.unwrap_or(0))
 }
 
-/// [`PolicyStore::strike`].
+/// [`ControlStore::strike`].
 pub(super) async fn strike(
     wire: &dyn Wire,
     tag: &[u8],
@@ -171,7 +171,7 @@ pub(super) async fn strike(
         rule.findtime_ms.to_string().into_bytes(),
     ];
     let (now, strikes, banned): (u64, u64, i64) =
-        read(wire.policy_script(&key, &args).await?, "the policy script")?;
+        read(wire.record_script(&key, &args).await?, "the record script")?;
     let banned = banned == 1;
     Ok(Strike {
         strikes,
@@ -185,7 +185,7 @@ fn audit_key(prefix: &str) -> Vec<u8> {
     format!("{prefix}:audit").into_bytes()
 }
 
-/// [`PolicyStore::push_change`]: the change at the head of the list, which
+/// [`ControlStore::push_change`]: the change at the head of the list, which
 /// is cut to its newest `keep`.
 pub(super) async fn push_change(wire: &dyn Wire, change: &[u8], keep: usize) -> Result<()> {
     let key = audit_key(&wire.store().prefix);
@@ -200,7 +200,7 @@ pub(super) async fn push_change(wire: &dyn Wire, change: &[u8], keep: usize) -> 
     Ok(())
 }
 
-/// [`PolicyStore::changes`].
+/// [`ControlStore::changes`].
 pub(super) async fn changes(wire: &dyn Wire, limit: usize) -> Result<Vec<Vec<u8>>> {
     let cmd = redis::cmd("LRANGE")
         .arg(audit_key(&wire.store().prefix))
@@ -215,7 +215,7 @@ fn denials_key(prefix: &str, minute_ms: u64) -> Vec<u8> {
     format!("{prefix}:denials:{minute_ms}").into_bytes()
 }
 
-/// [`PolicyStore::put_denials`]: the process's field of the minute's hash,
+/// [`ControlStore::put_denials`]: the process's field of the minute's hash,
 /// which expires `ttl_s` after its last write.
 pub(super) async fn put_denials(
     wire: &dyn Wire,
@@ -232,7 +232,7 @@ pub(super) async fn put_denials(
     Ok(())
 }
 
-/// [`PolicyStore::denials`].
+/// [`ControlStore::denials`].
 pub(super) async fn denials(wire: &dyn Wire, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
     let mut out = Vec::with_capacity(minutes.len());
     for &minute_ms in minutes {
@@ -244,7 +244,7 @@ pub(super) async fn denials(wire: &dyn Wire, minutes: &[u64]) -> Result<Vec<Vec<
     Ok(out)
 }
 
-impl PolicyStore for RedisStore {
+impl ControlStore for RedisStore {
     fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         crate::store::in_place(record(&Blocking(self), tag, scope))
     }
@@ -275,8 +275,8 @@ impl PolicyStore for RedisStore {
         crate::store::in_place(set_shared(&Blocking(self), hash, field, value))
     }
 
-    fn policy_version(&self) -> Result<u64> {
-        crate::store::in_place(policy_version(&Blocking(self)))
+    fn controls_version(&self) -> Result<u64> {
+        crate::store::in_place(controls_version(&Blocking(self)))
     }
 
     fn push_change(&self, change: &[u8], keep: usize) -> Result<()> {

@@ -1,4 +1,4 @@
-//! The shared policies as every process holds them: the switches and the
+//! The shared controls as every process holds them: the switches and the
 //! address lists, as of one version of the store.
 
 use super::{Field, List, Listing, Switches};
@@ -40,7 +40,7 @@ impl NetList {
     }
 }
 
-/// What every process holds of the shared policies: the switches and the
+/// What every process holds of the shared controls: the switches and the
 /// address lists, as of one version.
 #[derive(Debug, Clone, Default)]
 pub struct Shared {

@@ -1,19 +1,19 @@
-//! The memory store's policies: what Redis keeps in records and hashes
+//! The memory store's controls: what Redis keeps in records and hashes
 //! (listings, tiers, overrides, the shared hashes) and the fail2ban
 //! strikes, held in-process; the strikes counted by the engine.
 
 use super::MemoryStore;
+use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::error::Result;
-use crate::policy::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
-use crate::store::{HashFields, PolicyStore};
+use crate::store::{ControlStore, HashFields};
 use crate::time::system_now_ms;
 use ratekeeper_engine::record::{lifetime, strike, Lifetime};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 
-/// The policies of the memory store: what Redis keeps in records and hashes.
+/// The controls of the memory store: what Redis keeps in records and hashes.
 #[derive(Debug, Default)]
-pub(super) struct Policies {
+pub(super) struct Controls {
     pub(super) records: HashMap<Vec<u8>, RawRecord>,
     /// The bans keys earned in a scope, by scope and key tag.
     pub(super) scoped: HashMap<(String, Vec<u8>), RawRecord>,
@@ -53,14 +53,14 @@ fn set_field<K: std::hash::Hash + Eq + Clone>(
     }
 }
 
-impl PolicyStore for MemoryStore {
+impl ControlStore for MemoryStore {
     fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord> {
         self.after_reset();
-        let policies = self.policies();
+        let controls = self.controls();
         let found = if scope.is_empty() {
-            policies.records.get(tag)
+            controls.records.get(tag)
         } else {
-            policies.scoped.get(&(scope.to_owned(), tag.to_vec()))
+            controls.scoped.get(&(scope.to_owned(), tag.to_vec()))
         };
         Ok(found.cloned().unwrap_or_default())
     }
@@ -74,7 +74,7 @@ impl PolicyStore for MemoryStore {
         now_ms: u64,
     ) -> Result<()> {
         self.after_reset();
-        let mut policies = self.policies();
+        let mut controls = self.controls();
         let slot = Field::ALL.iter().position(|&f| f == field).unwrap_or(0);
         // keep records that hold a tier, an override or a standing listing
         let lasts = |r: &RawRecord| {
@@ -83,19 +83,19 @@ impl PolicyStore for MemoryStore {
             lifetime(fields, now_ms as i64) != Lifetime::Delete
         };
         if scope.is_empty() {
-            set_field(&mut policies.records, tag.to_vec(), slot, value, lasts);
+            set_field(&mut controls.records, tag.to_vec(), slot, value, lasts);
         } else {
             let id = (scope.to_owned(), tag.to_vec());
-            set_field(&mut policies.scoped, id, slot, value, lasts);
+            set_field(&mut controls.scoped, id, slot, value, lasts);
         }
-        let any = !policies.records.is_empty() || !policies.scoped.is_empty();
+        let any = !controls.records.is_empty() || !controls.scoped.is_empty();
         self.has_records.store(any, Ordering::Release);
         Ok(())
     }
 
     fn shared(&self, hash: SharedHash) -> Result<HashFields> {
         self.after_reset();
-        Ok(self.policies().shared[hash_index(hash)]
+        Ok(self.controls().shared[hash_index(hash)]
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
@@ -103,8 +103,8 @@ impl PolicyStore for MemoryStore {
 
     fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool> {
         self.after_reset();
-        let mut policies = self.policies();
-        let map = &mut policies.shared[hash_index(hash)];
+        let mut controls = self.controls();
+        let map = &mut controls.shared[hash_index(hash)];
         let existed = match value {
             Some(value) => map.insert(field.to_vec(), value.to_vec()).is_some(),
             None => map.remove(field).is_some(),
@@ -115,23 +115,23 @@ impl PolicyStore for MemoryStore {
         Ok(existed)
     }
 
-    fn policy_version(&self) -> Result<u64> {
+    fn controls_version(&self) -> Result<u64> {
         self.after_reset();
         Ok(self.version.load(Ordering::Acquire))
     }
 
     fn push_change(&self, change: &[u8], keep: usize) -> Result<()> {
         self.after_reset();
-        let mut policies = self.policies();
-        policies.changes.push_front(change.to_vec());
-        policies.changes.truncate(keep);
+        let mut controls = self.controls();
+        controls.changes.push_front(change.to_vec());
+        controls.changes.truncate(keep);
         Ok(())
     }
 
     fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>> {
         self.after_reset();
         Ok(self
-            .policies()
+            .controls()
             .changes
             .iter()
             .take(limit)
@@ -141,25 +141,25 @@ impl PolicyStore for MemoryStore {
 
     fn put_denials(&self, minute_ms: u64, process: u64, tally: &[u8], ttl_s: u64) -> Result<()> {
         self.after_reset();
-        let mut policies = self.policies();
-        policies
+        let mut controls = self.controls();
+        controls
             .denials
             .entry(minute_ms)
             .or_default()
             .insert(process, tally.to_vec());
         // the minutes older than the newest by more than they are kept
         let horizon = minute_ms.saturating_sub(ttl_s * 1000);
-        policies.denials = policies.denials.split_off(&horizon);
+        controls.denials = controls.denials.split_off(&horizon);
         Ok(())
     }
 
     fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>> {
         self.after_reset();
-        let policies = self.policies();
+        let controls = self.controls();
         Ok(minutes
             .iter()
             .map(|minute| {
-                policies
+                controls
                     .denials
                     .get(minute)
                     .map_or_else(Vec::new, |tallies| tallies.values().cloned().collect())
@@ -173,11 +173,11 @@ impl PolicyStore for MemoryStore {
         let mut id = tag.to_vec();
         id.push(0);
         id.extend_from_slice(rule.name.as_bytes());
-        let mut policies = self.policies();
-        if policies.strikes.len() >= self.max_keys {
-            policies.strikes.retain(|_, (_, lapses)| *lapses > now);
+        let mut controls = self.controls();
+        if controls.strikes.len() >= self.max_keys {
+            controls.strikes.retain(|_, (_, lapses)| *lapses > now);
         }
-        let (times, lapses) = policies.strikes.entry(id.clone()).or_default();
+        let (times, lapses) = controls.strikes.entry(id.clone()).or_default();
         let struck = strike(
             times,
             now as i64,
@@ -186,7 +186,7 @@ impl PolicyStore for MemoryStore {
         );
         *lapses = now + rule.findtime_ms;
         if struck.banned {
-            policies.strikes.remove(&id);
+            controls.strikes.remove(&id);
         }
         Ok(Strike {
             strikes: struck.count as u64,

@@ -1,4 +1,4 @@
-//! How the policies are stored: the Redis key names of the shared hashes,
+//! How the controls are stored: the Redis key names of the shared hashes,
 //! one-letter field codes, and the text of listings, overrides and switches.
 //! The Lua scripts (`engine/lua/*.lua`) and the memory store read and write
 //! exactly these forms.
@@ -65,7 +65,7 @@ impl Switches {
     }
 }
 
-/// A key's stored policy record, as read (fields in [`Field::ALL`] order).
+/// A key's stored record, as read (fields in [`Field::ALL`] order).
 pub type RawRecord = [Option<String>; 4];
 
 impl Record {
@@ -113,7 +113,7 @@ impl SharedHash {
     }
 }
 
-/// The Redis key of the version counter of the shared policies.
+/// The Redis key of the version counter of the shared controls.
 pub fn version_key(prefix: &str) -> String {
     format!("{prefix}:{{=policy}}:version")
 }

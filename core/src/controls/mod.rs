@@ -1,12 +1,12 @@
-//! Policies that sit beside the rules: safelists and blocklists (with a TTL and
+//! Controls that sit beside the rules: safelists and blocklists (with a TTL and
 //! a reason), a key's tier or rule override stored in the store, global switches
 //! (enabled, shadow mode, a limit multiplier), and fail2ban strikes.
 //!
 //! This module holds the model; [`encoding`] how it is stored (Redis key
-//! names and field values), [`snapshot`] the shared policies as a process
+//! names and field values), [`snapshot`] the shared controls as a process
 //! holds them, [`target`] how an operator's text names a key or an address,
 //! and [`fail2ban`] strikes and bans. The model knows no store:
-//! `store::policies` reads and writes it there.
+//! `store::controls` reads and writes it there.
 //!
 //! Where each lives, and when a process sees a change:
 //!
@@ -79,7 +79,7 @@ impl List {
     }
 }
 
-/// A field of a key's policy record.
+/// A field of a key's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
     /// Safelisted until, and why.
@@ -315,8 +315,8 @@ pub fn check_tier_name(name: &str) -> Result<()> {
 
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
-/// Moves on each policy change made in this process: limiters then read the
-/// shared policies again and forget remembered denials at their next check.
+/// Moves on each change of the controls made in this process: limiters then read the
+/// shared controls again and forget remembered denials at their next check.
 pub fn epoch() -> u64 {
     EPOCH.load(Ordering::Acquire)
 }

@@ -1,17 +1,17 @@
-//! The policies in a store, read and written as the policy model says: the
-//! shared policies a process holds, and the one way a safelist or blocklist
+//! The controls in a store, read and written as their model says: the
+//! shared controls a process holds, and the one way a safelist or blocklist
 //! entry is written, whether an operator makes it (`Admin`) or a limiter's
-//! fail2ban ban does. Written once over an [`AsyncPolicyStore`]: awaited
+//! fail2ban ban does. Written once over an [`AsyncControlStore`]: awaited
 //! as they are, or made in place ([`super::in_place`]) by a blocking caller.
 
-use super::AsyncPolicyStore;
+use super::AsyncControlStore;
+use crate::controls::encoding::{mark, scoped_mark, tag_mark, unmark};
+use crate::controls::{bump_epoch, Entry, Field, List, Listing, Shared, SharedHash, Target};
 use crate::error::Result;
 use crate::keys::key_tag;
-use crate::policy::encoding::{mark, scoped_mark, tag_mark, unmark};
-use crate::policy::{bump_epoch, Entry, Field, List, Listing, Shared, SharedHash, Target};
 
-/// Reads the shared policies (switches, address lists) from `store` at `version`.
-pub async fn load_shared(store: &dyn AsyncPolicyStore, version: u64) -> Result<Shared> {
+/// Reads the shared controls (switches, address lists) from `store` at `version`.
+pub async fn load_shared(store: &dyn AsyncControlStore, version: u64) -> Result<Shared> {
     Ok(Shared::from_hashes(
         version,
         &store.shared_async(SharedHash::Nets).await?,
@@ -26,7 +26,7 @@ pub async fn load_shared(store: &dyn AsyncPolicyStore, version: u64) -> Result<S
 /// an address or range always everywhere. Replaces an entry already there
 /// and returns the entry made.
 pub async fn put_target(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     list: List,
     target: Target,
     scope: &str,
@@ -119,7 +119,7 @@ pub async fn put_target(
 /// The directory fields of `field` in `scope` that name a key (not its
 /// tag) whose tag is `tag`: a key listed by itself, then named by its tag.
 pub async fn keys_of_tag(
-    store: &dyn AsyncPolicyStore,
+    store: &dyn AsyncControlStore,
     field: Field,
     scope: &str,
     tag: &[u8],
@@ -138,7 +138,7 @@ pub async fn keys_of_tag(
 }
 
 /// Drops lapsed address entries (so fail2ban bans do not pile up).
-async fn prune_nets(store: &dyn AsyncPolicyStore, now_ms: u64) -> Result<()> {
+async fn prune_nets(store: &dyn AsyncControlStore, now_ms: u64) -> Result<()> {
     for (field, value) in store.shared_async(SharedHash::Nets).await? {
         let lapsed = std::str::from_utf8(&value)
             .ok()
