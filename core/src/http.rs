@@ -199,7 +199,11 @@ impl Responses {
     /// The answer to a blocked client (a listing, a ban, or an adapter's own
     /// blocklist rule).
     pub fn blocked(&self) -> Answer {
-        json_answer(self.blocked_status, Vec::new(), "{\"error\":\"blocked\"}")
+        json_answer(
+            self.blocked_status,
+            Vec::new(),
+            &serde_json::json!({"error": "blocked"}),
+        )
     }
 
     /// The headers of a denial, for an adapter's own responder to add where
@@ -217,7 +221,7 @@ impl Responses {
         json_answer(
             self.status,
             headers,
-            &format!("{{\"error\":\"rate_limited\",\"retry_after\":{wait}}}"),
+            &serde_json::json!({"error": "rate_limited", "retry_after": wait}),
         )
     }
 
@@ -258,7 +262,7 @@ impl Responses {
         ];
         let mut text = String::from("rate_limited");
         for (name, value) in &fields {
-            let _ = write!(text, " {name}={}", json(value));
+            let _ = write!(text, " {name}={}", json(&plain_json(value)));
         }
         DenialLog {
             fields: Plain::Map(
@@ -278,13 +282,42 @@ pub fn retry_after_seconds(decision: &Decision) -> u64 {
     decision.retry_after_ms.map_or(1, ceil_seconds)
 }
 
-fn json_answer(status: u16, mut headers: Vec<(&'static str, String)>, body: &str) -> Answer {
+/// The answer of the edge server's health check: `200 {"status":"ok"}`.
+pub fn healthy() -> Answer {
+    json_answer(200, Vec::new(), &serde_json::json!({"status": "ok"}))
+}
+
+/// The answer to a request whose facts cannot be read (a forwarded header
+/// that is not one): `400`, with what was wrong.
+pub fn bad_request(detail: &str) -> Answer {
+    json_answer(
+        400,
+        Vec::new(),
+        &serde_json::json!({"error": "bad_request", "detail": detail}),
+    )
+}
+
+/// The answer when the store failed and `on_error` is `raise`: `500`.
+pub fn store_error() -> Answer {
+    json_answer(
+        500,
+        Vec::new(),
+        &serde_json::json!({"error": "store_error"}),
+    )
+}
+
+fn json_answer(
+    status: u16,
+    mut headers: Vec<(&'static str, String)>,
+    body: &serde_json::Value,
+) -> Answer {
+    let body = json(body);
     headers.push(("Content-Type", "application/json".to_owned()));
     headers.push(("Content-Length", body.len().to_string()));
     Answer {
         status: Some(status),
         headers,
-        body: body.as_bytes().to_vec(),
+        body: body.into_bytes(),
     }
 }
 
@@ -312,61 +345,69 @@ fn escaped_bytes(bytes: &[u8]) -> String {
     out
 }
 
-/// A plain value as JSON: strings ASCII-only (`\uXXXX` beyond), so that no
-/// key or path can break a log line.
-fn json(value: &Plain) -> String {
+/// A plain value as a JSON value (seconds keys as their decimal text).
+fn plain_json(value: &Plain) -> serde_json::Value {
+    use serde_json::Value;
     match value {
-        Plain::Null => "null".to_owned(),
-        Plain::Bool(b) => b.to_string(),
-        Plain::Int(n) => n.to_string(),
-        Plain::Float(f) if f.is_finite() => format!("{f:?}"),
-        Plain::Float(_) => "null".to_owned(),
-        Plain::Text(text) => json_string(text),
-        Plain::Map(fields) => {
-            let parts: Vec<String> = fields
+        Plain::Null => Value::Null,
+        Plain::Bool(b) => Value::Bool(*b),
+        Plain::Int(n) => Value::from(*n),
+        Plain::Float(f) => Value::from(*f), // (not finite: null)
+        Plain::Text(text) => Value::from(text.as_str()),
+        Plain::Map(fields) => Value::Object(
+            fields
                 .iter()
                 .map(|(key, value)| {
                     let key = match key {
-                        Key::Name(name) => json_string(name),
-                        Key::Seconds(s) => json_string(&format!("{s:?}")),
+                        Key::Name(name) => (*name).to_owned(),
+                        Key::Seconds(s) => format!("{s:?}"),
                     };
-                    format!("{key}: {}", json(value))
+                    (key, plain_json(value))
                 })
-                .collect();
-            format!("{{{}}}", parts.join(", "))
-        }
-        Plain::List(items) => {
-            let parts: Vec<String> = items.iter().map(json).collect();
-            format!("[{}]", parts.join(", "))
-        }
+                .collect(),
+        ),
+        Plain::List(items) => Value::Array(items.iter().map(plain_json).collect()),
     }
 }
 
-/// `text` as a JSON string (quoted; control and non-ASCII characters as
-/// `\u` escapes), as the denial log line and the JSON bodies write text.
-pub fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+/// JSON as ratekeeper writes it, in the log line and every body: compact,
+/// and printable ASCII only (`\uXXXX` beyond), so that no key or path can
+/// break a line.
+pub fn json(value: &serde_json::Value) -> String {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let mut writer = serde_json::Serializer::with_formatter(&mut out, AsciiOnly);
+    value
+        .serialize(&mut writer)
+        .expect("a JSON value always serializes");
+    String::from_utf8(out).expect("ASCII")
+}
+
+/// serde_json's compact form, with every character beyond ASCII escaped.
+struct AsciiOnly;
+
+impl serde_json::ser::Formatter for AsciiOnly {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let escaped = |c: char| !c.is_ascii() || c == '\u{7f}';
+        for part in fragment.split_inclusive(escaped) {
+            let (plain, last) = match part.chars().last() {
+                Some(c) if escaped(c) => (&part[..part.len() - c.len_utf8()], Some(c)),
+                _ => (part, None),
+            };
+            writer.write_all(plain.as_bytes())?;
+            if let Some(c) = last {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
+                    write!(writer, "\\u{unit:04x}")?;
                 }
             }
-            c => out.push(c),
         }
+        Ok(())
     }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -488,5 +529,37 @@ mod tests {
             "{}",
             line.text
         );
+    }
+
+    #[test]
+    fn json_is_compact_and_printable_ascii() {
+        let value = serde_json::json!({
+            "text": "a\u{7f}b\u{0}\r\n\té😀\"\\",
+            "n": 3,
+            "f": 0.5,
+            "none": null,
+        });
+        let text = json(&value);
+        assert!(text.bytes().all(|b| (0x20..0x7f).contains(&b)), "{text}");
+        assert!(
+            text.contains(r#""a\u007fb\u0000\r\n\t\u00e9\ud83d\ude00\"\\""#),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
+        let answer = bad_request("no \"X-Forwarded-Uri\"\n");
+        assert_eq!(
+            (answer.status, answer.headers[0].1.as_str()),
+            (Some(400), "application/json")
+        );
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"error": "bad_request", "detail": "no \"X-Forwarded-Uri\"\n"})
+        );
+        assert_eq!(healthy().body, br#"{"status":"ok"}"#);
+        assert_eq!(store_error().status, Some(500));
     }
 }

@@ -26,7 +26,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use ratekeeper_core::gate::{Ending, Step, Verdict};
-use ratekeeper_core::http::{json_string, Answer};
+use ratekeeper_core::http::{self, Answer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ pub fn router(state: Arc<State>) -> Router {
 }
 
 async fn healthz() -> Response {
-    json(StatusCode::OK, "{\"status\":\"ok\"}")
+    answered(http::healthy())
 }
 
 fn metrics_response(state: &State) -> Response {
@@ -77,13 +77,7 @@ async fn forward_auth(
         Err(e) => {
             state.counters.request(door.name(), "bad_request");
             log::warn!("bad forwarded request from {peer}: {e}");
-            return json(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "{{\"error\":\"bad_request\",\"detail\":{}}}",
-                    json_string(&e.to_string())
-                ),
-            );
+            return answered(http::bad_request(&e.to_string()));
         }
     };
     let decided = match policy.prepare(&forwarded) {
@@ -99,10 +93,7 @@ async fn forward_auth(
         Err(e) => {
             state.counters.request(door.name(), "error");
             log::error!("check failed (on_error = \"raise\"): {e}");
-            json(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "{\"error\":\"store_error\"}",
-            )
+            answered(http::store_error())
         }
     }
 }
@@ -138,14 +129,5 @@ fn with_headers(mut response: Response, headers: Vec<(&'static str, String)>) ->
             response.headers_mut().insert(name, value);
         }
     }
-    response
-}
-
-fn json(status: StatusCode, body: &str) -> Response {
-    let mut response = Response::new(Body::from(body.to_owned()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert("content-type", HeaderValue::from_static("application/json"));
     response
 }

@@ -12,12 +12,11 @@ mod signals;
 mod url;
 
 pub use self::breaker::StoreStats;
-pub use self::calls::{in_place, ControlCalls};
+pub use self::calls::{in_place, AsyncControlStore, ControlCalls, ControlStore, HashFields};
 pub use self::memory::MemoryStore;
 pub use self::redis::{ModuleUse, RedisStore, SCRIPT as REDIS_SCRIPT};
 pub use self::url::redact;
 
-use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::rule::RuleSet;
@@ -144,61 +143,6 @@ pub trait StoreAccess: Send + Sync {
     }
 }
 
-/// Every field of a hash and its value, as [`ControlStore::shared`] reads them.
-pub type HashFields = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// The controls half of a store: each key's record, the shared hashes
-/// every process holds, their version, and fail2ban strikes.
-pub trait ControlStore: Send + Sync {
-    /// The record of `tag`, fields in [`Field::ALL`] order: the
-    /// key's own (`scope` ""), or the bans it earned in `scope` (only its
-    /// blocklist field is used there).
-    fn record(&self, tag: &[u8], scope: &str) -> Result<RawRecord>;
-
-    /// Sets (`Some`) or removes (`None`) one field of the record of `tag` in
-    /// `scope` ("": the key's own). The record lasts while it holds a tier
-    /// or override, else until its last listing lapses (judged at `now_ms`).
-    fn set_record(
-        &self,
-        tag: &[u8],
-        scope: &str,
-        field: Field,
-        value: Option<&str>,
-        now_ms: u64,
-    ) -> Result<()>;
-
-    /// Every field of one of the shared hashes.
-    fn shared(&self, hash: SharedHash) -> Result<HashFields>;
-
-    /// Sets or removes one field of a shared hash; for a hash processes hold,
-    /// moves the version so that they read it again. Returns whether the
-    /// field existed before.
-    fn set_shared(&self, hash: SharedHash, field: &[u8], value: Option<&[u8]>) -> Result<bool>;
-
-    /// The version of the shared controls (moves on every change).
-    fn controls_version(&self) -> Result<u64>;
-
-    /// Counts one fail2ban strike against `tag` at `now_ms` (the store's clock
-    /// when `None`); the strike that makes `maxretry` within `findtime` clears
-    /// the count and reports that the key is to be banned.
-    fn strike(&self, tag: &[u8], rule: &Fail2Ban, now_ms: Option<u64>) -> Result<Strike>;
-
-    /// Appends one change (encoded, see [`crate::audit`]) to the audit
-    /// trail, which keeps the newest `keep`.
-    fn push_change(&self, change: &[u8], keep: usize) -> Result<()>;
-
-    /// The newest `limit` changes of the audit trail, newest first.
-    fn changes(&self, limit: usize) -> Result<Vec<Vec<u8>>>;
-
-    /// Sets process `process`'s tally of the denials of the minute that
-    /// starts at `minute_ms` (encoded, see [`crate::denials`]), kept `ttl_s`
-    /// seconds.
-    fn put_denials(&self, minute_ms: u64, process: u64, tally: &[u8], ttl_s: u64) -> Result<()>;
-
-    /// Every process's tally of each of `minutes`, in their order.
-    fn denials(&self, minutes: &[u64]) -> Result<Vec<Vec<Vec<u8>>>>;
-}
-
 /// A whole store: its log, its controls, and how it is reached.
 pub trait Store: LogStore + ControlStore + StoreAccess {}
 
@@ -223,65 +167,6 @@ pub trait AsyncLogStore: Send + Sync {
 
     /// [`LogStore::reset`], awaited.
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;
-}
-
-/// The awaitable form of a store's controls (see [`ControlStore`]) and of its
-/// clock, by which they are written: the same calls, answered without
-/// blocking a thread (Redis: the multiplexed connection the awaited checks
-/// share). The control calls of the core (an operator's change, a fail2ban
-/// strike and its ban, reading the shared controls) are written once over
-/// it: [`ControlCalls`] makes them awaited or, through [`in_place`], blocking.
-pub trait AsyncControlStore: Send + Sync {
-    /// [`StoreAccess::clock_ms`], awaited.
-    fn clock_ms_async(&self) -> BoxFuture<'_, Result<u64>>;
-
-    /// [`ControlStore::record`], awaited.
-    fn record_async<'a>(
-        &'a self,
-        tag: &'a [u8],
-        scope: &'a str,
-    ) -> BoxFuture<'a, Result<RawRecord>>;
-
-    /// [`ControlStore::set_record`], awaited.
-    fn set_record_async<'a>(
-        &'a self,
-        tag: &'a [u8],
-        scope: &'a str,
-        field: Field,
-        value: Option<&'a str>,
-        now_ms: u64,
-    ) -> BoxFuture<'a, Result<()>>;
-
-    /// [`ControlStore::shared`], awaited.
-    fn shared_async(&self, hash: SharedHash) -> BoxFuture<'_, Result<HashFields>>;
-
-    /// [`ControlStore::set_shared`], awaited.
-    fn set_shared_async<'a>(
-        &'a self,
-        hash: SharedHash,
-        field: &'a [u8],
-        value: Option<&'a [u8]>,
-    ) -> BoxFuture<'a, Result<bool>>;
-
-    /// [`ControlStore::controls_version`], awaited.
-    fn controls_version_async(&self) -> BoxFuture<'_, Result<u64>>;
-
-    /// [`ControlStore::strike`], awaited.
-    fn strike_async<'a>(
-        &'a self,
-        tag: &'a [u8],
-        rule: &'a Fail2Ban,
-        now_ms: Option<u64>,
-    ) -> BoxFuture<'a, Result<Strike>>;
-
-    /// [`ControlStore::push_change`], awaited.
-    fn push_change_async<'a>(&'a self, change: &'a [u8], keep: usize) -> BoxFuture<'a, Result<()>>;
-
-    /// [`ControlStore::changes`], awaited.
-    fn changes_async(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Vec<u8>>>>;
-
-    /// [`ControlStore::denials`], awaited.
-    fn denials_async<'a>(&'a self, minutes: &'a [u64]) -> BoxFuture<'a, Result<Vec<Vec<Vec<u8>>>>>;
 }
 
 /// The default wait for one Redis command and for a new connection: 250 ms.

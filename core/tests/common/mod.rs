@@ -143,6 +143,24 @@ pub fn raw_redis() -> redis::Connection {
         .unwrap()
 }
 
+/// How many replicas acknowledged every write made so far, on any
+/// connection, within `timeout_ms` (`WAIT`). WAIT waits for the offset of
+/// its own connection's last write, and a test's checks write on the store's
+/// connections: a write here comes after all of them in the stream (without
+/// it WAIT answers at once, before a replica applied anything).
+pub fn replicated(master: &mut redis::Connection, replicas: i64, timeout_ms: u64) -> i64 {
+    let _: () = redis::cmd("SET")
+        .arg("rk-test:fence")
+        .arg(1)
+        .query(master)
+        .unwrap();
+    redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(timeout_ms)
+        .query(master)
+        .unwrap()
+}
+
 /// A Redis server of a test's own, on a free port, that the test may stop,
 /// restart, freeze and thaw (always by its pid). Killed when dropped.
 pub struct OwnRedis {

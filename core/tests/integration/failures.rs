@@ -550,11 +550,7 @@ fn sentinel_failover_under_load_recovers() {
     for _ in 0..3 {
         assert!(before.check(b"kept", 1, None).unwrap().allowed());
     }
-    let _: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(2000)
-        .query(&mut master_con)
-        .unwrap();
+    assert_eq!(common::replicated(&mut master_con, 1, 10_000), 1);
 
     let main = limiter(&url, "1000000/hour", OnError::Allow);
     let seen = load(&main, 4, || {

@@ -527,14 +527,9 @@ fn synced_replica(master: &OwnRedis, mut meanwhile: impl FnMut()) -> (OwnRedis, 
 }
 
 /// Whether the master's one replica acknowledged every write so far within
-/// `timeout_ms` (`WAIT 1`).
+/// `timeout_ms`.
 fn acknowledged(mcon: &mut redis::Connection, timeout_ms: u64) -> bool {
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(timeout_ms)
-        .query(mcon)
-        .unwrap();
-    acked == 1
+    common::replicated(mcon, 1, timeout_ms) == 1
 }
 
 #[test]
