@@ -93,8 +93,8 @@ pub use keys::{identity, scope_name};
 #[cfg(feature = "async")]
 pub use limiter::check_batch_async;
 pub use limiter::{
-    check_batch, cost_from, flush_denials, flush_denials_at_exit, Acquired, BatchItem,
-    CheckOptions, Limiter, Offender, OnError,
+    actual_cost_from, check_batch, cost_from, flush_denials, flush_denials_at_exit, Acquired,
+    Asked, BatchItem, CheckOptions, Limiter, Offender, OnError, Reservation, Settled,
 };
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};

@@ -6,9 +6,12 @@
 --          ("<limit>:<window ms>;..." shortest window first)
 -- KEYS[3]  (optional, with KEYS[2]) the record of the bans the key earned in the
 --          check's scope: b, a blocklist entry judged after KEYS[2]'s s and b
--- ARGV[1]  "c" to check (log `cost` units on admission), "p" to peek (never write);
---          "cx", "px": the same, keeping every entry (never merging close ones)
--- ARGV[2]  cost
+-- ARGV[1]  "c" to check (log `cost` units on admission), "p" to peek (never write), "s"
+--          to settle a reservation (engine/src/log.rs, `Settle`); "cx", "px", "sx": the
+--          same, keeping every entry (never merging close ones)
+-- ARGV[2]  cost; to settle, "<charged> <at> <refund>": the units charged over the
+--          estimate (logged whatever the limits say), the time the reservation was
+--          logged at, the units it gives back
 -- ARGV[3]  now in ms, or "" to use the Redis server clock (TIME)
 -- ARGV[4]  n, the number of the caller's rules
 -- ARGV[5]  the rules' windows as the header stores them (5 bytes each)
@@ -39,9 +42,15 @@ local pack, unpack5 = struct.pack, struct.unpack
 local min, max, ceil = math.min, math.max, math.ceil
 
 local key = KEYS[1]
-local writing = sub(ARGV[1], 1, 1) == 'c'
+local mode = sub(ARGV[1], 1, 1)
+local settle = mode == 's'
+local writing = mode == 'c' or settle
 local exact = sub(ARGV[1], 2, 2) == 'x'
-local cost = tonumber(ARGV[2])
+local cost, settle_at, refund = tonumber(ARGV[2]), 0, 0
+if settle then
+  local c, a, r = string.match(ARGV[2], '^(%d+) (%d+) (%d+)$')
+  cost, settle_at, refund = tonumber(c), tonumber(a), tonumber(r)
+end
 local now = tonumber(ARGV[3])
 -- the Redis clock, when this check runs on it (TTLs always do)
 local clock = nil
@@ -198,7 +207,8 @@ if guarded and byte(hdr, 13) > VERSION then
   error({err = 'ratekeeper: the stored log was written by a newer release of ratekeeper (log format '
     .. byte(hdr, 13) .. ', this release reads ' .. VERSION .. '): upgrade this process'})
 end
-local fits = #hdr >= H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
+-- (a settle rebuilds the log whole, its refund taken on the way)
+local fits = not settle and #hdr >= H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
   and byte(hdr, 15) == flags and sub(hdr, FIXED + 1, FIXED + 5 * n) == WINDOWS
 
 -- An empty log of these rules: its F and G.
@@ -233,10 +243,22 @@ if not fits and not fresh then
   -- longest window, put in the bands as a log of these rules holds them at its newest
   -- time; written even when the check is denied, so that it is rebuilt once.
   local all = redis.call('GET', key)
+  -- a settle's refund: from the first entry (oldest first) from its time on, once;
+  -- nothing when the reservation left every window
+  local function taken(t, u)
+    if refund == 0 or t < settle_at then return u end
+    local r = refund
+    refund = 0
+    if settle_at <= newest - longest then return u end
+    return u - min(r, u)
+  end
   local function place(t, u)
-    if u > 0 and t > newest - longest then
-      for j = 1, n do
-        if t + W[j] > newest then push(j, t, u) return end
+    if t > newest - longest then
+      u = taken(t, u)
+      if u > 0 then
+        for j = 1, n do
+          if t + W[j] > newest then push(j, t, u) return end
+        end
       end
     end
   end
@@ -359,6 +381,13 @@ for i = 1, n do
   result[3 * i + 5] = -1
   if count + cost > limits[i] then allowed = 0 end
 end
+-- a settle's overrun is counted, never refused: up to the units that fill the log to the
+-- largest limit (its longest window holds every entry), past which every check is
+-- denied anyway and a running total would wrap
+if settle then
+  allowed = 1
+  cost = max(min(cost, SPAN - 1 - count), 0)
+end
 if allowed == 0 then
   result[2] = 0
   -- when each rule would take this check: once the units over its limit have left its
@@ -397,10 +426,13 @@ end
 -- A denied check writes nothing but a rebuilt log (as of its newest entry: a later check
 -- may be earlier than this one, though never than that entry, and entries only move to
 -- longer windows' bands).
-if not writing or (allowed == 0 and not rebuilt) then return result end
-if allowed == 0 then
+-- A settle that logs nothing new is written likewise, as of the newest entry (an empty
+-- log stays none).
+local logs_nothing = allowed == 0 or (settle and cost == 0)
+if not writing or (logs_nothing and not rebuilt) then return result end
+if logs_nothing then
   F, G, A = rebuilt[1], rebuilt[2], rebuilt[3]
-else
+elseif cost > 0 then
   push(1, now, cost)
   newest = now
 end

@@ -3,7 +3,7 @@
 //! rules a check applies (or a listing that answers it without one).
 
 use crate::layout::MAX5;
-use crate::log::{Rules, Scratch, Seen};
+use crate::log::{Rules, Scratch, Seen, Settle};
 
 /// Arguments a command cannot run with; the text names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,10 +58,13 @@ pub fn within(n: i64, what: &str, min: i64, max: i64) -> Result<i64, ArgError> {
 pub struct CheckArgs<'a> {
     /// "c": log the cost on admission; "p": only observe.
     pub writing: bool,
-    /// "cx", "px": keep every entry (never merge close ones).
+    /// "cx", "px", "sx": keep every entry (never merge close ones).
     pub exact: bool,
-    /// Units the check costs (at least 1).
+    /// Units the check costs (at least 1; a settle's: what it charges over
+    /// the estimate, 0 or more).
     pub cost: i64,
+    /// "s": a settle of a reservation, not a check (`writing` too).
+    pub settle: Option<Settle>,
     /// The check's time (ms), or `None` for the server clock.
     pub now: Option<i64>,
     /// The caller's rules.
@@ -107,14 +110,21 @@ pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
     if args.len() < 6 {
         return bad("wrong number of arguments: give c|p, cost, now, then the rules");
     }
-    let (writing, exact) = match args[0] {
-        b"c" => (true, false),
-        b"p" => (false, false),
-        b"cx" => (true, true),
-        b"px" => (false, true),
-        _ => return bad("the mode must be c (check) or p (peek), with x to keep every entry"),
+    let (writing, exact) =
+        match args[0] {
+            b"c" | b"s" => (true, false),
+            b"p" => (false, false),
+            b"cx" | b"sx" => (true, true),
+            b"px" => (false, true),
+            _ => return bad(
+                "the mode must be c (check), p (peek) or s (settle), with x to keep every entry",
+            ),
+        };
+    let (cost, settle) = if args[0][0] == b's' {
+        settle_args(args[1])?
+    } else {
+        (number(args[1], "the cost", 1, MAX_COST)?, None)
     };
-    let cost = number(args[1], "the cost", 1, MAX_COST)?;
     let now = match args[2] {
         b"" => None,
         given => Some(number(given, "now (ms)", 0, MAX_NOW)?),
@@ -131,10 +141,27 @@ pub fn parse_check<'a>(args: &[&'a [u8]]) -> Result<CheckArgs<'a>, ArgError> {
         writing,
         exact,
         cost,
+        settle,
         now,
         rules,
         tiers,
     })
+}
+
+/// A settle's cost argument, `<charged> <at> <refund>`: the units charged
+/// over the estimate, the time the reservation was logged at, the units it
+/// gives back.
+fn settle_args(arg: &[u8]) -> Result<(i64, Option<Settle>), ArgError> {
+    let mut parts = arg.split(|&b| b == b' ');
+    let (Some(charged), Some(at), Some(refund), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return bad("a settle's cost must be <charged> <at> <refund>");
+    };
+    let charged = number(charged, "the units charged", 0, MAX_COST)?;
+    let at = number(at, "the reservation's time (ms)", 0, MAX_NOW)?;
+    let refund = number(refund, "the units given back", 0, MAX_COST)?;
+    Ok((charged, Some(Settle { at, refund })))
 }
 
 /// The fields of a key's policy record the check reads: `s`, `b`, `t`, `o`.

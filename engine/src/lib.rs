@@ -49,6 +49,12 @@
 //! anyway: nothing changes. A rule set with [`layout::EXACT`] keeps every
 //! entry (up to [`layout::MAX_ENTRIES`] per band).
 //!
+//! **Settling.** A reservation is a check of an estimate; its settle
+//! ([`log::Settle`], mode `s` of the script) rebuilds the log as for new
+//! rules, the entry that holds the reservation's units (the oldest from its
+//! time on) giving back what the work did not use, then logs any overrun at
+//! the settle's time whatever the limits say.
+//!
 //! A ring that is full is rewritten at twice its capacity (at least 4, at
 //! most its band's most); otherwise a check patches the entries it added and
 //! the header in place. A log written for other rules (or flags) is rebuilt
@@ -77,6 +83,7 @@ pub mod legacy;
 pub mod log;
 pub mod packed;
 pub mod record;
+pub mod settle;
 pub mod write;
 
 /// The engine's Lua twins, for Redis servers that load no modules (most

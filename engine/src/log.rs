@@ -7,6 +7,8 @@ use crate::layout::{
     ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, MAX_STRING, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
+use crate::settle::Refund;
+pub use crate::settle::Settle;
 pub use crate::write::{Edits, Scratch, Write};
 
 /// The rules a check applies, shortest window first, as the header stores them.
@@ -81,6 +83,8 @@ pub struct Check<'a> {
     pub writing: bool,
     /// Keep every entry: never merge close ones (see the crate docs).
     pub exact: bool,
+    /// A settle of a reservation rather than a check (see [`Settle`]).
+    pub settle: Option<Settle>,
 }
 
 /// What a check saw of one rule.
@@ -211,17 +215,21 @@ fn place(bands: &mut [Band], from: usize, t: i64, units: i64, now: i64) {
 }
 
 /// The entries of a stored log written for other rules (or in the previous
-/// format) put into `bands` (empty) as a log of these rules would hold them
-/// at its newest time, keeping every unit still inside the longest window;
-/// returns that newest time (0: the string is no log, read as none).
-fn rebuild(stored: &[u8], bands: &mut [Band]) -> Result<i64, Damaged> {
+/// format, or being settled: `refund`) put into `bands` (empty) as a log of
+/// these rules would hold them at its newest time, keeping every unit still
+/// inside the longest window; returns that newest time (0: the string is no
+/// log, read as none).
+fn rebuild(stored: &[u8], bands: &mut [Band], refund: &mut Refund) -> Result<i64, Damaged> {
     let longest = bands.last().map_or(0, |b| b.window);
     if !guarded(stored) {
         let Some(units) = legacy::units_after(stored, |newest| newest - longest)? else {
             return Ok(0);
         };
         for &(t, count) in &units.runs {
-            place(bands, 0, t, count, units.newest);
+            if t > units.newest - longest {
+                let count = refund.taken(t, count, units.newest, longest);
+                place(bands, 0, t, count, units.newest);
+            }
         }
         return Ok(units.newest);
     }
@@ -238,6 +246,7 @@ fn rebuild(stored: &[u8], bands: &mut [Band]) -> Result<i64, Damaged> {
         while band.len > 0 {
             let (t, units) = band.pop(log)?;
             if t > newest - longest {
+                let units = refund.taken(t, units, newest, longest);
                 place(bands, 0, t, units, newest);
             }
         }
@@ -258,8 +267,10 @@ fn run(
 ) -> Result<(Seen, Write), Damaged> {
     let rules = c.rules;
     // No rule's limit passes MAX_LIMIT, so a cost past it is denied as one
-    // more than it is, and the sums below stay far inside an i64.
-    let cost = c.cost.clamp(1, crate::command::MAX_COST);
+    // more than it is, and the sums below stay far inside an i64. (A
+    // settle's cost, what it charges over the estimate, may be 0.)
+    let least = if c.settle.is_some() { 0 } else { 1 };
+    let cost = c.cost.clamp(least, crate::command::MAX_COST);
     let longest = rules.windows.iter().copied().max().unwrap_or(0);
     let Read {
         fits,
@@ -282,19 +293,30 @@ fn run(
         newest,
     };
     advance(bands, now, log)?;
-    let seen = observe(bands, rules, cost, now, seen_rules, log)?;
+    let mut seen = observe(bands, rules, cost, now, seen_rules, log)?;
+    let mut cost = cost;
+    if c.settle.is_some() {
+        // an overrun is counted, never refused: up to a log full to the
+        // largest limit (past it every check is denied, and a total wraps)
+        seen.allowed = true;
+        seen.rules.iter_mut().for_each(|rule| rule.free_at = -1);
+        let total = seen.rules.last().map_or(0, |rule| rule.count);
+        cost = cost.min(crate::command::MAX_LIMIT - total).max(0);
+    }
     let allowed = seen.allowed;
 
     // A denied check writes nothing but a rebuilt log (as of its newest
     // entry: a later check may be earlier than this one, though never than
     // that entry, and entries only move to longer windows' bands).
-    if !c.writing || (!allowed && rebuilt.is_none()) {
+    // (so is a settle that logs nothing new; an empty log stays none)
+    let logs_nothing = !allowed || (c.settle.is_some() && cost == 0);
+    if !c.writing || (logs_nothing && rebuilt.is_none()) {
         return Ok((seen, Write::Nothing));
     }
-    if let Some(before) = rebuilt.filter(|_| !allowed) {
+    if let Some(before) = rebuilt.filter(|_| logs_nothing) {
         *bands = before;
     }
-    if allowed {
+    if allowed && cost > 0 {
         bands[0].push(now, cost);
         newest = now;
     }
@@ -349,7 +371,9 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         return Err(Damaged::Newer(c.stored[GUARD_LEN]));
     }
     let hdr = range(c.stored, 0, h);
-    let fits = hdr.len() == h
+    // (a settle rebuilds the log whole, its refund taken on the way)
+    let fits = c.settle.is_none()
+        && hdr.len() == h
         && guarded(hdr)
         && hdr[GUARD_LEN] == VERSION
         && usize::from(hdr[GUARD_LEN + 1]) == n
@@ -367,7 +391,7 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         read.expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
         read_bands(c.stored, bands, read.newest, false)?;
     } else if !c.stored.is_empty() {
-        read.newest = rebuild(c.stored, bands)?;
+        read.newest = rebuild(c.stored, bands, &mut Refund::of(c.settle))?;
         read.rebuilt = Some(bands.clone());
     }
     Ok(read)

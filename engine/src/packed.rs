@@ -9,8 +9,9 @@
 //! The check (numbers big-endian):
 //!
 //! * [`FORMAT`] (1 byte), flags (1 byte: [`WRITING`], [`NOW_GIVEN`],
-//!   [`EXACT`]), the cost (8 bytes), the check's time in ms when
-//!   [`NOW_GIVEN`] (8 bytes);
+//!   [`EXACT`], [`SETTLE`]), the cost (8 bytes), for a settle the
+//!   reservation's time and the units it gives back (8 bytes each), the
+//!   check's time in ms when [`NOW_GIVEN`] (8 bytes);
 //! * the caller's rules: their count `n` (1 byte), the windows as a log's
 //!   header stores them (5 bytes each), the limits (5 bytes each; 4 in the
 //!   previous format, 1, which the module still reads from older clients);
@@ -25,7 +26,7 @@ use crate::command::{
     MAX_WINDOW_MS,
 };
 use crate::layout::{dec5, enc5, MAX5};
-use crate::log::{Rules, Scratch};
+use crate::log::{Rules, Scratch, Settle};
 
 /// The packed check's first byte: which format follows. (The script's
 /// ARGV never comes as one argument, so a call with one is a packed one.)
@@ -38,6 +39,9 @@ pub const WRITING: u8 = 1;
 pub const NOW_GIVEN: u8 = 2;
 /// Flag: keep every entry (never merge close ones).
 pub const EXACT: u8 = 4;
+/// Flag: a settle of a reservation (with [`WRITING`]; see
+/// [`crate::log::Settle`]); a module older than this flag refuses it by name.
+pub const SETTLE: u8 = 8;
 
 /// Appends a rule set as the packed check carries it.
 fn push_rules(out: &mut Vec<u8>, rules: &Rules) {
@@ -62,12 +66,55 @@ pub fn pack_check<'a>(
     rules: &Rules,
     tiers: impl Iterator<Item = (&'a [u8], &'a Rules)>,
 ) -> Vec<u8> {
+    pack(writing, exact, cost, None, now_ms, rules, tiers)
+}
+
+/// A packed settle of a reservation (see [`crate::log::Settle`]): `exact`
+/// as the rules' checks, `charged` units over the estimate, at `now_ms`
+/// (None: the server clock), against the `rules` the reservation was
+/// checked by.
+pub fn pack_settle(
+    exact: bool,
+    charged: u64,
+    settle: Settle,
+    now_ms: Option<u64>,
+    rules: &Rules,
+) -> Vec<u8> {
+    pack(
+        true,
+        exact,
+        charged,
+        Some(settle),
+        now_ms,
+        rules,
+        std::iter::empty(),
+    )
+}
+
+fn pack<'a>(
+    writing: bool,
+    exact: bool,
+    cost: u64,
+    settle: Option<Settle>,
+    now_ms: Option<u64>,
+    rules: &Rules,
+    tiers: impl Iterator<Item = (&'a [u8], &'a Rules)>,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + 9 * rules.len());
     let flags = if writing { WRITING } else { 0 }
         | if now_ms.is_some() { NOW_GIVEN } else { 0 }
-        | if exact { EXACT } else { 0 };
+        | if exact { EXACT } else { 0 }
+        | if settle.is_some() {
+            SETTLE | WRITING
+        } else {
+            0
+        };
     out.extend_from_slice(&[FORMAT, flags]);
     out.extend_from_slice(&cost.to_be_bytes());
+    if let Some(settle) = settle {
+        out.extend_from_slice(&(settle.at.max(0) as u64).to_be_bytes());
+        out.extend_from_slice(&(settle.refund.max(0) as u64).to_be_bytes());
+    }
     if let Some(now) = now_ms {
         out.extend_from_slice(&now.to_be_bytes());
     }
@@ -164,14 +211,31 @@ pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckA
         }
     }
     let flags = r.number(1, "its flags")? as u8;
-    if flags & !(WRITING | NOW_GIVEN | EXACT) != 0 {
+    if flags & !(WRITING | NOW_GIVEN | EXACT | SETTLE) != 0 {
         return Err(ArgError(format!(
             "the packed check's flags {flags} are unknown"
         )));
     }
     // (a number past i64 is past every bound: read as i64::MAX)
     let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let cost = within(signed(r.number(8, "the cost")?), "the cost", 1, MAX_COST)?;
+    let settling = flags & SETTLE != 0;
+    let least = if settling { 0 } else { 1 };
+    let cost = within(
+        signed(r.number(8, "the cost")?),
+        "the cost",
+        least,
+        MAX_COST,
+    )?;
+    let settle = if settling {
+        let at = signed(r.number(8, "the reservation's time")?);
+        let refund = signed(r.number(8, "the units given back")?);
+        Some(Settle {
+            at: within(at, "the reservation's time (ms)", 0, MAX_NOW)?,
+            refund: within(refund, "the units given back", 0, MAX_COST)?,
+        })
+    } else {
+        None
+    };
     let now = match flags & NOW_GIVEN {
         0 => None,
         _ => Some(within(
@@ -189,9 +253,10 @@ pub fn parse_packed<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Result<CheckA
         tiers.push((name, r.rules("a tier", scratch)?));
     }
     Ok(CheckArgs {
-        writing: flags & WRITING != 0,
+        writing: flags & WRITING != 0 || settling,
         exact: flags & EXACT != 0,
         cost,
+        settle,
         now,
         rules,
         tiers,

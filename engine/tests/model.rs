@@ -143,6 +143,7 @@ impl Trace {
             clock: None,
             writing: !step.peek,
             exact,
+            settle: None,
         };
         let (seen, write) = check(asked).unwrap();
         let (seen_in, write_in) = check_in(asked, &mut self.scratch).unwrap();
@@ -302,6 +303,7 @@ fn traffic(rules: &Rules, calls: i64, spacing: i64, cost: i64) -> (Vec<u8>, i64)
             clock: None,
             writing: true,
             exact: false,
+            settle: None,
         })
         .unwrap();
         admitted += i64::from(seen.allowed);
@@ -356,6 +358,7 @@ fn a_log_of_the_previous_format_is_read_and_rewritten() {
         clock: None,
         writing: true,
         exact: false,
+        settle: None,
     })
     .unwrap();
     assert!(seen.allowed);
@@ -371,6 +374,7 @@ fn a_log_of_the_previous_format_is_read_and_rewritten() {
         clock: None,
         writing: true,
         exact: false,
+        settle: None,
     })
     .unwrap();
     assert!(!seen.allowed);
@@ -387,6 +391,7 @@ fn at<'a>(stored: &'a [u8], rules: &'a Rules, cost: i64, now: i64, writing: bool
         clock: None,
         writing,
         exact: false,
+        settle: None,
     }
 }
 
@@ -441,5 +446,221 @@ proptest! {
             let (after, _) = check(at(&log, &rules, 1, 2_000, false)).unwrap();
             prop_assert_eq!(after.rules[0].count, logged + taken);
         }
+    }
+}
+
+/// One step of a trace of reservations: a check (each admitted one a
+/// reservation of its cost), or a settle of an earlier reservation at
+/// `percent` of its estimate.
+#[derive(Debug, Clone)]
+enum Op {
+    Check {
+        advance: i64,
+        cost: i64,
+    },
+    Settle {
+        advance: i64,
+        pick: prop::sample::Index,
+        percent: i64,
+    },
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let advance = prop_oneof![
+        Just(0i64),
+        0i64..200,
+        0i64..20_000,
+        0i64..4_000_000,
+        -500i64..0
+    ];
+    prop::collection::vec(
+        prop_oneof![
+            3 => (advance.clone(), prop_oneof![1i64..4, 10i64..200])
+                .prop_map(|(advance, cost)| Op::Check { advance, cost }),
+            2 => (advance, any::<prop::sample::Index>(), prop_oneof![Just(0i64), 0i64..100, 100i64..300])
+                .prop_map(|(advance, pick, percent)| Op::Settle { advance, pick, percent }),
+        ],
+        1..120,
+    )
+}
+
+/// Reservations beside the plain sliding log they should leave: each
+/// admitted check's units, less what its settle gave back, plus what
+/// settles charged over their estimates.
+#[derive(Default)]
+struct Reserved {
+    /// (time, units) of every entry the plain log holds.
+    entries: Vec<(i64, i64)>,
+    /// (index into `entries`, estimate) of each reservation not yet settled.
+    open: Vec<(usize, i64)>,
+}
+
+impl Reserved {
+    fn count(&self, t: i64, w: i64) -> i64 {
+        self.entries
+            .iter()
+            .filter(|&&(at, _)| at > t - w && at <= t)
+            .map(|e| e.1)
+            .sum()
+    }
+
+    fn newest(&self) -> i64 {
+        self.entries.iter().map(|e| e.0).max().unwrap_or(i64::MIN)
+    }
+}
+
+/// Runs `ops` under `rules` on a fresh log: what each step saw, beside the
+/// plain log after the step before it (`checks` and `settles` hold them:
+/// (time, seen, plain counts per rule widened by `late`)).
+fn reservations(ops: &[Op], rules: &Rules, exact: bool, late: &[i64]) -> Result<(), TestCaseError> {
+    let longest = *rules.windows.last().unwrap();
+    let mut log = Vec::new();
+    let mut plain = Reserved::default();
+    let mut now = 1_000_000i64;
+    for op in ops {
+        let (advance, cost, settle, estimate) = match op {
+            Op::Check { advance, cost } => (*advance, *cost, None, 0),
+            Op::Settle {
+                advance,
+                pick,
+                percent,
+            } => {
+                if plain.open.is_empty() {
+                    continue;
+                }
+                let (entry, estimate) = plain.open.swap_remove(pick.index(plain.open.len()));
+                let actual = estimate * percent / 100;
+                let at = plain.entries[entry].0;
+                let settle = ratekeeper_engine::log::Settle {
+                    at,
+                    refund: (estimate - actual).max(0),
+                };
+                // a late settle (its reservation left the longest window) gives nothing back
+                if at > plain.newest() - longest {
+                    plain.entries[entry].1 -= settle.refund;
+                }
+                (
+                    *advance,
+                    (actual - estimate).max(0),
+                    Some((settle, entry)),
+                    estimate,
+                )
+            }
+        };
+        now += advance;
+        let t = now.max(plain.newest());
+        let (seen, write) = check(Check {
+            stored: &log,
+            rules,
+            cost,
+            now,
+            clock: None,
+            writing: true,
+            exact,
+            settle: settle.map(|s| s.0),
+        })
+        .unwrap();
+        write.apply(&mut log);
+        prop_assert_eq!(seen.now, t);
+        for (i, rule) in seen.rules.iter().enumerate() {
+            let w = rules.windows[i];
+            prop_assert!(
+                plain.count(t, w) <= rule.count,
+                "rule {i}: {} counted of {} held (settle {settle:?}, estimate {estimate})",
+                rule.count,
+                plain.count(t, w)
+            );
+            prop_assert!(
+                rule.count <= plain.count(t, w + late[i]),
+                "rule {i}: {} counted, {} within {} ms late",
+                rule.count,
+                plain.count(t, w + late[i]),
+                late[i]
+            );
+        }
+        match settle {
+            Some(_) => {
+                prop_assert!(seen.allowed, "a settle is never refused");
+                if cost > 0 {
+                    plain.entries.push((t, cost));
+                }
+            }
+            None => {
+                let fits = rules
+                    .limits
+                    .iter()
+                    .zip(&rules.windows)
+                    .all(|(&l, &w)| plain.count(t, w) + cost <= l);
+                if late.iter().all(|&l| l == 0) {
+                    prop_assert_eq!(seen.allowed, fits);
+                } else if seen.allowed {
+                    prop_assert!(fits, "admitted over a limit");
+                }
+                if seen.allowed {
+                    plain.entries.push((t, cost));
+                    plain.open.push((plain.entries.len() - 1, cost));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn a_settle_gives_back_what_a_reservation_did_not_use_and_charges_its_overrun(
+        exact in any::<bool>(),
+        fine in rules_from(FINE.to_vec()),
+        any_rules in rules_from(ANY.to_vec()),
+        merging in any::<bool>(),
+        ops in ops(),
+    ) {
+        // where nothing merges the log is the plain one exactly; where
+        // entries merge, each count lies between the plain one and the plain
+        // one widened by the steps of its band and every shorter one
+        let (rules, exact) = match (merging, exact) {
+            (true, _) => (Rules::new(&any_rules), false),
+            (false, true) => (Rules::new(&any_rules), true),
+            (false, false) => (Rules::new(&fine), false),
+        };
+        let late: Vec<i64> = if merging {
+            rules.windows.iter()
+                .scan(0, |sum, &w| { *sum += step(w, false); Some(*sum) })
+                .collect()
+        } else {
+            vec![0; rules.len()]
+        };
+        reservations(&ops, &rules, exact, &late)?;
+    }
+}
+
+#[test]
+fn a_settles_overrun_past_every_limit_fills_the_log_and_never_wraps() {
+    use ratekeeper_engine::command::{MAX_COST, MAX_LIMIT};
+    use ratekeeper_engine::log::Settle;
+    let rules = Rules::new(&[(10, 1_000), (1_000, 60_000)]);
+    let mut log = Vec::new();
+    let (seen, write) = check(at(&log, &rules, 3, 5_000, true)).unwrap();
+    assert!(seen.allowed);
+    write.apply(&mut log);
+    for round in 0..3 {
+        let (seen, write) = check(Check {
+            settle: Some(Settle {
+                at: 5_000,
+                refund: 0,
+            }),
+            ..at(&log, &rules, MAX_COST, 5_001 + round, true)
+        })
+        .unwrap();
+        assert!(seen.allowed, "a settle is never refused");
+        write.apply(&mut log);
+        let (seen, _) = check(at(&log, &rules, 1, 5_010, false)).unwrap();
+        assert!(
+            !seen.allowed,
+            "round {round}: the log is full, never wrapped"
+        );
+        assert_eq!(seen.rules[1].count, MAX_LIMIT, "round {round}");
     }
 }

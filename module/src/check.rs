@@ -115,6 +115,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
             clock: parsed.now.is_none().then_some(clock),
             writing: parsed.writing,
             exact: parsed.exact,
+            settle: parsed.settle,
         },
         scratch,
     )?;

@@ -34,9 +34,15 @@ pub fn run_core<T: Send>(
 /// A core decision for Python, logging its once-per-outage warning on the `ratekeeper` logger.
 pub fn deliver(py: Python<'_>, inner: core::Decision) -> PyResult<Decision> {
     if let Some(warning) = &inner.warning {
-        py.import("logging")?
-            .call_method1("getLogger", ("ratekeeper",))?
-            .call_method1("warning", (warning.as_str(),))?;
+        log_warning(py, warning)?;
     }
     Ok(Decision { inner })
+}
+
+/// Logs a core warning (a store outage's first fallback) on the `ratekeeper` logger.
+pub fn log_warning(py: Python<'_>, warning: &str) -> PyResult<()> {
+    py.import("logging")?
+        .call_method1("getLogger", ("ratekeeper",))?
+        .call_method1("warning", (warning,))?;
+    Ok(())
 }

@@ -37,20 +37,31 @@ pub fn latin1_text(bytes: &[u8]) -> String {
 /// A cost: a whole number of at least 1; 1 when not given.
 pub fn cost(py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
     let Some(cost) = cost else { return Ok(1) };
-    if cost.is_instance_of::<pyo3::types::PyBool>() || !cost.is_instance_of::<pyo3::types::PyInt>()
+    ratekeeper_core::cost_from(whole(cost, "cost")?).map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// What some work cost, for a settle: an int, 0 or more.
+pub fn actual_cost(py: Python<'_>, actual: &Bound<'_, PyAny>) -> PyResult<u64> {
+    ratekeeper_core::actual_cost_from(whole(actual, "actual")?)
+        .map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// An int (not a bool) as the core takes a count; one past i128 kept by its
+/// sign, for the core to judge. A `TypeError` names `what` otherwise.
+fn whole(value: &Bound<'_, PyAny>, what: &str) -> PyResult<i128> {
+    if value.is_instance_of::<pyo3::types::PyBool>()
+        || !value.is_instance_of::<pyo3::types::PyInt>()
     {
         return Err(PyTypeError::new_err(format!(
-            "cost must be an int, not {}",
-            cost.get_type().name()?
+            "{what} must be an int, not {}",
+            value.get_type().name()?
         )));
     }
-    // a number past i128 is kept by its sign: the core decides what it means
-    let value = match cost.extract::<i128>() {
+    Ok(match value.extract::<i128>() {
         Ok(value) => value,
-        Err(_) if cost.gt(0)? => i128::MAX,
+        Err(_) if value.gt(0)? => i128::MAX,
         Err(_) => i128::MIN,
-    };
-    ratekeeper_core::cost_from(value).map_err(|e| crate::errors::to_py(py, e))
+    })
 }
 
 /// `now`: None, or seconds as an int or float.

@@ -13,6 +13,7 @@ mod limiter;
 mod net;
 mod plain;
 mod replay;
+mod reservation;
 mod settings;
 mod twin;
 mod types;
@@ -33,6 +34,7 @@ fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
 fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<limiter::Limiter>()?;
+    m.add_class::<reservation::Reservation>()?;
     m.add_class::<admin::Admin>()?;
     m.add_class::<types::Rule>()?;
     m.add_class::<types::RuleState>()?;

@@ -118,7 +118,7 @@ mod tests {
             for step in steps {
                 now = (now + step).max(0);
                 let (seen, write) = check(Check {
-                    stored: &stored, rules: &engine_rules, cost: 1, now, clock: None, writing: true, exact: false,
+                    stored: &stored, rules: &engine_rules, cost: 1, now, clock: None, writing: true, exact: false, settle: None,
                 }).unwrap();
                 let allowed = log.check(&mut starts, now, &ours, &mut counts);
                 prop_assert_eq!(allowed, seen.allowed);

@@ -3,11 +3,13 @@
 //! clock); what every binding wraps. Its options are in [`options`], the
 //! view of the controls each process holds in `view`, the warden in [`warden`], one
 //! check's way from arguments to decision in `pipeline`, batches in
-//! [`batch`], and waiting for a slot in [`wait`].
+//! [`batch`], waiting for a slot in [`wait`], and reservations, checked for
+//! an estimate and settled to what the work cost, in `reserve`.
 
 pub mod batch;
 pub mod options;
 mod pipeline;
+mod reserve;
 mod view;
 pub mod wait;
 pub mod warden;
@@ -15,7 +17,8 @@ pub mod warden;
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
-pub use options::{cost_from, CheckOptions, Offender, OnError};
+pub use options::{actual_cost_from, cost_from, Asked, CheckOptions, Offender, OnError};
+pub use reserve::{Reservation, Settled};
 pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_CONTROLS_REFRESH};
 pub use wait::Acquired;
 pub use warden::{check_controls_refresh, Listed, Warden};

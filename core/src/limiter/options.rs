@@ -57,6 +57,46 @@ pub fn cost_from(value: i128) -> Result<u64> {
     Ok(u64::try_from(value).unwrap_or(u64::MAX))
 }
 
+/// What some work really cost, as a settle takes it (0 or more, where a
+/// check's cost is at least 1): a binding's integer, checked.
+pub fn actual_cost_from(value: i128) -> Result<u64> {
+    if value < 0 {
+        return Err(Error::config(format!(
+            "invalid cost {value}: what the work cost is 0 or more"
+        )));
+    }
+    Ok(u64::try_from(value).unwrap_or(u64::MAX))
+}
+
+/// One check's arguments as a binding converted them, owned: what
+/// [`CheckOptions`] borrows, kept while a call is made (on another thread,
+/// or awaited).
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// The key's bytes.
+    pub key: Vec<u8>,
+    /// Units the check costs.
+    pub cost: u64,
+    /// Seconds since the epoch; the store's clock when `None`.
+    pub now: Option<f64>,
+    /// The tier the caller names.
+    pub tier: Option<String>,
+    /// The client address.
+    pub ip: Option<String>,
+}
+
+impl Asked {
+    /// The check's options.
+    pub fn options(&self) -> CheckOptions<'_> {
+        CheckOptions {
+            cost: self.cost,
+            now: self.now,
+            tier: self.tier.as_deref(),
+            ip: self.ip.as_deref(),
+        }
+    }
+}
+
 /// How one check is asked for: its cost and time, the tier the caller names,
 /// the client address.
 #[derive(Debug, Clone, Copy)]

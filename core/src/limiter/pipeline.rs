@@ -243,7 +243,7 @@ impl Limiter {
         match outcome {
             Ok(obs) => {
                 self.state().in_outage.store(false, Ordering::Relaxed);
-                let check = request.mode == Mode::Check;
+                let check = request.mode.writes();
                 let decision = match &obs.decided_by {
                     DecidedBy::Listed(list, listing) => {
                         Decision::listed(request.rules, obs.now_ms, *list, listing)

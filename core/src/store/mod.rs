@@ -23,13 +23,41 @@ use crate::rule::RuleSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Whether a call may log units (a check) or must leave the log alone (a peek).
+/// Whether a call may log units (a check), must leave the log alone (a
+/// peek), or settles a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Log `cost` units when every rule admits them.
     Check,
     /// Only observe.
     Peek,
+    /// Settle the reservation logged at `at_ms`: give back `refund` of its
+    /// units, and log `cost` (what the work cost over the estimate) whatever
+    /// the limits say (see [`crate::engine::log::Settle`]).
+    Settle {
+        /// The reservation's time: its check's `now`.
+        at_ms: u64,
+        /// Units it gives back.
+        refund: u64,
+    },
+}
+
+impl Mode {
+    /// Whether the call writes the log (a check or a settle).
+    pub fn writes(self) -> bool {
+        self != Mode::Peek
+    }
+
+    /// The engine's settle, for a settle.
+    pub fn settle(self) -> Option<crate::engine::log::Settle> {
+        match self {
+            Mode::Settle { at_ms, refund } => Some(crate::engine::log::Settle {
+                at: at_ms.min(crate::engine::command::MAX_NOW as u64) as i64,
+                refund: refund.min(crate::engine::command::MAX_COST as u64) as i64,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// One check (or peek) of a batch: see [`LogStore::apply_many`].

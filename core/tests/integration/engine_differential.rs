@@ -13,7 +13,8 @@
 use crate::common;
 
 use ratekeeper_core::engine::command::Item;
-use ratekeeper_core::engine::packed::{pack_check, unpack_reply};
+use ratekeeper_core::engine::log::Settle;
+use ratekeeper_core::engine::packed::{pack_check, pack_settle, unpack_reply};
 use ratekeeper_core::engine::Rules;
 use ratekeeper_core::store::REDIS_SCRIPT;
 use redis::Value;
@@ -218,6 +219,16 @@ fn delete(con: &mut redis::Connection, keys: &Keys) {
         .unwrap();
 }
 
+/// A settle's arguments: the script's cost argument, the units charged
+/// and the engine's settle.
+fn settle_args(settle: Settle, charged: u64) -> (String, u64, Settle) {
+    (
+        format!("{charged} {} {}", settle.at, settle.refund),
+        charged,
+        settle,
+    )
+}
+
 fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [u64; 5]) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let tag = common::unique_prefix();
@@ -252,6 +263,8 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
     // how far apart (ms, on the server's clock) the three calls of a step
     // have been at most: a key's expiry was set by one of them
     let mut widest: i64 = 50;
+    // the times of the checks so far, which settles name
+    let mut checked: Vec<i64> = Vec::new();
     for step in 0..60 {
         // keys about to expire, or of which one has (a machine slow between
         // steps), start again alike: a key that expires between the calls
@@ -324,17 +337,48 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
         if rng.chance(3) {
             exact = !exact;
         }
-        let mode = match (rng.chance(15), exact) {
-            (true, false) => "p",
-            (true, true) => "px",
-            (false, false) => "c",
-            (false, true) => "cx",
+        // now and then a settle of an earlier check: some units back, some
+        // charged over, against the caller's rules alone (no record read)
+        let settle = (!checked.is_empty() && rng.chance(12)).then(|| {
+            let at = checked[rng.below(checked.len() as u64) as usize];
+            let refund = match rng.below(4) {
+                0 => 0,
+                1 => cost,
+                _ => rng.below(limit_max + 2),
+            };
+            let charged = if rng.chance(50) {
+                0
+            } else {
+                rng.below(limit_max + 2)
+            };
+            settle_args(
+                Settle {
+                    at,
+                    refund: refund as i64,
+                },
+                charged,
+            )
+        });
+        let mode = match (rng.chance(15), exact, settle.is_some()) {
+            (_, false, true) => "s",
+            (_, true, true) => "sx",
+            (true, false, _) => "p",
+            (true, true, _) => "px",
+            (false, false, _) => "c",
+            (false, true, _) => "cx",
         };
+        if mode.starts_with('c') {
+            checked.push(now);
+        }
+        let policy = policy && settle.is_none();
         // the server clock now and then: both calls must then fall in one ms
         let clock = rng.chance(8);
         let mut args: Vec<Vec<u8>> = vec![
             mode.into(),
-            cost.to_string().into_bytes(),
+            match &settle {
+                Some((text, _, _)) => text.clone().into_bytes(),
+                None => cost.to_string().into_bytes(),
+            },
             if clock {
                 Vec::new()
             } else {
@@ -364,14 +408,23 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
             .filter(|_| policy)
             .map(|(name, tier)| (name.as_bytes(), engine_rules(tier)))
             .collect();
-        let packed = pack_check(
-            mode.starts_with('c'),
-            mode.ends_with('x'),
-            cost,
-            (!clock).then_some(now as u64),
-            &engine_rules(&rules),
-            tier_rules.iter().map(|(name, tier)| (*name, tier)),
-        );
+        let packed = match &settle {
+            Some((_, charged, settle)) => pack_settle(
+                mode.ends_with('x'),
+                *charged,
+                *settle,
+                (!clock).then_some(now as u64),
+                &engine_rules(&rules),
+            ),
+            None => pack_check(
+                mode.starts_with('c'),
+                mode.ends_with('x'),
+                cost,
+                (!clock).then_some(now as u64),
+                &engine_rules(&rules),
+                tier_rules.iter().map(|(name, tier)| (*name, tier)),
+            ),
+        };
         let ks = with(&keys.script, 0);
         let km = with(&keys.module, 1);
         let kx = with(&keys.mixed, 2);

@@ -15,4 +15,5 @@ mod failures;
 mod module_server;
 mod parser_fuzz;
 mod property;
+mod reservations;
 mod scenarios;

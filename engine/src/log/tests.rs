@@ -10,6 +10,7 @@ fn at<'a>(stored: &'a [u8], rules: &'a Rules) -> Check<'a> {
         clock: None,
         writing: true,
         exact: false,
+        settle: None,
     }
 }
 

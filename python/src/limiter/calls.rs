@@ -18,45 +18,26 @@ fn decision(py: Python<'_>, inner: core::Decision) -> PyResult<Py<PyAny>> {
 }
 
 /// The arguments of one check, converted.
-pub(super) struct Asked {
-    key: Vec<u8>,
-    cost: u64,
-    now: Option<f64>,
+pub(super) fn asked(
+    py: Python<'_>,
+    key: &Bound<'_, PyAny>,
+    cost: Option<&Bound<'_, PyAny>>,
+    now: Option<&Bound<'_, PyAny>>,
     tier: Option<String>,
     ip: Option<String>,
-}
-
-impl Asked {
-    pub(super) fn convert(
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        cost: Option<&Bound<'_, PyAny>>,
-        now: Option<&Bound<'_, PyAny>>,
-        tier: Option<String>,
-        ip: Option<String>,
-    ) -> PyResult<Asked> {
-        Ok(Asked {
-            key: convert::key_bytes(key)?.into_owned(),
-            cost: convert::cost(py, cost)?,
-            now: convert::now(now)?,
-            tier,
-            ip,
-        })
-    }
-
-    fn options(&self) -> core::CheckOptions<'_> {
-        core::CheckOptions {
-            cost: self.cost,
-            now: self.now,
-            tier: self.tier.as_deref(),
-            ip: self.ip.as_deref(),
-        }
-    }
+) -> PyResult<core::Asked> {
+    Ok(core::Asked {
+        key: convert::key_bytes(key)?.into_owned(),
+        cost: convert::cost(py, cost)?,
+        now: convert::now(now)?,
+        tier,
+        ip,
+    })
 }
 
 /// A check (logging on admission) or a peek (logging nothing).
 pub(super) struct Checking {
-    pub(super) asked: Asked,
+    pub(super) asked: core::Asked,
     pub(super) logs: bool,
 }
 
@@ -84,6 +65,38 @@ impl Twin for Checking {
     }
     fn deliver(&self, py: Python<'_>, _: &Self::On, out: core::Decision) -> PyResult<Py<PyAny>> {
         decision(py, out)
+    }
+}
+
+/// A reservation: a check for an estimate, settled later.
+pub(super) struct Reserving {
+    pub(super) asked: core::Asked,
+}
+
+impl Twin for Reserving {
+    type On = Arc<core::Limiter>;
+    type Out = core::Reservation;
+    fn waits(&self, on: &Self::On) -> bool {
+        on.waits_on_io()
+    }
+    fn blocking(&self, on: &Self::On) -> core::Result<core::Reservation> {
+        on.reserve(&self.asked.key, &self.asked.options())
+    }
+    async fn awaited(&self, on: &Self::On) -> core::Result<core::Reservation> {
+        on.reserve_async(&self.asked.key, &self.asked.options())
+            .await
+    }
+    fn deliver(
+        &self,
+        py: Python<'_>,
+        on: &Self::On,
+        out: core::Reservation,
+    ) -> PyResult<Py<PyAny>> {
+        if let Some(warning) = &out.decision.warning {
+            crate::call::log_warning(py, warning)?;
+        }
+        let made = crate::reservation::Reservation::wrap(on.clone(), out);
+        Ok(Py::new(py, made)?.into_any())
     }
 }
 
@@ -270,14 +283,18 @@ impl Twin for Penalizing {
 /// wait in slices, hearing signals (Ctrl-C) between them; awaited, the
 /// waits are timers on the runtime.
 pub(super) struct Acquiring {
-    asked: Asked,
+    asked: core::Asked,
     timeout: Option<std::time::Duration>,
     /// The exception a signal handler raised while a thread slept.
     interrupted: Mutex<Option<PyErr>>,
 }
 
 impl Acquiring {
-    pub(super) fn new(py: Python<'_>, asked: Asked, timeout: Option<f64>) -> PyResult<Acquiring> {
+    pub(super) fn new(
+        py: Python<'_>,
+        asked: core::Asked,
+        timeout: Option<f64>,
+    ) -> PyResult<Acquiring> {
         Ok(Acquiring {
             asked,
             timeout: guard(py, || core::limiter::wait::check_timeout(timeout))?,

@@ -4,7 +4,9 @@
 
 mod calls;
 
-use self::calls::{Acquiring, Asked, Batch, Checking, Item, Penalizing, Resetting, Screening};
+use self::calls::{
+    asked, Acquiring, Batch, Checking, Item, Penalizing, Reserving, Resetting, Screening,
+};
 use crate::convert;
 use crate::errors::guard;
 use crate::settings;
@@ -73,13 +75,24 @@ twins! {
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn check / acheck(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                           now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Checking { asked: Asked::convert(py, key, cost, now, tier, ip)?, logs: true };
+            on self.inner => Checking { asked: asked(py, key, cost, now, tier, ip)?, logs: true };
+
+        /// Reserves `cost` units, an estimate of what some work will cost (the
+        /// tokens a call may use): a check that, when admitted, holds them
+        /// until the returned Reservation is settled to what the work cost
+        /// (`r.settle(actual)`; never settled, it keeps the estimate). As a
+        /// context manager (`with limiter.reserve(key, 2000) as r:`), a refused
+        /// reservation raises RateLimitExceeded.
+        #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+        fn reserve / areserve(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
+                              now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
+            on self.inner => Reserving { asked: asked(py, key, cost, now, tier, ip)? };
 
         /// What a check of `cost` would decide now, without logging anything.
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn peek / apeek(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                         now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Checking { asked: Asked::convert(py, key, cost, now, tier, ip)?, logs: false };
+            on self.inner => Checking { asked: asked(py, key, cost, now, tier, ip)?, logs: false };
 
         /// Forgets everything logged for `key` by this limiter (its scope).
         #[pyo3(signature = (key))]
@@ -123,7 +136,7 @@ twins! {
         #[pyo3(signature = (key, cost = None, timeout = None, *, tier = None, ip = None))]
         fn acquire / aacquire(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                               timeout: Option<f64>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Acquiring::new(py, Asked::convert(py, key, cost, None, tier, ip)?, timeout)?;
+            on self.inner => Acquiring::new(py, asked(py, key, cost, None, tier, ip)?, timeout)?;
     }
 }
 

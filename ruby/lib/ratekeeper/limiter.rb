@@ -24,6 +24,23 @@ module Ratekeeper
       _check(Limiter.key_text(key), cost, now, tier, ip)
     end
 
+    # Reserves +cost+ units, an estimate of what some work will cost (the
+    # tokens a call may use): a check that, when admitted, holds them until
+    # the Reservation is settled to what the work cost
+    # (+reservation.settle(actual)+; never settled, it keeps the estimate).
+    # With a block, yields the reservation when admitted and returns the
+    # block's value (a refused one raises Ratekeeper::RateLimitExceeded, with
+    # #decision); without one, returns the Reservation.
+    def reserve(key, cost: 1, now: nil, tier: nil, ip: nil)
+      reservation = _reserve(Limiter.key_text(key), cost, now, tier, ip)
+      return reservation unless block_given?
+
+      refusal = reservation._refusal
+      raise RateLimitExceeded.new(refusal, reservation.decision) if refusal
+
+      yield reservation
+    end
+
     # What a check of +cost+ would decide now, without logging anything.
     def peek(key, cost: 1, now: nil, tier: nil, ip: nil)
       _peek(Limiter.key_text(key), cost, now, tier, ip)

@@ -7,7 +7,7 @@
 mod controls;
 
 use self::controls::Controls;
-use super::{system_now_ms, LogStore, Mode, Request, StoreAccess};
+use super::{system_now_ms, LogStore, Request, StoreAccess};
 use crate::controls::{Applied, DecidedBy, List, Listing, RawRecord};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
@@ -395,8 +395,9 @@ impl MemoryStore {
                     cost: request.log_cost(),
                     now,
                     clock: None,
-                    writing: request.mode == Mode::Check,
+                    writing: request.mode.writes(),
                     exact: request.rules.exact(),
+                    settle: request.mode.settle(),
                 },
                 scratch,
             )

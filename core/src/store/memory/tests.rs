@@ -1,5 +1,6 @@
 use super::*;
 use crate::rule::RuleSet;
+use crate::store::Mode;
 
 #[test]
 fn bounded_in_keys() {

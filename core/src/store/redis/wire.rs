@@ -80,6 +80,9 @@ pub(super) fn is_noscript(e: &RedisError) -> bool {
 /// [`super::SCRIPT`]), or for the module packed into one
 /// ([`crate::engine::packed`]).
 pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
+    if let Some(settle) = r.mode.settle() {
+        return settle_args(cmd, r, settle, via);
+    }
     let writing = r.mode == Mode::Check;
     if via == Via::Module {
         let tiers = r.tiers.iter().filter(|_| r.read_record);
@@ -111,6 +114,33 @@ pub(super) fn check_args(cmd: &mut redis::Cmd, r: &Request<'_>, via: Via) {
             rule_args(cmd, rules);
         }
     }
+}
+
+/// A settle's arguments (see [`check_args`]): against the request's rules
+/// alone (the ones its reservation was checked by), no record or tier read.
+fn settle_args(
+    cmd: &mut redis::Cmd,
+    r: &Request<'_>,
+    settle: crate::engine::log::Settle,
+    via: Via,
+) {
+    if via == Via::Module {
+        cmd.arg(crate::engine::packed::pack_settle(
+            r.rules.exact(),
+            r.log_cost() as u64,
+            settle,
+            r.now_ms,
+            r.rules.log_rules(),
+        ));
+        return;
+    }
+    cmd.arg(if r.rules.exact() { "sx" } else { "s" })
+        .arg(format!("{} {} {}", r.log_cost(), settle.at, settle.refund));
+    match r.now_ms {
+        Some(now) => cmd.arg(now),
+        None => cmd.arg(""),
+    };
+    rule_args(cmd, r.rules);
 }
 
 /// A rule set as the check script takes it: the count, the windows as the

@@ -25,8 +25,14 @@ pub fn run_core<T>(
 /// A core decision for Ruby, handing its once-per-outage warning to `Ratekeeper.log_warning`.
 pub fn deliver(ruby: &Ruby, inner: core::Decision) -> Result<Decision, Error> {
     if let Some(warning) = &inner.warning {
-        let module: RModule = ruby.class_object().const_get("Ratekeeper")?;
-        let _: Value = module.funcall("log_warning", (warning.as_str(),))?;
+        log_warning(ruby, warning)?;
     }
     Ok(Decision { inner })
+}
+
+/// Hands a core warning (a store outage's first fallback) to `Ratekeeper.log_warning`.
+pub fn log_warning(ruby: &Ruby, warning: &str) -> Result<(), Error> {
+    let module: RModule = ruby.class_object().const_get("Ratekeeper")?;
+    let _: Value = module.funcall("log_warning", (warning,))?;
+    Ok(())
 }

@@ -24,19 +24,29 @@ pub fn key_bytes(ruby: &Ruby, key: Value) -> Result<Vec<u8>, Error> {
 
 /// A cost: an Integer of at least 1.
 pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
-    let Some(int) = Integer::from_value(cost) else {
+    ratekeeper_core::cost_from(integer(ruby, cost, "cost")?).map_err(|e| to_ruby(ruby, e))
+}
+
+/// What some work cost, for a settle: an Integer, 0 or more.
+pub fn actual_cost(ruby: &Ruby, actual: Value) -> Result<u64, Error> {
+    ratekeeper_core::actual_cost_from(integer(ruby, actual, "actual")?)
+        .map_err(|e| to_ruby(ruby, e))
+}
+
+/// An Integer as the core takes a count (a Bignum kept by its sign, for the
+/// core to judge); a `TypeError` names `what` otherwise.
+fn integer(ruby: &Ruby, value: Value, what: &str) -> Result<i128, Error> {
+    let Some(int) = Integer::from_value(value) else {
         return Err(type_error(
             ruby,
-            format!("cost must be an Integer, not {}", class_name(cost)),
+            format!("{what} must be an Integer, not {}", class_name(value)),
         ));
     };
-    // a Bignum is kept by its sign: the core decides what it means
-    let value = match int.to_i64() {
+    Ok(match int.to_i64() {
         Ok(value) => i128::from(value),
         Err(_) if int.funcall::<_, _, bool>("positive?", ())? => i128::MAX,
         Err(_) => i128::MIN,
-    };
-    ratekeeper_core::cost_from(value).map_err(|e| to_ruby(ruby, e))
+    })
 }
 
 /// An optional whole number option `name`: nil, or an Integer.

@@ -12,6 +12,7 @@ mod http;
 mod limiter;
 mod net;
 mod plain;
+mod reservation;
 mod settings;
 mod types;
 
@@ -105,6 +106,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     settings::init(ruby, module)?;
     types::init(ruby, module)?;
     limiter::init(ruby, module)?;
+    reservation::init(ruby, module)?;
     admin::init(ruby, module)?;
     http::init(ruby, module)?;
     gate::init(ruby, module)?;

@@ -14,7 +14,8 @@ use ratekeeper_core as core;
 
 #[magnus::wrap(class = "Ratekeeper::Limiter", free_immediately, size)]
 pub struct Limiter {
-    inner: core::Limiter,
+    /// Shared with the reservations it makes (which settle through it).
+    inner: std::sync::Arc<core::Limiter>,
     /// The store URL as `inspect` shows it (no password).
     store: String,
 }
@@ -54,6 +55,19 @@ fn optional<T: magnus::TryConvert>(value: Value) -> Result<Option<T>, Error> {
     }
 }
 
+/// The arguments of one check (key, cost, now, tier, ip), converted.
+fn asked(ruby: &Ruby, args: &[Value]) -> Result<core::Asked, Error> {
+    let [key, cost, now, tier, ip] =
+        <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))?;
+    Ok(core::Asked {
+        key: convert::key_bytes(ruby, key)?,
+        cost: convert::cost(ruby, cost)?,
+        now: convert::now(ruby, now)?,
+        tier: optional_text(tier)?,
+        ip: optional_text(ip)?,
+    })
+}
+
 impl Limiter {
     /// `Limiter._new(rules, options)`: options is a Hash; each not given
     /// takes the core's default (`Ratekeeper::DEFAULTS`).
@@ -62,29 +76,20 @@ impl Limiter {
         let settings = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
         Ok(Limiter {
-            inner,
+            inner: std::sync::Arc::new(inner),
             store: core::store::redact(&settings.store),
         })
     }
 
     fn decide(ruby: &Ruby, rb_self: &Self, args: &[Value], check: bool) -> Result<Decision, Error> {
-        let [key, cost, now, tier, ip] =
-            <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))?;
-        let key = convert::key_bytes(ruby, key)?;
-        let tier = optional_text(tier)?;
-        let ip = optional_text(ip)?;
-        let options = core::CheckOptions {
-            cost: convert::cost(ruby, cost)?,
-            now: convert::now(ruby, now)?,
-            tier: tier.as_deref(),
-            ip: ip.as_deref(),
-        };
+        let asked = asked(ruby, args)?;
+        let (key, options) = (&asked.key, asked.options());
         let limiter = &rb_self.inner;
         let inner = run_core(ruby, limiter.waits_on_io(), || {
             if check {
-                limiter.check_with(&key, &options)
+                limiter.check_with(key, &options)
             } else {
-                limiter.peek_with(&key, &options)
+                limiter.peek_with(key, &options)
             }
         })?;
         deliver(ruby, inner)
@@ -93,6 +98,26 @@ impl Limiter {
     /// `_check(key, cost, now, tier, ip)`.
     fn check(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
         Limiter::decide(ruby, rb_self, args, true)
+    }
+
+    /// `_reserve(key, cost, now, tier, ip)`: a Reservation.
+    fn reserve(
+        ruby: &Ruby,
+        rb_self: &Self,
+        args: &[Value],
+    ) -> Result<crate::reservation::Reservation, Error> {
+        let asked = asked(ruby, args)?;
+        let limiter = &rb_self.inner;
+        let inner = run_core(ruby, limiter.waits_on_io(), || {
+            limiter.reserve(&asked.key, &asked.options())
+        })?;
+        if let Some(warning) = &inner.decision.warning {
+            crate::call::log_warning(ruby, warning)?;
+        }
+        Ok(crate::reservation::Reservation::wrap(
+            limiter.clone(),
+            inner,
+        ))
     }
 
     /// `_peek(key, cost, now, tier, ip)`.
@@ -254,7 +279,7 @@ impl Limiter {
                 .with_tiers(given.tiers)
         })?;
         Ok(Limiter {
-            inner,
+            inner: std::sync::Arc::new(inner),
             store: rb_self.store.clone(),
         })
     }
@@ -382,6 +407,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("screen", method!(Limiter::screen, 1))?;
     class.define_method("scope", method!(Limiter::scope, 0))?;
     class.define_method("controls_ready?", method!(Limiter::controls_ready, 0))?;
+    class.define_method("_reserve", method!(Limiter::reserve, -1))?;
     class.define_method("policies_ready?", method!(Limiter::policies_ready, 0))?;
     class.define_method("tiers", method!(Limiter::tiers, 0))?;
     class.define_method("_reset", method!(Limiter::reset, 1))?;

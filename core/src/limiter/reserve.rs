@@ -1,0 +1,341 @@
+//! Reservations: a check for an estimate of what some work will cost (the
+//! tokens an LLM call may use), settled once the work is done to what it
+//! really cost, in one round trip each (see [`crate::engine::log::Settle`]
+//! for what a settle does to the log).
+
+use super::pipeline::{finish, Prepared};
+use super::{CheckOptions, Limiter};
+use crate::controls::Shared;
+use crate::decision::{Decision, Observation, Outcome};
+use crate::error::{Error, Result};
+use crate::rule::{Rule, RuleSet};
+use crate::store::{Mode, Request};
+use crate::time::now_to_ms;
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A check admitted for an estimate ([`Limiter::reserve`]), to be settled
+/// to what the work cost ([`Limiter::settle`]). Never settled, the log keeps
+/// its estimate. A reservation the store did not log (denied, safelisted,
+/// limiting switched off, the store failing) settles to nothing: there is
+/// nothing to give back, and nothing is charged. A reservation settles
+/// once.
+#[derive(Debug)]
+pub struct Reservation {
+    /// The reserve's decision.
+    pub decision: Decision,
+    /// The units reserved.
+    pub estimate: u64,
+    /// Where the estimate was logged: the key's tag, the rules it was
+    /// checked by and the check's time (ms); none when it was not.
+    logged: Option<(Vec<u8>, RuleSet, u64)>,
+    settled: AtomicBool,
+}
+
+/// What a settle did.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The rules' state after the settle (always admitted: an overrun is
+    /// counted, never refused); `None` when the reservation was not logged
+    /// or the settle changed nothing.
+    pub decision: Option<Decision>,
+    /// Units charged over the estimate (the real cost less the estimate).
+    pub over: u64,
+    /// Units given back (the estimate less the real cost).
+    pub refunded: u64,
+}
+
+impl Reservation {
+    /// Whether the store logged the estimate (so that a settle changes it).
+    pub fn logged(&self) -> bool {
+        self.logged.is_some()
+    }
+
+    /// Why the work may not go on (the reservation was refused), for the
+    /// bindings' exception; `None` when it may.
+    pub fn refusal(&self) -> Option<String> {
+        if self.decision.allowed() {
+            return None;
+        }
+        Some(match self.decision.retry_after_ms {
+            Some(wait) => format!(
+                "rate limited: a reservation of {} refused (retry in {} s)",
+                self.estimate,
+                crate::time::seconds(wait)
+            ),
+            None => format!("rate limited: a reservation of {} refused", self.estimate),
+        })
+    }
+
+    /// Whether it was settled (or cancelled).
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    fn of(decision: Decision, estimate: u64, logged: Option<(Vec<u8>, RuleSet, u64)>) -> Self {
+        Reservation {
+            decision,
+            estimate,
+            logged,
+            settled: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A reservation's check, made ready.
+enum Reserving<'l> {
+    Decided(Reservation),
+    Ask(Ask<'l>),
+}
+
+/// What a reservation's check asks the store.
+struct Ask<'l> {
+    tag: Cow<'l, [u8]>,
+    rules: Cow<'l, RuleSet>,
+    tiers: Cow<'l, [(String, RuleSet)]>,
+    shared: Arc<Shared>,
+    now_ms: Option<u64>,
+}
+
+impl Ask<'_> {
+    fn request<'r>(&'r self, limiter: &'r Limiter, cost: u64) -> Request<'r> {
+        limiter.request(
+            &self.tag,
+            &self.rules,
+            &self.tiers,
+            cost,
+            self.now_ms,
+            Mode::Check,
+        )
+    }
+}
+
+/// What a settle asks the store, when it asks anything.
+struct Asking {
+    over: u64,
+    refunded: u64,
+    now_ms: Option<u64>,
+}
+
+impl Limiter {
+    /// A check of `options.cost` units, the estimate, that when admitted
+    /// holds them until [`Limiter::settle`] says what the work cost.
+    pub fn reserve(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Reservation> {
+        crate::store::one_wait::within(|| {
+            let ask = match self.reserving(key, options)? {
+                Reserving::Decided(reservation) => return Ok(reservation),
+                Reserving::Ask(ask) => ask,
+            };
+            let request = ask.request(self, options.cost);
+            let outcome = self.warden.store.apply(&request);
+            self.reserved(&request, options, outcome, &ask.shared)
+        })
+    }
+
+    /// [`Limiter::reserve`], awaiting the store's answer where it has an
+    /// awaitable log (Redis).
+    #[cfg(feature = "async")]
+    pub async fn reserve_async(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+    ) -> Result<Reservation> {
+        crate::store::one_wait::within_async(async {
+            let ask = match self.reserving(key, options)? {
+                Reserving::Decided(reservation) => return Ok(reservation),
+                Reserving::Ask(ask) => ask,
+            };
+            let request = ask.request(self, options.cost);
+            let outcome = match self.warden.store.as_async() {
+                Some(log) => log.apply_async(&request).await,
+                None => self.warden.store.apply(&request),
+            };
+            self.reserved(&request, options, outcome, &ask.shared)
+        })
+        .await
+    }
+
+    /// A reservation's check made ready: what to ask the store, or decided
+    /// in-process (switched off, a listed address, a remembered denial).
+    fn reserving<'l>(&'l self, key: &'l [u8], options: &CheckOptions<'_>) -> Result<Reserving<'l>> {
+        let now_ms = self.check_time(options.cost, options.now)?;
+        Ok(match self.prepare(key, options, now_ms, Mode::Check)? {
+            Prepared::Decided(decision) => {
+                Reserving::Decided(Reservation::of(decision, options.cost, None))
+            }
+            Prepared::Ask {
+                tag,
+                rules,
+                tiers,
+                shared,
+            } => Reserving::Ask(Ask {
+                tag,
+                rules,
+                tiers,
+                shared,
+                now_ms,
+            }),
+        })
+    }
+
+    fn reserved(
+        &self,
+        request: &Request<'_>,
+        options: &CheckOptions<'_>,
+        outcome: Result<Observation>,
+        shared: &Shared,
+    ) -> Result<Reservation> {
+        let logged = matches!(&outcome, Ok(seen) if seen.allowed);
+        let decision = finish(self.conclude(request, options.tier, outcome)?, shared);
+        self.noted(&decision, Mode::Check, request.tag, options.ip);
+        let logged = match logged && decision.outcome == Outcome::Admitted {
+            true => Some((
+                request.tag.to_vec(),
+                checked_by(&decision, request.rules.exact())?,
+                decision.now_ms,
+            )),
+            false => None,
+        };
+        Ok(Reservation::of(decision, options.cost, logged))
+    }
+
+    /// Settles `reservation` to `actual`, the units the work cost, in one
+    /// round trip: below the estimate the difference goes back to every
+    /// rule's window, as if never spent; above it the overrun is logged now,
+    /// whatever the limits say (counted, never refused). At the estimate, or
+    /// for a reservation the store did not log, nothing is asked of the
+    /// store. A settle after the reservation left the longest window gives
+    /// nothing back (its units left every window). A reservation settles
+    /// once: settling it again is a configuration error. `now` (seconds) is
+    /// the settle's time, as a check's (`None`: the store's clock).
+    pub fn settle(
+        &self,
+        reservation: &Reservation,
+        actual: u64,
+        now: Option<f64>,
+    ) -> Result<Settled> {
+        let Some((asking, tag, rules, at_ms)) = self.settling(reservation, actual, now)? else {
+            return Ok(settled_nothing(reservation, actual));
+        };
+        crate::store::one_wait::within(|| {
+            let request = settle_request(self, &asking, tag, rules, at_ms);
+            let outcome = self.warden.store.apply(&request);
+            self.settled(&request, &asking, outcome)
+        })
+    }
+
+    /// [`Limiter::settle`], awaiting the store's answer where it has an
+    /// awaitable log (Redis).
+    #[cfg(feature = "async")]
+    pub async fn settle_async(
+        &self,
+        reservation: &Reservation,
+        actual: u64,
+        now: Option<f64>,
+    ) -> Result<Settled> {
+        let Some((asking, tag, rules, at_ms)) = self.settling(reservation, actual, now)? else {
+            return Ok(settled_nothing(reservation, actual));
+        };
+        crate::store::one_wait::within_async(async {
+            let request = settle_request(self, &asking, tag, rules, at_ms);
+            let outcome = match self.warden.store.as_async() {
+                Some(log) => log.apply_async(&request).await,
+                None => self.warden.store.apply(&request),
+            };
+            self.settled(&request, &asking, outcome)
+        })
+        .await
+    }
+
+    /// Marks `reservation` settled; what to ask the store, when anything.
+    #[allow(clippy::type_complexity)]
+    fn settling<'r>(
+        &self,
+        reservation: &'r Reservation,
+        actual: u64,
+        now: Option<f64>,
+    ) -> Result<Option<(Asking, &'r [u8], &'r RuleSet, u64)>> {
+        let now_ms = match now {
+            Some(now) => Some(now_to_ms(now)?),
+            None => self.warden.clock.frozen(),
+        };
+        if reservation.settled.swap(true, Ordering::AcqRel) {
+            return Err(Error::config(
+                "this reservation was settled already: a reservation settles once",
+            ));
+        }
+        let asking = Asking {
+            over: actual.saturating_sub(reservation.estimate),
+            refunded: reservation.estimate.saturating_sub(actual),
+            now_ms,
+        };
+        Ok(match &reservation.logged {
+            Some((tag, rules, at_ms)) if asking.over > 0 || asking.refunded > 0 => {
+                Some((asking, tag.as_slice(), rules, *at_ms))
+            }
+            _ => None,
+        })
+    }
+
+    fn settled(
+        &self,
+        request: &Request<'_>,
+        asking: &Asking,
+        outcome: Result<Observation>,
+    ) -> Result<Settled> {
+        Ok(Settled {
+            decision: Some(self.conclude(request, None, outcome)?),
+            over: asking.over,
+            refunded: asking.refunded,
+        })
+    }
+}
+
+/// The store's request of a settle: against the rules the reservation was
+/// checked by alone (no record read, no tier).
+fn settle_request<'r>(
+    limiter: &'r Limiter,
+    asking: &Asking,
+    tag: &'r [u8],
+    rules: &'r RuleSet,
+    at_ms: u64,
+) -> Request<'r> {
+    let mode = Mode::Settle {
+        at_ms,
+        refund: asking.refunded,
+    };
+    let mut request = limiter.request(tag, rules, &[], asking.over, asking.now_ms, mode);
+    request.read_record = false;
+    request
+}
+
+/// A settle that asked nothing of the store: what it would have given back
+/// or charged, when the reservation was logged.
+fn settled_nothing(reservation: &Reservation, actual: u64) -> Settled {
+    let logged = reservation.logged();
+    Settled {
+        decision: None,
+        over: if logged {
+            actual.saturating_sub(reservation.estimate)
+        } else {
+            0
+        },
+        refunded: if logged {
+            reservation.estimate.saturating_sub(actual)
+        } else {
+            0
+        },
+    }
+}
+
+/// The rules a decision was made by (a stored tier's or override's, when
+/// the key's record selected them), as the log holds them.
+fn checked_by(decision: &Decision, exact: bool) -> Result<RuleSet> {
+    let rules = decision
+        .rules
+        .iter()
+        .map(|state| Rule::new(state.limit, state.window_ms))
+        .collect::<Result<Vec<Rule>>>()?;
+    Ok(RuleSet::new(rules)?.keeping_every_entry(exact))
+}
