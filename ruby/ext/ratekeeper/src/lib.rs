@@ -129,6 +129,7 @@ fn resolve_lazy(ruby: &Ruby) {
     http::Responses::class(ruby);
     http::Answer::class(ruby);
     limiter::Limiter::class(ruby);
+    reservation::Reservation::class(ruby);
     net::TrustedProxies::class(ruby);
     types::Rule::class(ruby);
     types::RuleState::class(ruby);
