@@ -100,3 +100,38 @@ def test_a_reservation_and_its_settle_are_one_round_trip_each(own_redis):
     r.settle(20)
     assert (reserved - before, calls() - reserved) == (1, 1)
     assert limiter.peek("k").remaining == 80
+
+
+def test_hostile_keys_reserve_and_settle_as_any_key(store):
+    limiter = Limiter("10/minute", store, prefix=unique_prefix())
+    for key in (b"\xff\xfe", b"a\x00b", "line\r\nbreak", "café"):
+        r = limiter.reserve(key, 6, now=T)
+        assert r.allowed
+        assert r.settle(1, now=T).remaining == 9
+        assert limiter.peek(key, now=T).remaining == 9
+
+
+def test_threads_settling_one_reservation_at_once_give_back_once(store):
+    import threading
+
+    limiter = Limiter("100/minute", store, prefix=unique_prefix())
+    r = limiter.reserve("shared", 40, now=T)
+    start = threading.Barrier(8)
+    outcomes = []
+
+    def settle():
+        start.wait(timeout=10)
+        try:
+            outcomes.append(r.settle(0, now=T))
+        except ConfigurationError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=settle) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert not any(t.is_alive() for t in threads), "a settle hung"
+    settled = [o for o in outcomes if not isinstance(o, ConfigurationError)]
+    assert len(settled) == 1 and len(outcomes) == 8
+    assert limiter.peek("shared", now=T).remaining == 100, "given back once, not eight times"
