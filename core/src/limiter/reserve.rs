@@ -111,6 +111,19 @@ impl Ask<'_> {
     }
 }
 
+/// A settle, made ready.
+enum Settling<'r> {
+    /// Nothing to ask the store.
+    Nothing(Settled),
+    /// What to ask it, of the reservation logged at `at_ms` under `tag`.
+    Ask {
+        asking: Asking,
+        tag: &'r [u8],
+        rules: &'r RuleSet,
+        at_ms: u64,
+    },
+}
+
 /// What a settle asks the store, when it asks anything.
 struct Asking {
     over: u64,
@@ -215,8 +228,14 @@ impl Limiter {
         actual: u64,
         now: Option<f64>,
     ) -> Result<Settled> {
-        let Some((asking, tag, rules, at_ms)) = self.settling(reservation, actual, now)? else {
-            return Ok(settled_nothing(reservation, actual));
+        let (asking, tag, rules, at_ms) = match self.settling(reservation, actual, now)? {
+            Settling::Nothing(settled) => return Ok(settled),
+            Settling::Ask {
+                asking,
+                tag,
+                rules,
+                at_ms,
+            } => (asking, tag, rules, at_ms),
         };
         crate::store::one_wait::within(|| {
             let request = settle_request(self, &asking, tag, rules, at_ms);
@@ -234,8 +253,14 @@ impl Limiter {
         actual: u64,
         now: Option<f64>,
     ) -> Result<Settled> {
-        let Some((asking, tag, rules, at_ms)) = self.settling(reservation, actual, now)? else {
-            return Ok(settled_nothing(reservation, actual));
+        let (asking, tag, rules, at_ms) = match self.settling(reservation, actual, now)? {
+            Settling::Nothing(settled) => return Ok(settled),
+            Settling::Ask {
+                asking,
+                tag,
+                rules,
+                at_ms,
+            } => (asking, tag, rules, at_ms),
         };
         crate::store::one_wait::within_async(async {
             let request = settle_request(self, &asking, tag, rules, at_ms);
@@ -248,14 +273,15 @@ impl Limiter {
         .await
     }
 
-    /// Marks `reservation` settled; what to ask the store, when anything.
-    #[allow(clippy::type_complexity)]
+    /// Marks `reservation` settled; what to ask the store, or what the
+    /// settle came to without it (the work cost the estimate, or the
+    /// reservation was not logged: nothing to give back or charge).
     fn settling<'r>(
         &self,
         reservation: &'r Reservation,
         actual: u64,
         now: Option<f64>,
-    ) -> Result<Option<(Asking, &'r [u8], &'r RuleSet, u64)>> {
+    ) -> Result<Settling<'r>> {
         let now_ms = match now {
             Some(now) => Some(now_to_ms(now)?),
             None => self.warden.clock.frozen(),
@@ -271,10 +297,17 @@ impl Limiter {
             now_ms,
         };
         Ok(match &reservation.logged {
-            Some((tag, rules, at_ms)) if asking.over > 0 || asking.refunded > 0 => {
-                Some((asking, tag.as_slice(), rules, *at_ms))
-            }
-            _ => None,
+            Some((tag, rules, at_ms)) if asking.over > 0 || asking.refunded > 0 => Settling::Ask {
+                asking,
+                tag,
+                rules,
+                at_ms: *at_ms,
+            },
+            _ => Settling::Nothing(Settled {
+                decision: None,
+                over: 0,
+                refunded: 0,
+            }),
         })
     }
 
@@ -308,25 +341,6 @@ fn settle_request<'r>(
     let mut request = limiter.request(tag, rules, &[], asking.over, asking.now_ms, mode);
     request.read_record = false;
     request
-}
-
-/// A settle that asked nothing of the store: what it would have given back
-/// or charged, when the reservation was logged.
-fn settled_nothing(reservation: &Reservation, actual: u64) -> Settled {
-    let logged = reservation.logged();
-    Settled {
-        decision: None,
-        over: if logged {
-            actual.saturating_sub(reservation.estimate)
-        } else {
-            0
-        },
-        refunded: if logged {
-            reservation.estimate.saturating_sub(actual)
-        } else {
-            0
-        },
-    }
 }
 
 /// The rules a decision was made by (a stored tier's or override's, when
