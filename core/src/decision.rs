@@ -132,6 +132,20 @@ pub struct Decision {
     pub tier: Option<String>,
     /// True when the key's stored override decided.
     pub overridden: bool,
+    /// A metered limiter's meters the check charged, in order, each with its
+    /// rules' span of `rules` (empty for a limiter of one rule set; see
+    /// [`crate::meter`]).
+    pub meters: Vec<MeterSpan>,
+}
+
+/// One meter's part of a [`Decision`]: its name and where its rules are in
+/// [`Decision::rules`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterSpan {
+    /// The meter's name.
+    pub name: String,
+    /// Its rules' indexes in `rules` (shortest window first).
+    pub rules: std::ops::Range<usize>,
 }
 
 impl Decision {
@@ -193,6 +207,7 @@ impl Decision {
             reason: None,
             tier: None,
             overridden: false,
+            meters: Vec::new(),
         }
     }
 
@@ -257,6 +272,7 @@ impl Decision {
             reason: None,
             tier: None,
             overridden: false,
+            meters: Vec::new(),
         }
     }
 
@@ -323,10 +339,11 @@ impl Decision {
         let policy: Vec<String> = self
             .rules
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 format!(
                     "\"{}\";q={};w={}",
-                    r.window_name(),
+                    self.policy_name(i),
                     r.limit,
                     ceil_seconds(r.window_ms).max(1)
                 )
@@ -346,7 +363,7 @@ impl Decision {
                     "RateLimit",
                     format!(
                         "\"{}\";r={};t={}",
-                        bind.window_name(),
+                        self.policy_name(self.binding),
                         bind.remaining,
                         ceil_seconds(bind.reset_after_ms)
                     ),

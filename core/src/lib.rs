@@ -73,6 +73,7 @@ pub mod gate;
 pub mod http;
 pub mod keys;
 pub mod limiter;
+pub mod meter;
 pub mod metrics;
 pub mod net;
 pub mod plain;
@@ -86,7 +87,7 @@ pub mod time;
 pub use admin::{Admin, Entry};
 pub use clock::Clock;
 pub use controls::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
-pub use decision::{Decision, Observation, Outcome, RuleObservation, RuleState};
+pub use decision::{Decision, MeterSpan, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use http::{Answer, HeaderStyle, Responses};
 pub use keys::{identity, scope_name};
@@ -94,7 +95,8 @@ pub use keys::{identity, scope_name};
 pub use limiter::check_batch_async;
 pub use limiter::{
     actual_cost_from, check_batch, cost_from, flush_denials, flush_denials_at_exit, Acquired,
-    Asked, BatchItem, CheckOptions, Limiter, Offender, OnError, Reservation, Settled,
+    Asked, BatchItem, CheckOptions, Limiter, Meter, MeterSettled, Offender, OnError, Reservation,
+    Settled,
 };
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};

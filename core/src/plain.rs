@@ -290,7 +290,8 @@ impl Decision {
     /// The decision as fields: `outcome`, `allowed`, `retry_after`, the
     /// binding rule's `limit`, `remaining`, `reset_after` and `window`, and
     /// `degraded`, `blocked`, `safelisted`, `shadowed`, `cached`, `tier`,
-    /// `overridden`, `reason`.
+    /// `overridden`, `reason`, and `meter` (the binding rule's, for a
+    /// metered limiter).
     pub fn plain(&self) -> Plain {
         let bind = self.binding_state();
         map(vec![
@@ -309,6 +310,7 @@ impl Decision {
             ("tier", self.tier.as_deref().into()),
             ("overridden", self.overridden.into()),
             ("reason", self.reason.as_deref().into()),
+            ("meter", self.meter().into()),
         ])
     }
 }

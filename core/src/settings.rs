@@ -337,6 +337,20 @@ impl Limiter {
         Warden::open(settings)?.limiter_of(rules, settings)
     }
 
+    /// A limiter of several named rule sets, its meters (see
+    /// [`crate::meter`]), on the store and with the options `settings` gives.
+    pub fn metered_from_settings(
+        meters: Vec<(String, RuleSet)>,
+        settings: &Settings,
+    ) -> Result<Limiter> {
+        let Some((_, first)) = meters.first() else {
+            return Err(crate::error::Error::config(
+                "invalid meters: give at least one",
+            ));
+        };
+        Limiter::from_settings(first.clone(), settings)?.with_meters(meters)
+    }
+
     /// [`Limiter::from_settings`] on a store already open (several limiters,
     /// say a server's throttles, sharing one connection and one round trip);
     /// `settings.store` and the store options are not read again.

@@ -92,6 +92,15 @@ pub mod write;
 pub mod lua {
     /// Checks and logs one key against a rule set (`engine/lua/check.lua`).
     pub const CHECK_SCRIPT: &str = include_str!("../lua/check.lua");
+    /// Checks (peeks, settles) a key's several meters, each a log of its
+    /// own, all or nothing: `check.lua` as a function, then
+    /// `engine/lua/meters.lua`, which calls it once per meter.
+    pub const METERS_SCRIPT: &str = concat!(
+        "local function check(KEYS, ARGV)\n",
+        include_str!("../lua/check.lua"),
+        "\nend\n",
+        include_str!("../lua/meters.lua")
+    );
     /// Changes a key's record and counts fail2ban strikes (`engine/lua/record.lua`).
     pub const RECORD_SCRIPT: &str = include_str!("../lua/record.lua");
 }

@@ -54,6 +54,8 @@ def flush_denials() -> None: ...
 _KeyLike = Union[str, bytes]
 _RuleLike = Union[str, "Rule", Tuple[int, float]]
 _RulesLike = Union[str, "Rule", Iterable[_RuleLike]]
+_MetersLike = Mapping[str, _RulesLike]
+_CostLike = Union[int, Mapping[str, int]]
 
 class RateKeeperError(Exception): ...
 class ConfigurationError(RateKeeperError, ValueError): ...
@@ -105,6 +107,10 @@ class Decision:
     def window(self) -> float: ...
     @property
     def rules(self) -> List[RuleState]: ...
+    @property
+    def meters(self) -> Dict[str, List[RuleState]]: ...
+    @property
+    def meter(self) -> Optional[str]: ...
     @property
     def now(self) -> float: ...
     @property
@@ -278,15 +284,19 @@ class Reservation:
     @property
     def allowed(self) -> bool: ...
     @property
-    def estimate(self) -> int: ...
+    def estimate(self) -> Union[int, Dict[str, int]]: ...
     @property
     def settled(self) -> bool: ...
     @property
-    def over(self) -> int: ...
+    def over(self) -> Union[int, Dict[str, int]]: ...
     @property
-    def refunded(self) -> int: ...
-    def settle(self, actual: int, now: Optional[float] = None) -> Optional[Decision]: ...
-    def asettle(self, actual: int, now: Optional[float] = None) -> Coroutine[Any, Any, Optional[Decision]]: ...
+    def refunded(self) -> Union[int, Dict[str, int]]: ...
+    def settle(
+        self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
+    ) -> Optional[Decision]: ...
+    def asettle(
+        self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
+    ) -> Coroutine[Any, Any, Optional[Decision]]: ...
     def cancel(self) -> Optional[Decision]: ...
     def acancel(self) -> Coroutine[Any, Any, Optional[Decision]]: ...
     def __enter__(self) -> "Reservation": ...
@@ -298,7 +308,7 @@ class Reservation:
 class Limiter:
     def __new__(
         cls,
-        rules: _RulesLike,
+        rules: Union[_RulesLike, _MetersLike],
         store: Optional[str] = None,
         *,
         prefix: Optional[str] = None,
@@ -319,7 +329,7 @@ class Limiter:
     def check(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -328,7 +338,7 @@ class Limiter:
     def peek(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -337,7 +347,7 @@ class Limiter:
     def reserve(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -346,7 +356,7 @@ class Limiter:
     def areserve(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -355,7 +365,7 @@ class Limiter:
     def acheck(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -364,7 +374,7 @@ class Limiter:
     def apeek(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         now: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -390,7 +400,7 @@ class Limiter:
     def acquire(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         timeout: Optional[float] = None,
         *,
         tier: Optional[str] = None,
@@ -399,14 +409,14 @@ class Limiter:
     def aacquire(
         self,
         key: _KeyLike,
-        cost: Optional[int] = None,
+        cost: Optional[_CostLike] = None,
         timeout: Optional[float] = None,
         *,
         tier: Optional[str] = None,
         ip: Optional[str] = None,
     ) -> Coroutine[Any, Any, Decision]: ...
     def limited(
-        self, key: Any, *, cost: int = 1, wait: bool = True, timeout: Optional[float] = None
+        self, key: Any, *, cost: Optional[_CostLike] = None, wait: bool = True, timeout: Optional[float] = None
     ) -> Callable[[_F], _F]: ...
     @property
     def controls_ready(self) -> bool: ...
@@ -437,6 +447,8 @@ class Limiter:
     def scope(self) -> str: ...
     @property
     def tiers(self) -> List[str]: ...
+    @property
+    def meters(self) -> Dict[str, List[Rule]]: ...
     @property
     def rules(self) -> List[Rule]: ...
     @property

@@ -17,15 +17,15 @@ at most ``timeout`` seconds); with ``wait=False`` a denied call raises
 
 import functools
 import inspect
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Mapping, Optional, TypeVar, Union
 
 from ratekeeper._ratekeeper import Limiter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def limited(limiter: Limiter, key: Any, cost: int = 1, wait: bool = True, timeout: Optional[float] = None
-            ) -> Callable[[F], F]:
+def limited(limiter: Limiter, key: Any, cost: Union[int, Mapping[str, int], None] = None, wait: bool = True,
+            timeout: Optional[float] = None) -> Callable[[F], F]:
     """The decorator ``Limiter.limited`` returns (see the module's docstring)."""
 
     def key_of(args: tuple, kwargs: dict) -> Any:

@@ -40,6 +40,45 @@ pub fn cost(py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
     ratekeeper_core::cost_from(whole(cost, "cost")?).map_err(|e| crate::errors::to_py(py, e))
 }
 
+/// A mapping's items, each by its meter's name.
+type ByMeter<'py> = Vec<(String, Bound<'py, PyAny>)>;
+
+/// A mapping's items by meter name (each a str), when `value` is a
+/// mapping, in its order.
+fn by_meter<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<ByMeter<'py>>> {
+    let Ok(mapping) = value.cast::<pyo3::types::PyMapping>() else {
+        return Ok(None);
+    };
+    let mut items = Vec::new();
+    for item in mapping.items()?.iter() {
+        let (name, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+        let Ok(name) = name.extract::<String>() else {
+            return Err(PyTypeError::new_err(format!(
+                "a meter's name must be a str, not {}",
+                name.get_type().name()?
+            )));
+        };
+        items.push((name, value));
+    }
+    Ok(Some(items))
+}
+
+/// Units per meter (a metered limiter's cost), when `value` is a mapping:
+/// each name a str, each count an int (their bounds the core's to judge).
+pub fn meter_units(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, i128)>>> {
+    by_meter(value)?
+        .map(|items| {
+            items
+                .into_iter()
+                .map(|(name, count)| {
+                    let what = format!("the cost of meter '{}'", name.escape_debug());
+                    Ok((name, whole(&count, &what)?))
+                })
+                .collect()
+        })
+        .transpose()
+}
+
 /// What some work cost, for a settle: an int, 0 or more.
 pub fn actual_cost(py: Python<'_>, actual: &Bound<'_, PyAny>) -> PyResult<u64> {
     ratekeeper_core::actual_cost_from(whole(actual, "actual")?)
@@ -83,6 +122,22 @@ pub fn now(now: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
             ))
         }),
     }
+}
+
+/// A metered limiter's rule sets by meter, when `rules` is a mapping of
+/// names to rule sets (each as [`rule_set`] takes it), in its order.
+pub fn meters(
+    py: Python<'_>,
+    rules: &Bound<'_, PyAny>,
+) -> PyResult<Option<Vec<(String, RuleSet)>>> {
+    by_meter(rules)?
+        .map(|items| {
+            items
+                .into_iter()
+                .map(|(name, set)| Ok((name, rule_set(py, &set)?)))
+                .collect()
+        })
+        .transpose()
 }
 
 /// A rule set from a string, a `Rule`, or a list/tuple of rule strings,

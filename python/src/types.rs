@@ -167,7 +167,8 @@ impl Decision {
         seconds(self.inner.binding_state().window_ms)
     }
 
-    /// One state per rule, shortest window first.
+    /// One state per rule, shortest window first (a metered limiter's:
+    /// each meter's in turn).
     #[getter]
     fn rules(&self) -> Vec<RuleState> {
         self.inner
@@ -175,6 +176,27 @@ impl Decision {
             .iter()
             .map(|&inner| RuleState { inner })
             .collect()
+    }
+
+    /// A metered limiter's rule states by the meter the check charged, in
+    /// order (empty without meters).
+    #[getter]
+    fn meters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let meters = pyo3::types::PyDict::new(py);
+        for meter in &self.inner.meters {
+            let states: Vec<RuleState> = self.inner.rules[meter.rules.clone()]
+                .iter()
+                .map(|&inner| RuleState { inner })
+                .collect();
+            meters.set_item(&meter.name, states)?;
+        }
+        Ok(meters)
+    }
+
+    /// The binding rule's meter (None without meters).
+    #[getter]
+    fn meter(&self) -> Option<&str> {
+        self.inner.meter()
     }
 
     /// The time of the decision, seconds since the epoch.
@@ -241,7 +263,8 @@ impl Decision {
 
     /// The decision as a dict: `outcome`, `allowed`, `retry_after`, `limit`,
     /// `remaining`, `reset_after`, `window`, `degraded`, `blocked`,
-    /// `safelisted`, `shadowed`, `cached`, `tier`, `overridden`, `reason`.
+    /// `safelisted`, `shadowed`, `cached`, `tier`, `overridden`, `reason`,
+    /// `meter`.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         crate::plain::to_dict(py, &self.inner.plain())
     }
@@ -265,8 +288,12 @@ impl Decision {
             Some(ms) => format!("{:?}", seconds(ms)),
             None => "None".to_owned(),
         };
+        let meter = match self.inner.meter() {
+            Some(name) => format!("{name} "),
+            None => String::new(),
+        };
         format!(
-            "Decision(allowed={}, retry_after={retry}, limit={}, remaining={}, reset_after={:?}, rule='{}/{}'{})",
+            "Decision(allowed={}, retry_after={retry}, limit={}, remaining={}, reset_after={:?}, rule='{meter}{}/{}'{})",
             if self.inner.allowed() { "True" } else { "False" },
             bind.limit,
             bind.remaining,

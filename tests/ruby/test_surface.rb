@@ -45,13 +45,14 @@ class TestSurface < Minitest::Test
   private
 
   # Parameter names agree; a native method that does not name its
-  # parameters says nothing more; **options stands for the core's options.
+  # parameters says nothing more; **options stands for the core's options
+  # (any other ** is a parameter by its name, as **meters).
   def assert_params(method, expected, label)
     params = method.parameters
     return if params.any? { |_, name| name.nil? } || params.any? { |type, name| type == :rest && name == :args }
 
-    named = params.reject { |type, _| type == :keyrest }.map { |_, name| name.to_s }
-    if params.any? { |type, _| type == :keyrest }
+    named = params.reject { |type, name| type == :keyrest && name == :options }.map { |_, name| name.to_s }
+    if params.any? { |type, name| type == :keyrest && name == :options }
       options = Ratekeeper::DEFAULTS.keys + Ratekeeper::RENAMED_OPTIONS.keys
       assert_equal options.map(&:to_s).sort, (expected - named).sort, "#{label}: **options"
       assert_empty named - expected, label

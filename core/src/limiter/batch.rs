@@ -68,6 +68,11 @@ impl<'i> Batch<'i> {
     fn prepare(items: &'i [BatchItem<'i>], now: Option<f64>) -> Result<Batch<'i>> {
         let mut now_ms = None;
         for item in items {
+            if !item.limiter.meters.is_empty() {
+                return Err(crate::error::Error::config(
+                    "a limiter with meters checks its meters together itself: check it alone",
+                ));
+            }
             now_ms = item.limiter.check_time(item.cost, now)?;
         }
         let mut prepared = Vec::with_capacity(items.len());
@@ -77,6 +82,7 @@ impl<'i> Batch<'i> {
                 now,
                 tier: item.tier,
                 ip: item.ip,
+                meter_costs: None,
             };
             prepared.push(
                 item.limiter

@@ -7,6 +7,8 @@
 //! an estimate and settled to what the work cost, in `reserve`.
 
 pub mod batch;
+mod metered_reserve;
+mod meters;
 pub mod options;
 mod pipeline;
 mod reserve;
@@ -17,8 +19,9 @@ pub mod warden;
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
+pub use meters::Meter;
 pub use options::{actual_cost_from, cost_from, Asked, CheckOptions, Offender, OnError};
-pub use reserve::{Reservation, Settled};
+pub use reserve::{MeterSettled, Reservation, Settled};
 pub use view::{flush_denials, flush_denials_at_exit, DEFAULT_CONTROLS_REFRESH};
 pub use wait::Acquired;
 pub use warden::{check_controls_refresh, Listed, Warden};
@@ -47,8 +50,8 @@ pub(crate) struct ProcessState {
     pub(crate) epoch_seen: AtomicU64,
 }
 
-fn process_state(cap: Duration, rules: &RuleSet) -> ProcessLocal<ProcessState> {
-    let windows: Vec<u64> = rules.rules().iter().map(|r| r.window_ms).collect();
+/// A limiter's per-process state, its peaks kept for these windows.
+fn process_state(cap: Duration, windows: Vec<u64>) -> ProcessLocal<ProcessState> {
     ProcessLocal::new(move || ProcessState {
         denials: DenialCache::new(cap),
         metrics: Metrics::new(windows.clone()),
@@ -63,8 +66,15 @@ pub struct Limiter {
     pub(crate) rules: RuleSet,
     pub(crate) scope: String,
     pub(crate) tiers: Vec<(String, RuleSet)>,
+    /// Its meters, when it has several named rule sets (see [`crate::meter`]).
+    pub(crate) meters: Vec<Meter>,
     pub(crate) warden: Warden,
     local: ProcessLocal<ProcessState>,
+}
+
+/// The windows of a rule set, whose peaks a limiter's stats keep.
+fn windows(rules: &RuleSet) -> Vec<u64> {
+    rules.rules().iter().map(|r| r.window_ms).collect()
 }
 
 impl Limiter {
@@ -91,11 +101,12 @@ impl Limiter {
 
     /// A limiter for `rules` over `warden` (what [`Warden::limiter`] makes).
     pub(crate) fn over(rules: RuleSet, warden: Warden) -> Limiter {
-        let local = process_state(warden.denial_cap, &rules);
+        let local = process_state(warden.denial_cap, windows(&rules));
         Limiter {
             rules,
             scope: String::new(),
             tiers: Vec::new(),
+            meters: Vec::new(),
             warden,
             local,
         }
@@ -117,7 +128,11 @@ impl Limiter {
     /// elsewhere is seen within `cap`.
     pub fn with_denial_cache(mut self, cap: Duration) -> Limiter {
         self.warden.denial_cap = cap;
-        self.local = process_state(cap, &self.rules);
+        let every = match self.meters.is_empty() {
+            true => windows(&self.rules),
+            false => self.meters.iter().flat_map(|m| windows(&m.rules)).collect(),
+        };
+        self.local = process_state(cap, every);
         self
     }
 
@@ -126,6 +141,9 @@ impl Limiter {
     pub fn with_scope(mut self, scope: &str) -> Result<Limiter> {
         check_scope(scope)?;
         self.scope = scope.to_owned();
+        for meter in &mut self.meters {
+            meter.scope = crate::meter::meter_scope(scope, &meter.name);
+        }
         Ok(self)
     }
 
@@ -133,6 +151,11 @@ impl Limiter {
     /// for a key (by `Admin::set_tier`) selects one.
     pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
         controls::check_tiers(&tiers)?;
+        if !tiers.is_empty() && !self.meters.is_empty() {
+            return Err(crate::error::Error::config(
+                "a limiter has meters or tiers, not both: give each tier a limiter of its own",
+            ));
+        }
         self.tiers = tiers;
         Ok(self)
     }
@@ -266,10 +289,13 @@ impl Limiter {
     pub async fn reset_async(&self, key: &[u8]) -> Result<()> {
         let tag = self.forget_denials(key);
         let store = &self.warden.store;
-        match store.as_async() {
-            Some(log) => log.reset_async(&tag, &self.scope).await,
-            None => store.reset(&tag, &self.scope),
+        for scope in self.log_scopes() {
+            match store.as_async() {
+                Some(log) => log.reset_async(&tag, scope).await?,
+                None => store.reset(&tag, scope)?,
+            }
         }
+        Ok(())
     }
 
     /// Forgets the denials remembered for `key` here (under every tier); its tag.
@@ -290,10 +316,22 @@ impl Limiter {
         self.warden.controls_ready()
     }
 
-    /// Forgets everything logged for `key` by this limiter (its scope).
+    /// Forgets everything logged for `key` by this limiter (its scope; each
+    /// of its meters).
     pub fn reset(&self, key: &[u8]) -> Result<()> {
         let tag = self.forget_denials(key);
-        self.warden.store.reset(&tag, &self.scope)
+        for scope in self.log_scopes() {
+            self.warden.store.reset(&tag, scope)?;
+        }
+        Ok(())
+    }
+
+    /// The scopes its logs are kept under: its own, or each meter's.
+    fn log_scopes(&self) -> Vec<&str> {
+        match self.meters.is_empty() {
+            true => vec![self.scope.as_str()],
+            false => self.meters.iter().map(|m| m.scope.as_str()).collect(),
+        }
     }
 
     /// Counts one fail2ban strike against `offender` (a bad request, a failed

@@ -83,6 +83,8 @@ pub struct Asked {
     pub tier: Option<String>,
     /// The client address.
     pub ip: Option<String>,
+    /// A metered limiter's cost per meter (see [`CheckOptions::meter_costs`]).
+    pub meter_costs: Option<Vec<u64>>,
 }
 
 impl Asked {
@@ -93,6 +95,7 @@ impl Asked {
             now: self.now,
             tier: self.tier.as_deref(),
             ip: self.ip.as_deref(),
+            meter_costs: self.meter_costs.as_deref(),
         }
     }
 }
@@ -111,6 +114,9 @@ pub struct CheckOptions<'a> {
     /// The client address, matched against listed addresses and ranges (a key
     /// that is itself an address is matched without it).
     pub ip: Option<&'a str>,
+    /// A metered limiter's cost: units per meter, in its meters' order
+    /// ([`super::Limiter::meter_costs`]), in place of `cost`.
+    pub meter_costs: Option<&'a [u64]>,
 }
 
 impl Default for CheckOptions<'_> {
@@ -120,6 +126,7 @@ impl Default for CheckOptions<'_> {
             now: None,
             tier: None,
             ip: None,
+            meter_costs: None,
         }
     }
 }

@@ -35,6 +35,9 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
+        if !self.meters.is_empty() || options.meter_costs.is_some() {
+            return self.decide_metered(key, options, mode);
+        }
         crate::store::one_wait::within(|| {
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
@@ -64,6 +67,9 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Decision> {
+        if !self.meters.is_empty() || options.meter_costs.is_some() {
+            return self.decide_metered_async(key, options, mode).await;
+        }
         crate::store::one_wait::within_async(async {
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
@@ -268,23 +274,34 @@ impl Limiter {
                 }
                 Ok(decision)
             }
-            Err(err @ Error::Config(_)) => Err(err),
-            Err(err) if self.warden.on_error == OnError::Raise => Err(err),
-            Err(err) => {
+            Err(err) => self.on_failure(err, |allowed| {
                 let at = request.now_ms.unwrap_or_else(system_now_ms);
-                let allowed = self.warden.on_error == OnError::Allow;
-                let mut decision = Decision::fallback(request.rules, at, allowed);
-                if !self.state().in_outage.swap(true, Ordering::Relaxed) {
-                    let action = if allowed { "allowed" } else { "denied" };
-                    let warning = format!(
-                        "the store is failing ({err}); checks are {action} until it answers again"
-                    );
-                    log::warn!("{warning}");
-                    decision.warning = Some(warning);
-                }
-                Ok(decision)
-            }
+                Decision::fallback(request.rules, at, allowed)
+            }),
         }
+    }
+
+    /// When the store failed: its error (a configuration error, or
+    /// `on_error` `raise`), else the `on_error` fallback `fallback(allowed)`
+    /// makes, carrying the outage's one warning.
+    pub(crate) fn on_failure(
+        &self,
+        err: Error,
+        fallback: impl FnOnce(bool) -> Decision,
+    ) -> Result<Decision> {
+        if matches!(err, Error::Config(_)) || self.warden.on_error == OnError::Raise {
+            return Err(err);
+        }
+        let allowed = self.warden.on_error == OnError::Allow;
+        let mut decision = fallback(allowed);
+        if !self.state().in_outage.swap(true, Ordering::Relaxed) {
+            let action = if allowed { "allowed" } else { "denied" };
+            let warning =
+                format!("the store is failing ({err}); checks are {action} until it answers again");
+            log::warn!("{warning}");
+            decision.warning = Some(warning);
+        }
+        Ok(decision)
     }
 }
 impl Limiter {

@@ -25,12 +25,32 @@ use std::sync::Arc;
 pub struct Reservation {
     /// The reserve's decision.
     pub decision: Decision,
-    /// The units reserved.
+    /// The units reserved (a metered limiter's: their sum; see `estimates`).
     pub estimate: u64,
-    /// Where the estimate was logged: the key's tag, the rules it was
-    /// checked by and the check's time (ms); none when it was not.
-    logged: Option<(Vec<u8>, RuleSet, u64)>,
-    settled: AtomicBool,
+    /// A metered limiter's units reserved per meter, by name, in its
+    /// meters' order (none for a limiter of one rule set).
+    pub estimates: Vec<(String, u64)>,
+    /// Where the estimate was logged; none when it was not.
+    pub(crate) logged: Option<Logged>,
+    pub(crate) settled: AtomicBool,
+}
+
+/// Where a reservation's estimate was logged: the key's tag, and each log's
+/// part (one, or one per meter charged).
+#[derive(Debug)]
+pub(crate) struct Logged {
+    pub(crate) tag: Vec<u8>,
+    pub(crate) parts: Vec<Part>,
+}
+
+/// One log's part of a reservation: the meter (none for a limiter of one
+/// rule set), the rules it was checked by, its time (ms) and its units.
+#[derive(Debug)]
+pub(crate) struct Part {
+    pub(crate) meter: Option<usize>,
+    pub(crate) rules: RuleSet,
+    pub(crate) at_ms: u64,
+    pub(crate) estimate: u64,
 }
 
 /// What a settle did.
@@ -40,9 +60,24 @@ pub struct Settled {
     /// counted, never refused); `None` when the reservation was not logged
     /// or the settle changed nothing.
     pub decision: Option<Decision>,
-    /// Units charged over the estimate (the real cost less the estimate).
+    /// Units charged over the estimate (the real cost less the estimate;
+    /// a metered limiter's: the sum over its meters).
     pub over: u64,
-    /// Units given back (the estimate less the real cost).
+    /// Units given back (the estimate less the real cost; a metered
+    /// limiter's: the sum over its meters).
+    pub refunded: u64,
+    /// A metered limiter's settle per meter it changed, in its meters' order.
+    pub meters: Vec<MeterSettled>,
+}
+
+/// What a settle did to one meter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterSettled {
+    /// The meter's name.
+    pub name: String,
+    /// Units charged over its estimate.
+    pub over: u64,
+    /// Units given back to it.
     pub refunded: u64,
 }
 
@@ -58,14 +93,28 @@ impl Reservation {
         if self.decision.allowed() {
             return None;
         }
+        let what = self.estimate_text();
         Some(match self.decision.retry_after_ms {
             Some(wait) => format!(
-                "rate limited: a reservation of {} refused (retry in {} s)",
-                self.estimate,
+                "rate limited: a reservation of {what} refused (retry in {} s)",
                 crate::time::seconds(wait)
             ),
-            None => format!("rate limited: a reservation of {} refused", self.estimate),
+            None => format!("rate limited: a reservation of {what} refused"),
         })
+    }
+
+    /// The units reserved as the bindings show them: `80`, or a metered
+    /// limiter's `1 requests and 80 tokens`.
+    pub fn estimate_text(&self) -> String {
+        match self.estimates.is_empty() {
+            true => self.estimate.to_string(),
+            false => self
+                .estimates
+                .iter()
+                .map(|(name, units)| format!("{units} {name}"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+        }
     }
 
     /// Whether it was settled (or cancelled).
@@ -73,10 +122,21 @@ impl Reservation {
         self.settled.load(Ordering::Acquire)
     }
 
-    fn of(decision: Decision, estimate: u64, logged: Option<(Vec<u8>, RuleSet, u64)>) -> Self {
+    /// Marks it settled; a configuration error when it was already.
+    pub(crate) fn settle_once(&self) -> Result<()> {
+        if self.settled.swap(true, Ordering::AcqRel) {
+            return Err(Error::config(
+                "this reservation was settled already: a reservation settles once",
+            ));
+        }
+        Ok(())
+    }
+
+    fn of(decision: Decision, estimate: u64, logged: Option<Logged>) -> Self {
         Reservation {
             decision,
             estimate,
+            estimates: Vec::new(),
             logged,
             settled: AtomicBool::new(false),
         }
@@ -135,6 +195,9 @@ impl Limiter {
     /// A check of `options.cost` units, the estimate, that when admitted
     /// holds them until [`Limiter::settle`] says what the work cost.
     pub fn reserve(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Reservation> {
+        if !self.meters.is_empty() || options.meter_costs.is_some() {
+            return self.reserve_metered(key, options);
+        }
         crate::store::one_wait::within(|| {
             let ask = match self.reserving(key, options)? {
                 Reserving::Decided(reservation) => return Ok(reservation),
@@ -154,6 +217,9 @@ impl Limiter {
         key: &[u8],
         options: &CheckOptions<'_>,
     ) -> Result<Reservation> {
+        if !self.meters.is_empty() || options.meter_costs.is_some() {
+            return self.reserve_metered_async(key, options).await;
+        }
         crate::store::one_wait::within_async(async {
             let ask = match self.reserving(key, options)? {
                 Reserving::Decided(reservation) => return Ok(reservation),
@@ -203,11 +269,15 @@ impl Limiter {
         let decision = finish(self.conclude(request, options.tier, outcome)?, shared);
         self.noted(&decision, Mode::Check, request.tag, options.ip);
         let logged = match logged && decision.outcome == Outcome::Admitted {
-            true => Some((
-                request.tag.to_vec(),
-                checked_by(&decision, request.rules.exact())?,
-                decision.now_ms,
-            )),
+            true => Some(Logged {
+                tag: request.tag.to_vec(),
+                parts: vec![Part {
+                    meter: None,
+                    rules: checked_by(&decision, request.rules.exact())?,
+                    at_ms: decision.now_ms,
+                    estimate: options.cost,
+                }],
+            }),
             false => None,
         };
         Ok(Reservation::of(decision, options.cost, logged))
@@ -282,31 +352,33 @@ impl Limiter {
         actual: u64,
         now: Option<f64>,
     ) -> Result<Settling<'r>> {
+        if !self.meters.is_empty() {
+            return Err(wrong_settle());
+        }
         let now_ms = match now {
             Some(now) => Some(now_to_ms(now)?),
             None => self.warden.clock.frozen(),
         };
-        if reservation.settled.swap(true, Ordering::AcqRel) {
-            return Err(Error::config(
-                "this reservation was settled already: a reservation settles once",
-            ));
-        }
+        reservation.settle_once()?;
         let asking = Asking {
             over: actual.saturating_sub(reservation.estimate),
             refunded: reservation.estimate.saturating_sub(actual),
             now_ms,
         };
         Ok(match &reservation.logged {
-            Some((tag, rules, at_ms)) if asking.over > 0 || asking.refunded > 0 => Settling::Ask {
-                asking,
-                tag,
-                rules,
-                at_ms: *at_ms,
-            },
+            Some(Logged { tag, parts }) if asking.over > 0 || asking.refunded > 0 => {
+                Settling::Ask {
+                    asking,
+                    tag,
+                    rules: &parts[0].rules,
+                    at_ms: parts[0].at_ms,
+                }
+            }
             _ => Settling::Nothing(Settled {
                 decision: None,
                 over: 0,
                 refunded: 0,
+                meters: Vec::new(),
             }),
         })
     }
@@ -321,8 +393,17 @@ impl Limiter {
             decision: Some(self.conclude(request, None, outcome)?),
             over: asking.over,
             refunded: asking.refunded,
+            meters: Vec::new(),
         })
     }
+}
+
+/// The error of a settle given the other way: per meter for a limiter of
+/// one rule set, or as a whole number for a metered one.
+pub(crate) fn wrong_settle() -> Error {
+    Error::config(
+        "settle a reservation of a limiter with meters per meter, of one without as a whole number",
+    )
 }
 
 /// The store's request of a settle: against the rules the reservation was

@@ -127,6 +127,13 @@ pub trait LogStore: Send + Sync {
         requests.iter().map(|r| self.apply(r)).collect()
     }
 
+    /// Applies requests to one key's several logs (its meters: one tag,
+    /// a scope each) in one atomic step, all or nothing: in [`Mode::Check`]
+    /// every log is logged only when each admits its cost (each
+    /// observation's `allowed` says whether its own log would). A peek
+    /// logs nothing; a settle is applied to each. No record is read.
+    fn apply_together(&self, requests: &[Request<'_>]) -> Result<Vec<Observation>>;
+
     /// Forgets everything logged for `tag` in `scope`.
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()>;
 }
@@ -192,6 +199,12 @@ pub trait AsyncLogStore: Send + Sync {
         &'a self,
         requests: &'a [Request<'a>],
     ) -> BoxFuture<'a, Vec<Result<Observation>>>;
+
+    /// [`LogStore::apply_together`], awaited.
+    fn apply_together_async<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Observation>>>;
 
     /// [`LogStore::reset`], awaited.
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;

@@ -17,21 +17,29 @@ fn decision(py: Python<'_>, inner: core::Decision) -> PyResult<Py<PyAny>> {
     Ok(Py::new(py, deliver(py, inner)?)?.into_any())
 }
 
-/// The arguments of one check, converted.
+/// The arguments of one check by `limiter`, converted: `cost` an int, or
+/// for a metered limiter a mapping of meter names to units.
 pub(super) fn asked(
     py: Python<'_>,
+    limiter: &core::Limiter,
     key: &Bound<'_, PyAny>,
     cost: Option<&Bound<'_, PyAny>>,
     now: Option<&Bound<'_, PyAny>>,
     tier: Option<String>,
     ip: Option<String>,
 ) -> PyResult<core::Asked> {
+    let units = cost.map(convert::meter_units).transpose()?.flatten();
+    let (cost, meter_costs) = match units {
+        Some(units) => (1, Some(guard(py, || limiter.meter_costs(&units))?)),
+        None => (convert::cost(py, cost)?, None),
+    };
     Ok(core::Asked {
         key: convert::key_bytes(key)?.into_owned(),
-        cost: convert::cost(py, cost)?,
+        cost,
         now: convert::now(now)?,
         tier,
         ip,
+        meter_costs,
     })
 }
 

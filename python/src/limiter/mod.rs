@@ -75,7 +75,7 @@ twins! {
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn check / acheck(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                           now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Checking { asked: asked(py, key, cost, now, tier, ip)?, logs: true };
+            on self.inner => Checking { asked: asked(py, &self.inner, key, cost, now, tier, ip)?, logs: true };
 
         /// Reserves `cost` units, an estimate of what some work will cost (the
         /// tokens a call may use): a check that, when admitted, holds them
@@ -86,13 +86,13 @@ twins! {
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn reserve / areserve(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                               now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Reserving { asked: asked(py, key, cost, now, tier, ip)? };
+            on self.inner => Reserving { asked: asked(py, &self.inner, key, cost, now, tier, ip)? };
 
         /// What a check of `cost` would decide now, without logging anything.
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
         fn peek / apeek(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                         now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Checking { asked: asked(py, key, cost, now, tier, ip)?, logs: false };
+            on self.inner => Checking { asked: asked(py, &self.inner, key, cost, now, tier, ip)?, logs: false };
 
         /// Forgets everything logged for `key` by this limiter (its scope).
         #[pyo3(signature = (key))]
@@ -136,7 +136,7 @@ twins! {
         #[pyo3(signature = (key, cost = None, timeout = None, *, tier = None, ip = None))]
         fn acquire / aacquire(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
                               timeout: Option<f64>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Acquiring::new(py, asked(py, key, cost, None, tier, ip)?, timeout)?;
+            on self.inner => Acquiring::new(py, asked(py, &self.inner, key, cost, None, tier, ip)?, timeout)?;
     }
 }
 
@@ -169,7 +169,11 @@ impl Limiter {
         policy_refresh: Option<&Bound<'_, PyAny>>,
         policies: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
-        let rules = convert::rule_set(py, rules)?;
+        let meters = convert::meters(py, rules)?;
+        let rules = match meters {
+            Some(_) => None,
+            None => Some(convert::rule_set(py, rules)?),
+        };
         let mut given = core::Settings::default();
         settings::apply(
             py,
@@ -192,7 +196,12 @@ impl Limiter {
                 ("policies", policies),
             ],
         )?;
-        let inner = guard(py, || core::Limiter::from_settings(rules, &given))?;
+        let inner = guard(py, || match (rules, meters) {
+            (Some(rules), _) => core::Limiter::from_settings(rules, &given),
+            (None, meters) => {
+                core::Limiter::metered_from_settings(meters.unwrap_or_default(), &given)
+            }
+        })?;
         Ok(Limiter {
             inner: Arc::new(inner),
             store: core::store::redact(&given.store),
@@ -203,11 +212,11 @@ impl Limiter {
     /// `key` is a key or a callable of the function's arguments; `wait`
     /// True waits for a slot (`acquire`, at most `timeout` seconds), False
     /// raises `RateLimitExceeded` at once when denied.
-    #[pyo3(signature = (key, *, cost = 1, wait = true, timeout = None))]
+    #[pyo3(signature = (key, *, cost = None, wait = true, timeout = None))]
     fn limited<'py>(
         slf: &Bound<'py, Self>,
         key: &Bound<'py, PyAny>,
-        cost: i64,
+        cost: Option<&Bound<'py, PyAny>>,
         wait: bool,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -283,7 +292,23 @@ impl Limiter {
         self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
     }
 
-    /// The rules, shortest window first.
+    /// A metered limiter's rules by meter, in order (empty without meters).
+    #[getter]
+    fn meters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let meters = PyDict::new(py);
+        for meter in self.inner.meters() {
+            let rules: Vec<Rule> = meter
+                .rules
+                .rules()
+                .iter()
+                .map(|&inner| Rule { inner })
+                .collect();
+            meters.set_item(&meter.name, rules)?;
+        }
+        Ok(meters)
+    }
+
+    /// The rules, shortest window first (a metered limiter's first meter's).
     #[getter]
     fn rules(&self) -> Vec<Rule> {
         self.inner
@@ -319,7 +344,15 @@ impl Limiter {
     }
 
     fn __repr__(&self) -> String {
-        format!("Limiter('{}', store='{}')", self.inner.rules(), self.store)
+        let meters = self.inner.meters();
+        if meters.is_empty() {
+            return format!("Limiter('{}', store='{}')", self.inner.rules(), self.store);
+        }
+        let named: Vec<String> = meters
+            .iter()
+            .map(|m| format!("'{}': '{}'", m.name, m.rules))
+            .collect();
+        format!("Limiter({{{}}}, store='{}')", named.join(", "), self.store)
     }
 }
 

@@ -8,18 +8,20 @@ module Ratekeeper
     # Settles the reservation to +actual+, the units the work cost, in one
     # round trip: below the estimate the difference goes back to every
     # rule's window, as if never spent; above it the overrun is counted now
-    # (#over), never refused. Returns the rules' state after it (a Decision),
-    # or nil when nothing was asked of the store (the work cost the estimate,
-    # or the reservation was not logged). A reservation settles once: again
-    # raises Ratekeeper::ConfigurationError.
-    def settle(actual, now: nil)
-      _settle(actual, now)
+    # (#over), never refused. A metered limiter's reservation settles per
+    # meter: <tt>settle(tokens: 1234)</tt> or <tt>settle({ tokens: 1234 })</tt>
+    # (a meter not named keeps its estimate). Returns the rules' state after
+    # it (a Decision), or nil when nothing was asked of the store (the work
+    # cost the estimate, or the reservation was not logged). A reservation
+    # settles once: again raises Ratekeeper::ConfigurationError.
+    def settle(actual = nil, now: nil, **meters)
+      _settle(actual, now, meters)
     end
 
-    # Settles the reservation at 0: the work did not happen, every unit goes
-    # back.
+    # Settles the reservation at 0: the work did not happen, every unit (of
+    # every meter) goes back.
     def cancel
-      _settle(0, nil)
+      _cancel
     end
   end
 end

@@ -5,6 +5,7 @@
 //! records, shared hashes and strikes are held in `controls`.
 
 mod controls;
+mod together;
 
 use self::controls::Controls;
 use super::{system_now_ms, LogStore, Request, StoreAccess};
@@ -344,6 +345,10 @@ impl LogStore for MemoryStore {
                 Ok(observation(&seen, DecidedBy::Limited(applied)))
             }
         }
+    }
+
+    fn apply_together(&self, requests: &[Request<'_>]) -> Result<Vec<Observation>> {
+        self.together(requests)
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {

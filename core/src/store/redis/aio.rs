@@ -12,7 +12,7 @@ use super::connect::{routing, Target};
 use super::controls::{self, Wire};
 use super::failure::{describe, storage_error, unreachable, unreadable, Step};
 use super::module::{probe, Path, Paths};
-use super::wire::{is_noscript, parse_reply, pipeline_replies, Via};
+use super::wire::{is_noscript, parse_reply, parse_together, pipeline_replies, Via};
 use super::RedisStore;
 use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::decision::Observation;
@@ -355,6 +355,26 @@ impl AsyncLogStore for RedisStore {
         requests: &'a [Request<'a>],
     ) -> BoxFuture<'a, Vec<Result<Observation>>> {
         Box::pin(self.check_many_async(requests))
+    }
+
+    fn apply_together_async<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+    ) -> BoxFuture<'a, Result<Vec<Observation>>> {
+        Box::pin(async move {
+            let reply = match self
+                .run_async(&self.together_command(requests, Via::Sha), None)
+                .await?
+            {
+                Err(e) if is_noscript(&e) => {
+                    self.run_async(&self.together_command(requests, Via::Source), None)
+                        .await?
+                }
+                other => other,
+            }
+            .map_err(storage_error)?;
+            parse_together(&reply, requests)
+        })
     }
 
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>> {

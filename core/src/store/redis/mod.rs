@@ -30,7 +30,9 @@ use self::connect::{Conn, Connections, Manager};
 use self::failure::{describe, storage_error, unreachable, unreadable, Step};
 pub use self::module::ModuleUse;
 use self::module::{probe, Path, Paths, CHECK_COMMAND, RECORD_COMMAND};
-use self::wire::{check_args, is_noscript, parse_reply, pipeline_replies, Lua, Via};
+use self::wire::{
+    check_args, is_noscript, parse_reply, parse_together, pipeline_replies, Lua, Via,
+};
 use crate::store::one_wait;
 
 use super::breaker::{Failure, StoreStats};
@@ -51,6 +53,9 @@ use std::time::Instant;
 /// The Lua script that checks and logs one key against a rule set (the
 /// engine's twin, `engine/lua/check.lua`).
 pub const SCRIPT: &str = ratekeeper_engine::lua::CHECK_SCRIPT;
+/// The Lua script that checks a key's several meters, all or nothing
+/// (`check.lua` as a function, and `engine/lua/meters.lua`).
+pub const METERS_SCRIPT: &str = ratekeeper_engine::lua::METERS_SCRIPT;
 /// The Lua script that changes a key's record and counts fail2ban
 /// strikes (`engine/lua/record.lua`).
 pub const RECORD_SCRIPT: &str = ratekeeper_engine::lua::RECORD_SCRIPT;
@@ -60,6 +65,7 @@ pub struct RedisStore {
     local: ProcessLocal<Result<Connections>>,
     prefix: String,
     check: Lua,
+    meters: Lua,
     record: Lua,
     /// A Cluster spreads keys over nodes: batches go one by one.
     cluster: bool,
@@ -86,8 +92,9 @@ impl RedisStore {
         Ok(RedisStore {
             local,
             prefix: options.prefix.clone(),
-            check: Lua::new(SCRIPT, CHECK_COMMAND),
-            record: Lua::new(RECORD_SCRIPT, RECORD_COMMAND),
+            check: Lua::new(SCRIPT, Some(CHECK_COMMAND)),
+            meters: Lua::new(METERS_SCRIPT, None),
+            record: Lua::new(RECORD_SCRIPT, Some(RECORD_COMMAND)),
             cluster,
             shown,
             tls,
@@ -243,6 +250,36 @@ impl RedisStore {
         cmd
     }
 
+    /// The call of a key's meters checked together (see
+    /// [`LogStore::apply_together`]): by the meters script, whatever the
+    /// server loads (`via` is [`Via::Sha`] or [`Via::Source`]); each
+    /// meter's arguments as the check script takes them, after their count.
+    fn together_command(&self, requests: &[Request<'_>], via: Via) -> redis::Cmd {
+        let logs: Vec<Vec<u8>> = requests
+            .iter()
+            .map(|r| log_key(&self.prefix, r.tag, r.scope))
+            .collect();
+        let keys: Vec<&[u8]> = logs.iter().map(Vec::as_slice).collect();
+        let mut cmd = self.meters.command(via, &keys);
+        cmd.arg(requests.len());
+        for request in requests {
+            let mut one = redis::Cmd::new();
+            check_args(&mut one, request, Via::Sha);
+            let args: Vec<&[u8]> = one
+                .args_iter()
+                .filter_map(|arg| match arg {
+                    redis::Arg::Simple(bytes) => Some(bytes),
+                    _ => None, // (a check's arguments are all simple)
+                })
+                .collect();
+            cmd.arg(args.len());
+            for arg in args {
+                cmd.arg(arg);
+            }
+        }
+        cmd
+    }
+
     /// A pipeline of these checks, each as this process's calls go now (the
     /// module or the script), or, when its connections cannot be had, the
     /// error each check gets. (Callers settle the paths first:
@@ -390,6 +427,17 @@ impl LogStore for RedisStore {
                 parse_reply(&reply, request)
             })
             .collect()
+    }
+
+    fn apply_together(&self, requests: &[Request<'_>]) -> Result<Vec<Observation>> {
+        let reply = match self.run(&self.together_command(requests, Via::Sha), None)? {
+            Err(e) if is_noscript(&e) => {
+                self.run(&self.together_command(requests, Via::Source), None)?
+            }
+            other => other,
+        }
+        .map_err(storage_error)?;
+        parse_together(&reply, requests)
     }
 
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {

@@ -14,15 +14,15 @@ use crate::store::{Mode, Request};
 use redis::{RedisError, Value};
 
 /// A script and its SHA-1, run by EVALSHA and sent again on NOSCRIPT, and
-/// the module's command that does what it does.
+/// the module's command that does what it does (when the module has one).
 pub(super) struct Lua {
     pub(super) source: &'static str,
     pub(super) sha: String,
-    pub(super) module: &'static str,
+    pub(super) module: Option<&'static str>,
 }
 
 impl Lua {
-    pub(super) fn new(source: &'static str, module: &'static str) -> Lua {
+    pub(super) fn new(source: &'static str, module: Option<&'static str>) -> Lua {
         Lua {
             source,
             sha: sha1_smol::Sha1::from(source).digest().to_string(),
@@ -36,7 +36,7 @@ impl Lua {
         let mut cmd = match via {
             Via::Sha => redis::cmd("EVALSHA"),
             Via::Source => redis::cmd("EVAL"),
-            Via::Module => redis::cmd(self.module),
+            Via::Module => redis::cmd(self.module.expect("a script the module does is sent so")),
         };
         match via {
             Via::Sha => cmd.arg(&self.sha),
@@ -198,6 +198,21 @@ pub(super) fn parse_reply(reply: &Value, request: &Request<'_>) -> Result<Observ
         _ => return Err(bad()),
     };
     observation(&items, request, bad)
+}
+
+/// The observations in the meters script's reply: one check's reply per
+/// request, in order.
+pub(super) fn parse_together(reply: &Value, requests: &[Request<'_>]) -> Result<Vec<Observation>> {
+    match reply {
+        Value::Array(replies) if replies.len() == requests.len() => replies
+            .iter()
+            .zip(requests)
+            .map(|(reply, request)| parse_reply(reply, request))
+            .collect(),
+        _ => Err(Error::storage(format!(
+            "unexpected reply from the ratekeeper meters script: {reply:?}"
+        ))),
+    }
 }
 
 /// The observation the reply's items give; `bad` is the error when they are

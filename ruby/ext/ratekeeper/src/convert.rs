@@ -2,7 +2,9 @@
 
 use crate::errors::{config_error, to_ruby, type_error};
 use crate::types::Rule;
-use magnus::{prelude::*, typed_data::Obj, Error, Float, Integer, RArray, RString, Ruby, Value};
+use magnus::{
+    prelude::*, typed_data::Obj, Error, Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value,
+};
 use ratekeeper_core::{RuleSet, RuleSpec};
 
 fn class_name(value: Value) -> String {
@@ -25,6 +27,58 @@ pub fn key_bytes(ruby: &Ruby, key: Value) -> Result<Vec<u8>, Error> {
 /// A cost: an Integer of at least 1.
 pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
     ratekeeper_core::cost_from(integer(ruby, cost, "cost")?).map_err(|e| to_ruby(ruby, e))
+}
+
+/// A meter's name: a String or a Symbol.
+fn meter_name(ruby: &Ruby, name: Value) -> Result<String, Error> {
+    if let Some(symbol) = Symbol::from_value(name) {
+        return Ok(symbol.name()?.into_owned());
+    }
+    match RString::from_value(name) {
+        Some(text) => text.to_string(),
+        None => Err(type_error(
+            ruby,
+            format!(
+                "a meter's name must be a Symbol or String, not {}",
+                class_name(name)
+            ),
+        )),
+    }
+}
+
+/// Units per meter (a metered limiter's cost), when `value` is a Hash: each
+/// name a Symbol or String, each count an Integer (their bounds the core's
+/// to judge).
+pub fn meter_units(ruby: &Ruby, value: Value) -> Result<Option<Vec<(String, i128)>>, Error> {
+    let Some(hash) = RHash::from_value(value) else {
+        return Ok(None);
+    };
+    let mut units = Vec::new();
+    hash.foreach(|name: Value, count: Value| {
+        let name = meter_name(ruby, name)?;
+        let count = integer(
+            ruby,
+            count,
+            &format!("the cost of meter '{}'", name.escape_debug()),
+        )?;
+        units.push((name, count));
+        Ok(magnus::r_hash::ForEach::Continue)
+    })?;
+    Ok(Some(units))
+}
+
+/// A metered limiter's rule sets by meter, when `rules` is a Hash of names
+/// to rule sets (each as [`rule_set`] takes it), in its order.
+pub fn meters(ruby: &Ruby, rules: Value) -> Result<Option<Vec<(String, RuleSet)>>, Error> {
+    let Some(hash) = RHash::from_value(rules) else {
+        return Ok(None);
+    };
+    let mut meters = Vec::new();
+    hash.foreach(|name: Value, set: Value| {
+        meters.push((meter_name(ruby, name)?, rule_set(ruby, set)?));
+        Ok(magnus::r_hash::ForEach::Continue)
+    })?;
+    Ok(Some(meters))
 }
 
 /// What some work cost, for a settle: an Integer, 0 or more.

@@ -55,16 +55,31 @@ fn optional<T: magnus::TryConvert>(value: Value) -> Result<Option<T>, Error> {
     }
 }
 
-/// The arguments of one check (key, cost, now, tier, ip), converted.
-fn asked(ruby: &Ruby, args: &[Value]) -> Result<core::Asked, Error> {
+/// A check's cost by `limiter`: an Integer, or for a metered limiter a Hash
+/// of meter names to units (then the core's units per meter).
+fn costs(
+    ruby: &Ruby,
+    limiter: &core::Limiter,
+    cost: Value,
+) -> Result<(u64, Option<Vec<u64>>), Error> {
+    match convert::meter_units(ruby, cost)? {
+        Some(units) => Ok((1, Some(guard(ruby, || limiter.meter_costs(&units))?))),
+        None => Ok((convert::cost(ruby, cost)?, None)),
+    }
+}
+
+/// The arguments of one check by `limiter` (key, cost, now, tier, ip), converted.
+fn asked(ruby: &Ruby, limiter: &core::Limiter, args: &[Value]) -> Result<core::Asked, Error> {
     let [key, cost, now, tier, ip] =
         <[Value; 5]>::try_from(args).map_err(|_| type_error(ruby, "expected 5 arguments"))?;
+    let (cost, meter_costs) = costs(ruby, limiter, cost)?;
     Ok(core::Asked {
         key: convert::key_bytes(ruby, key)?,
-        cost: convert::cost(ruby, cost)?,
+        cost,
         now: convert::now(ruby, now)?,
         tier: optional_text(tier)?,
         ip: optional_text(ip)?,
+        meter_costs,
     })
 }
 
@@ -72,9 +87,18 @@ impl Limiter {
     /// `Limiter._new(rules, options)`: options is a Hash; each not given
     /// takes the core's default (`Ratekeeper::DEFAULTS`).
     fn native_new(ruby: &Ruby, rules: Value, options: RHash) -> Result<Limiter, Error> {
-        let rules = convert::rule_set(ruby, rules)?;
+        let meters = convert::meters(ruby, rules)?;
+        let rules = match meters {
+            Some(_) => None,
+            None => Some(convert::rule_set(ruby, rules)?),
+        };
         let settings = crate::settings::from_hash(ruby, options)?;
-        let inner = guard(ruby, || core::Limiter::from_settings(rules, &settings))?;
+        let inner = guard(ruby, || match (rules, meters) {
+            (Some(rules), _) => core::Limiter::from_settings(rules, &settings),
+            (None, meters) => {
+                core::Limiter::metered_from_settings(meters.unwrap_or_default(), &settings)
+            }
+        })?;
         Ok(Limiter {
             inner: std::sync::Arc::new(inner),
             store: core::store::redact(&settings.store),
@@ -82,7 +106,7 @@ impl Limiter {
     }
 
     fn decide(ruby: &Ruby, rb_self: &Self, args: &[Value], check: bool) -> Result<Decision, Error> {
-        let asked = asked(ruby, args)?;
+        let asked = asked(ruby, &rb_self.inner, args)?;
         let (key, options) = (&asked.key, asked.options());
         let limiter = &rb_self.inner;
         let inner = run_core(ruby, limiter.waits_on_io(), || {
@@ -106,7 +130,7 @@ impl Limiter {
         rb_self: &Self,
         args: &[Value],
     ) -> Result<crate::reservation::Reservation, Error> {
-        let asked = asked(ruby, args)?;
+        let asked = asked(ruby, &rb_self.inner, args)?;
         let limiter = &rb_self.inner;
         let inner = run_core(ruby, limiter.waits_on_io(), || {
             limiter.reserve(&asked.key, &asked.options())
@@ -183,11 +207,13 @@ impl Limiter {
             .map_err(|_| type_error(ruby, "_acquire takes 5 arguments"))?;
         let key = convert::key_bytes(ruby, key)?;
         let (tier, ip) = (optional_text(tier)?, optional_text(ip)?);
+        let (cost, meter_costs) = costs(ruby, &rb_self.inner, cost)?;
         let options = core::CheckOptions {
-            cost: convert::cost(ruby, cost)?,
+            cost,
             now: None,
             tier: tier.as_deref(),
             ip: ip.as_deref(),
+            meter_costs: meter_costs.as_deref(),
         };
         let timeout = convert::seconds(ruby, "timeout", timeout)?;
         let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
@@ -307,7 +333,20 @@ impl Limiter {
         self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
     }
 
-    /// `rules`: the rules, shortest window first.
+    /// `meters`: a metered limiter's rules by meter, in order (empty without meters).
+    fn meters(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        let out = ruby.hash_new();
+        for meter in rb_self.inner.meters() {
+            let rules = ruby.ary_new();
+            for &inner in meter.rules.rules() {
+                rules.push(Rule { inner })?;
+            }
+            out.aset(ruby.to_symbol(&meter.name), rules)?;
+        }
+        Ok(out)
+    }
+
+    /// `rules`: the rules, shortest window first (a metered limiter's first meter's).
     fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new();
         for &inner in rb_self.inner.rules().rules() {
@@ -334,11 +373,16 @@ impl Limiter {
 
     /// `inspect`: the rules and the store URL without its password.
     fn inspect(&self) -> String {
-        format!(
-            "#<Ratekeeper::Limiter {} store={}>",
-            self.inner.rules(),
-            self.store
-        )
+        let meters = self.inner.meters();
+        let rules = match meters.is_empty() {
+            true => self.inner.rules().to_string(),
+            false => meters
+                .iter()
+                .map(|m| format!("{}: {}", m.name, m.rules))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        format!("#<Ratekeeper::Limiter {rules} store={}>", self.store)
     }
 }
 
@@ -414,6 +458,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_check_many", method!(Limiter::check_many, 3))?;
     class.define_method("_with_rules", method!(Limiter::with_rules, 2))?;
     class.define_method("rules", method!(Limiter::rules, 0))?;
+    class.define_method("meters", method!(Limiter::meters, 0))?;
     class.define_method("error_count", method!(Limiter::error_count, 0))?;
     class.define_method("store_stats", method!(Limiter::store_stats, 0))?;
     class.define_method("stats", method!(Limiter::stats, 0))?;

@@ -213,6 +213,24 @@ impl Decision {
         Ok(out)
     }
 
+    /// A metered limiter's rule states by the meter the check charged (empty without meters).
+    fn meters(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        let out = ruby.hash_new();
+        for meter in &rb_self.inner.meters {
+            let states = ruby.ary_new();
+            for &inner in &rb_self.inner.rules[meter.rules.clone()] {
+                states.push(RuleState { inner })?;
+            }
+            out.aset(ruby.to_symbol(&meter.name), states)?;
+        }
+        Ok(out)
+    }
+
+    /// The binding rule's meter, a Symbol (nil without meters).
+    fn meter(ruby: &Ruby, rb_self: &Self) -> Option<magnus::Symbol> {
+        rb_self.inner.meter().map(|name| ruby.to_symbol(name))
+    }
+
     fn headers(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let out = ruby.hash_new();
         for (name, value) in rb_self.inner.headers() {
@@ -231,8 +249,12 @@ impl Decision {
             Some(ms) => format!("{:?}", seconds(ms)),
             None => "nil".to_owned(),
         };
+        let meter = match self.inner.meter() {
+            Some(name) => format!("{name} "),
+            None => String::new(),
+        };
         format!(
-            "#<Ratekeeper::Decision allowed={} retry_after={retry} limit={} remaining={} reset_after={:?} rule={}/{}{}>",
+            "#<Ratekeeper::Decision allowed={} retry_after={retry} limit={} remaining={} reset_after={:?} rule={meter}{}/{}{}>",
             self.inner.allowed(),
             bind.limit,
             bind.remaining,
@@ -263,6 +285,8 @@ impl Decision {
         class.define_method("tier", method!(Decision::tier, 0))?;
         class.define_method("overridden?", method!(Decision::overridden, 0))?;
         class.define_method("rules", method!(Decision::rules, 0))?;
+        class.define_method("meters", method!(Decision::meters, 0))?;
+        class.define_method("meter", method!(Decision::meter, 0))?;
         class.define_method("headers", method!(Decision::headers, 0))?;
         class.define_method("to_h", method!(Decision::to_h, 0))?;
         class.define_method("inspect", method!(Decision::inspect, 0))?;
