@@ -98,6 +98,7 @@ pub use limiter::{
     Asked, BatchItem, CheckOptions, Limiter, Meter, MeterSettled, Offender, OnError, Reservation,
     Settled,
 };
+pub use meter::Limits;
 pub use metrics::Stats;
 pub use net::{Cidr, ClientPrefixes, TrustedProxies};
 pub use plain::Plain;

@@ -7,6 +7,27 @@
 
 use crate::decision::{Decision, MeterSpan};
 use crate::error::{Error, Result};
+use crate::rule::RuleSet;
+
+/// What a limiter limits: one rule set, or several named ones, its meters.
+#[derive(Debug, Clone)]
+pub enum Limits {
+    /// One rule set.
+    Rules(RuleSet),
+    /// Several named rule sets, in order.
+    Meters(Vec<(String, RuleSet)>),
+}
+
+impl Limits {
+    /// The first meter's rules (what [`crate::Limiter::rules`] answers), or
+    /// the error that there is none.
+    pub fn first(meters: &[(String, RuleSet)]) -> Result<RuleSet> {
+        match meters.first() {
+            Some((_, rules)) => Ok(rules.clone()),
+            None => Err(Error::config("invalid meters: give at least one")),
+        }
+    }
+}
 
 /// Longest meter name.
 pub const MAX_METER_NAME: usize = 32;
@@ -133,7 +154,6 @@ impl Decision {
 mod tests {
     use super::*;
     use crate::decision::{Observation, RuleObservation};
-    use crate::rule::RuleSet;
 
     fn decided(rules: &str, counts: &[u64], allowed: bool, free_at: Option<u64>) -> Decision {
         let rules = RuleSet::parse(rules).unwrap();

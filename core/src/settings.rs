@@ -7,6 +7,7 @@
 
 use crate::error::{shown, Error, Result};
 use crate::limiter::{Limiter, OnError, Warden};
+use crate::meter::Limits;
 use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
 use crate::store::{self, ModuleUse, Store, StoreOptions, DEFAULT_TIMEOUT};
@@ -337,18 +338,15 @@ impl Limiter {
         Warden::open(settings)?.limiter_of(rules, settings)
     }
 
-    /// A limiter of several named rule sets, its meters (see
-    /// [`crate::meter`]), on the store and with the options `settings` gives.
-    pub fn metered_from_settings(
-        meters: Vec<(String, RuleSet)>,
-        settings: &Settings,
-    ) -> Result<Limiter> {
-        let Some((_, first)) = meters.first() else {
-            return Err(crate::error::Error::config(
-                "invalid meters: give at least one",
-            ));
-        };
-        Limiter::from_settings(first.clone(), settings)?.with_meters(meters)
+    /// A limiter of `limits` (one rule set, or several named ones: see
+    /// [`crate::meter`]) on the store and with the options `settings` gives.
+    pub fn from_limits(limits: Limits, settings: &Settings) -> Result<Limiter> {
+        match limits {
+            Limits::Rules(rules) => Limiter::from_settings(rules, settings),
+            Limits::Meters(meters) => {
+                Limiter::from_settings(Limits::first(&meters)?, settings)?.with_meters(meters)
+            }
+        }
     }
 
     /// [`Limiter::from_settings`] on a store already open (several limiters,

@@ -352,6 +352,8 @@ class Limiter:
         *,
         tier: Optional[str] = None,
         ip: Optional[str] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
     ) -> "Reservation": ...
     def areserve(
         self,
@@ -361,6 +363,8 @@ class Limiter:
         *,
         tier: Optional[str] = None,
         ip: Optional[str] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
     ) -> Coroutine[Any, Any, "Reservation"]: ...
     def acheck(
         self,
@@ -416,7 +420,13 @@ class Limiter:
         ip: Optional[str] = None,
     ) -> Coroutine[Any, Any, Decision]: ...
     def limited(
-        self, key: Any, *, cost: Optional[_CostLike] = None, wait: bool = True, timeout: Optional[float] = None
+        self,
+        key: Any,
+        *,
+        cost: Optional[_CostLike] = None,
+        wait: bool = True,
+        timeout: Optional[float] = None,
+        settle: Optional[Callable[[Any], _CostLike]] = None,
     ) -> Callable[[_F], _F]: ...
     @property
     def controls_ready(self) -> bool: ...

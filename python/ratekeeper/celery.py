@@ -19,6 +19,21 @@ counts as neither a failure nor a retry. ``limiter`` is the limiter to check
 unless ``limit_scope`` names another, say the web app's); ``limit_key`` a
 callable of the task's arguments (default: the task's name). The admitting
 decision is ``self.request.ratekeeper`` (a bound task's ``request``).
+
+``limit_cost`` is what a run costs: an int or, for a limiter with meters,
+units per meter (``{"requests": 1, "tokens": 2000}``), or a callable of the
+task's arguments giving it (default 1). When a run's cost is known only
+from its result (the tokens an LLM call used), ``limit_settle`` is a callable
+of the result giving what it cost: ``limit_cost`` is then an estimate,
+reserved before the run and settled after it (a run that raises keeps its
+estimate):
+
+    llm = ratekeeper.Limiter({"requests": "3500/minute", "tokens": "90000/minute"}, "redis://...")
+
+    @app.task(base=RateLimitedTask, limiter=llm, limit_key=lambda prompt: "openai",
+              limit_cost={"requests": 1, "tokens": 2000},
+              limit_settle=lambda reply: {"tokens": reply["usage"]["total_tokens"]})
+    def complete(prompt): ...
 """
 
 import random
@@ -37,6 +52,8 @@ class RateLimitedTask(Task):  # type: ignore[misc]
     limiter: Optional[Limiter] = None
     limit_key: Optional[Callable[..., Any]] = None
     limit_scope: Optional[str] = None
+    limit_cost: Any = None
+    limit_settle: Optional[Callable[[Any], Any]] = None
     _scoped: Optional[Limiter] = None
 
     def _limiter(self) -> Limiter:
@@ -44,17 +61,34 @@ class RateLimitedTask(Task):  # type: ignore[misc]
             raise RuntimeError(f"task {self.name} has base=RateLimitedTask but no limiter=")
         if self._scoped is None:
             scope = self.limit_scope if self.limit_scope is not None else f"celery:{self.name}"
-            self._scoped = self.limiter.with_rules(self.limiter.rules, scope=scope_name(scope))
+            limits = self.limiter.meters or self.limiter.rules
+            self._scoped = self.limiter.with_rules(limits, scope=scope_name(scope))
         return self._scoped
 
+    def _option(self, name: str) -> Any:
+        """A task option as given (a plain function, however Celery stored it)."""
+        value = type(self).__dict__.get(name) or getattr(type(self), name, None)
+        return getattr(value, "__func__", value)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key_of = type(self).__dict__.get("limit_key") or getattr(type(self), "limit_key", None)
-        key_of = getattr(key_of, "__func__", key_of)  # a plain function, however Celery stored it
+        key_of = self._option("limit_key")
         key = key_of(*args, **kwargs) if key_of else self.name
-        decision = self._limiter().check(key)
-        if decision.allowed:
-            self.request.ratekeeper = decision
-            return super().__call__(*args, **kwargs)
+        cost = self._option("limit_cost")
+        cost = cost(*args, **kwargs) if callable(cost) else cost
+        settle = self._option("limit_settle")
+        if settle is None:
+            decision = self._limiter().check(key, cost)
+            if decision.allowed:
+                self.request.ratekeeper = decision
+                return super().__call__(*args, **kwargs)
+        else:
+            reservation = self._limiter().reserve(key, cost)
+            decision = reservation.decision
+            if decision.allowed:
+                self.request.ratekeeper = decision
+                result = super().__call__(*args, **kwargs)
+                reservation.settle(settle(result))
+                return result
         wait = decision.retry_after if decision.retry_after is not None else 1.0
         wait += 0.001 + random.random() * min(wait / 10, 0.025)
         # the same task, as Task.retry sends it (queue, routing, headers kept), without counting a retry

@@ -13,6 +13,18 @@ jobs that call someone else's API:
 With ``wait=True`` a call waits for its slot (``acquire`` / ``aacquire``,
 at most ``timeout`` seconds); with ``wait=False`` a denied call raises
 ``RateLimitExceeded`` at once. Either raises it when the cost can never pass.
+
+When a call's cost is known only from its result (the tokens an LLM call
+used), ``cost`` is an estimate and ``settle`` a callable of the result giving
+what the call cost (an int, or units per meter): the estimate is reserved
+before the call (``reserve``, waiting as above) and settled after it. A call
+that raises keeps its estimate.
+
+    llm = ratekeeper.Limiter({"requests": "3500/minute", "tokens": "90000/minute"}, "redis://...")
+
+    @llm.limited("openai", cost={"requests": 1, "tokens": 2000},
+                 settle=lambda reply: {"tokens": reply.usage.total_tokens})
+    def complete(prompt): ...
 """
 
 import functools
@@ -25,7 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def limited(limiter: Limiter, key: Any, cost: Union[int, Mapping[str, int], None] = None, wait: bool = True,
-            timeout: Optional[float] = None) -> Callable[[F], F]:
+            timeout: Optional[float] = None, settle: Optional[Callable[[Any], Any]] = None) -> Callable[[F], F]:
     """The decorator ``Limiter.limited`` returns (see the module's docstring)."""
 
     def key_of(args: tuple, kwargs: dict) -> Any:
@@ -36,17 +48,27 @@ def limited(limiter: Limiter, key: Any, cost: Union[int, Mapping[str, int], None
 
             @functools.wraps(func)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                await limiter.aacquire(key_of(args, kwargs), cost, timeout if wait else 0)
-                return await func(*args, **kwargs)
+                if settle is None:
+                    await limiter.aacquire(key_of(args, kwargs), cost, timeout if wait else 0)
+                    return await func(*args, **kwargs)
+                reservation = await limiter.areserve(key_of(args, kwargs), cost, wait=wait, timeout=timeout)
+                async with reservation:
+                    result = await func(*args, **kwargs)
+                    await reservation.asettle(settle(result))
+                    return result
 
             return run_async  # type: ignore[return-value]
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
-            limiter.acquire(key_of(args, kwargs), cost, timeout if wait else 0)  # no wait: a timeout of 0
-            return func(*args, **kwargs)
+            if settle is None:
+                limiter.acquire(key_of(args, kwargs), cost, timeout if wait else 0)  # no wait: a timeout of 0
+                return func(*args, **kwargs)
+            with limiter.reserve(key_of(args, kwargs), cost, wait=wait, timeout=timeout) as reservation:
+                result = func(*args, **kwargs)
+                reservation.settle(settle(result))
+                return result
 
         return run  # type: ignore[return-value]
 
     return decorate
-

@@ -124,20 +124,18 @@ pub fn now(now: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
     }
 }
 
-/// A metered limiter's rule sets by meter, when `rules` is a mapping of
-/// names to rule sets (each as [`rule_set`] takes it), in its order.
-pub fn meters(
-    py: Python<'_>,
-    rules: &Bound<'_, PyAny>,
-) -> PyResult<Option<Vec<(String, RuleSet)>>> {
-    by_meter(rules)?
-        .map(|items| {
+/// What a limiter limits: a mapping of meter names to rule sets (each as
+/// [`rule_set`] takes it, in its order), else one rule set.
+pub fn limits(py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<ratekeeper_core::Limits> {
+    match by_meter(rules)? {
+        Some(items) => Ok(ratekeeper_core::Limits::Meters(
             items
                 .into_iter()
                 .map(|(name, set)| Ok((name, rule_set(py, &set)?)))
-                .collect()
-        })
-        .transpose()
+                .collect::<PyResult<_>>()?,
+        )),
+        None => Ok(ratekeeper_core::Limits::Rules(rule_set(py, rules)?)),
+    }
 }
 
 /// A rule set from a string, a `Rule`, or a list/tuple of rule strings,

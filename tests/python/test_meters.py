@@ -187,3 +187,87 @@ def test_a_decorated_function_takes_a_cost_per_meter():
     assert call() == "called"
     with pytest.raises(RateLimitExceeded):
         call()
+
+
+def test_a_decorated_call_reserves_its_estimate_and_settles_to_its_result():
+    limiter = Limiter(METERS)
+    used = iter([15, 30, 5])
+
+    @limiter.limited("api", cost={"requests": 1, "tokens": 60}, wait=False,
+                     settle=lambda reply: {"tokens": reply["tokens"]})
+    def complete():
+        return {"tokens": next(used)}
+
+    assert complete() == {"tokens": 15}
+    assert complete() == {"tokens": 30}, "the 45 tokens given back let the second estimate in"
+    assert left(limiter, "api", now=None) == (1, 55)
+
+    @limiter.limited("api", cost={"requests": 1, "tokens": 50}, wait=False,
+                     settle=lambda reply: {"tokens": reply["tokens"]})
+    async def acomplete():
+        return {"tokens": next(used)}
+
+    assert asyncio.run(acomplete()) == {"tokens": 5}
+    assert left(limiter, "api", now=None) == (0, 50)
+    with pytest.raises(RateLimitExceeded):
+        complete()
+
+
+def test_a_reservation_waits_for_its_slot_when_asked():
+    import time
+
+    limiter = Limiter({"requests": "2/300ms", "tokens": "100/minute"})
+    for _ in range(2):
+        assert limiter.reserve("w", {"requests": 1, "tokens": 1}).allowed
+    assert not limiter.reserve("w", {"requests": 1, "tokens": 1}).allowed
+    started = time.monotonic()
+    waited = limiter.reserve("w", {"requests": 1, "tokens": 1}, wait=True, timeout=5)
+    assert waited.allowed and 0.1 < time.monotonic() - started < 5
+    short = limiter.reserve("w", {"requests": 2, "tokens": 1}, wait=True, timeout=0.01)
+    assert not short.allowed
+    never = limiter.reserve("w", {"requests": 3, "tokens": 1}, wait=True)
+    assert not never.allowed and never.decision.retry_after is None, "a cost past a limit never waits"
+
+
+def test_a_celery_task_settles_its_meters_to_its_result():
+    celery = pytest.importorskip("celery")
+    from ratekeeper.celery import RateLimitedTask
+
+    app = celery.Celery("meters", broker="memory://")
+    limiter = Limiter(METERS)
+
+    @app.task(base=RateLimitedTask, limiter=limiter, limit_key=lambda prompt: "llm",
+              limit_cost={"requests": 1, "tokens": 80},
+              limit_settle=lambda reply: {"tokens": reply["usage"]["total_tokens"]})
+    def complete(prompt):
+        return {"usage": {"total_tokens": len(prompt)}}
+
+    assert complete("twelve chars") == {"usage": {"total_tokens": 12}}
+    scoped = limiter.with_rules(limiter.meters, scope="celery:" + complete.name.replace(" ", "_"))
+    assert left(scoped, "llm", now=None) == (2, 88)
+    assert left(limiter, "llm", now=None) == (3, 100), "the task's quota is kept under its scope"
+
+
+METERED_SHELL = """
+rk() { python3 -m ratekeeper "$@" --store "$STORE" --prefix "$PREFIX"; }
+m='--meter requests=3/minute --meter tokens=100/minute'
+rk check llm $m --cost requests=1 --cost tokens=60; echo "first exit $?"
+rk check llm $m --cost requests=1 --cost tokens=60; echo "second exit $?"
+rk check llm $m --cost tokens=40 --json | python3 -c 'import json,sys; print("tokens", json.load(sys.stdin)["meter"])'
+rk wait llm $m --cost requests=1 --cost tokens=1 --timeout 0.2; echo "wait exit $?"
+rk check llm $m --cost 5; echo "plain cost exit $?"
+rk check llm --rules 1/s $m; echo "both exit $?"
+rk check llm $m --cost tokens; echo "no units exit $?"
+"""
+
+
+def test_the_shell_checks_meters(redis_url):
+    import os
+    import subprocess
+
+    out = subprocess.run(["bash", "-c", METERED_SHELL], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "STORE": redis_url, "PREFIX": unique_prefix()})
+    lines = [line for line in out.stdout.splitlines() if "exit" in line or line.startswith("tokens")]
+    assert lines == ["first exit 0", "second exit 1", "tokens tokens", "wait exit 1", "plain cost exit 2",
+                     "both exit 2", "no units exit 2"], out.stdout + out.stderr
+    assert "not '5'" in out.stderr and "--rules or --meter" in out.stderr and "not 'tokens'" in out.stderr

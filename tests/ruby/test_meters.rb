@@ -113,3 +113,39 @@ class TestMeters < Minitest::Test
     assert_equal [1, 20], left(limiter, "shared", now: nil)
   end
 end
+
+class TestMeteredJobs < Minitest::Test
+  include TestSupport
+
+  METERS = TestMeters::METERS
+
+  def test_a_reservation_waits_for_its_slot_when_asked
+    limiter = Ratekeeper::Limiter.new({ requests: "2/300ms", tokens: "100/minute" })
+    2.times { assert limiter.reserve("w", cost: { requests: 1, tokens: 1 }).allowed? }
+    refute limiter.reserve("w", cost: { requests: 1, tokens: 1 }).allowed?
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    assert limiter.reserve("w", cost: { requests: 1, tokens: 1 }, wait: true, timeout: 5).allowed?
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :>, 0.1
+    refute limiter.reserve("w", cost: { requests: 2, tokens: 1 }, wait: true, timeout: 0.01).allowed?
+  end
+
+  def test_the_sidekiq_middleware_settles_a_job_to_what_perform_returned
+    require "ratekeeper/sidekiq"
+    prefix = unique_prefix
+    middleware = Ratekeeper::Sidekiq::Middleware.new(
+      store: redis_url, prefix: prefix,
+      limits: { "CompletionJob" => { rules: METERS, key: ->(_args) { "openai" },
+                                     cost: ->(args) { { requests: 1, tokens: args.first } },
+                                     settle: ->(reply) { { tokens: reply[:tokens] } } } }
+    )
+    worker = Object.new
+    result = middleware.call(worker, { "class" => "CompletionJob", "args" => [80] }, "default") { { tokens: 15 } }
+    assert_equal({ tokens: 15 }, result)
+    scoped = Ratekeeper::Limiter.new(METERS, store: redis_url, prefix: prefix, scope: "sidekiq:CompletionJob")
+    d = scoped.peek("openai", cost: { requests: 1, tokens: 1 })
+    assert_equal [2, 85], [d.meters[:requests][0].remaining, d.meters[:tokens][0].remaining]
+    assert_raises(Ratekeeper::ConfigurationError) do
+      Ratekeeper::Sidekiq::Middleware.new(store: "memory://", limits: { "J" => { rules: "1/s", settle: 5 } })
+    end
+  end
+end

@@ -97,9 +97,7 @@ impl Limiter {
     /// ([`Limiter::meter_costs`]). Its tiers must be none. [`Limiter::rules`]
     /// answers the first meter's.
     pub fn with_meters(mut self, meters: Vec<(String, RuleSet)>) -> Result<Limiter> {
-        if meters.is_empty() {
-            return Err(Error::config("invalid meters: give at least one"));
-        }
+        let first = crate::meter::Limits::first(&meters)?;
         if !self.tiers.is_empty() {
             return Err(Error::config(
                 "a limiter has meters or tiers, not both: give each tier a limiter of its own",
@@ -115,7 +113,7 @@ impl Limiter {
             .iter()
             .flat_map(|(_, rules)| rules.rules().iter().map(|r| r.window_ms))
             .collect();
-        self.rules = meters[0].1.clone();
+        self.rules = first;
         self.meters = meters
             .into_iter()
             .map(|(name, rules)| Meter {
@@ -126,6 +124,17 @@ impl Limiter {
             .collect();
         self.local = process_state(self.warden.denial_cap, every);
         Ok(self)
+    }
+
+    /// A limiter of `limits` on the same warden (see [`Limiter::with_rules`]).
+    pub fn with_limits(&self, limits: crate::meter::Limits) -> Result<Limiter> {
+        match limits {
+            crate::meter::Limits::Rules(rules) => Ok(self.with_rules(rules)),
+            crate::meter::Limits::Meters(meters) => {
+                let first = crate::meter::Limits::first(&meters)?;
+                self.with_rules(first).with_meters(meters)
+            }
+        }
     }
 
     /// The meters, in order (none for a limiter of one rule set).

@@ -7,7 +7,7 @@
 //! gets the slot, so waiters are served about in the order their waits end,
 //! not strictly first come, first served.
 
-use super::{CheckOptions, Limiter};
+use super::{CheckOptions, Limiter, Reservation};
 use crate::decision::Decision;
 use crate::error::{Error, Result};
 use std::cell::Cell;
@@ -148,15 +148,48 @@ impl Limiter {
         timeout: Option<Duration>,
         pause: &mut dyn FnMut(Duration) -> Result<()>,
     ) -> Result<Acquired> {
+        let attempt = &mut || Ok((self.check_with(key, options)?, ()));
+        Ok(self.waiting(options, timeout, pause, attempt)?.0)
+    }
+
+    /// A reservation ([`Limiter::reserve`]) made as [`Limiter::acquire`]
+    /// makes a check: tried again after each refusal's `retry_after` until
+    /// admitted or the next wait would end past `timeout`; how the wait
+    /// ended, and the last reservation (refused, when it did not end
+    /// admitted).
+    pub fn reserve_pausing(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        pause: &mut dyn FnMut(Duration) -> Result<()>,
+    ) -> Result<(Acquired, Reservation)> {
+        let attempt = &mut || {
+            let reservation = self.reserve(key, options)?;
+            Ok((reservation.decision.clone(), reservation))
+        };
+        self.waiting(options, timeout, pause, attempt)
+    }
+
+    /// The wait of [`Limiter::acquire_pausing`] and
+    /// [`Limiter::reserve_pausing`]: `attempt` made until its decision admits
+    /// or the wait ends; how it ended, and what the last attempt made.
+    fn waiting<T>(
+        &self,
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        pause: &mut dyn FnMut(Duration) -> Result<()>,
+        attempt: &mut dyn FnMut() -> Result<(Decision, T)>,
+    ) -> Result<(Acquired, T)> {
         refuse_now(options)?;
         let started = Instant::now();
         loop {
-            let decision = self.check_with(key, options)?;
+            let (decision, made) = attempt()?;
             if self.warden.clock.frozen().is_some() {
-                return Ok(once(decision));
+                return Ok((once(decision), made));
             }
             match next(decision, started, timeout) {
-                Next::Done(acquired) => return Ok(acquired),
+                Next::Done(acquired) => return Ok((acquired, made)),
                 Next::Sleep(wait) => pause(wait)?,
             }
         }
@@ -170,15 +203,46 @@ impl Limiter {
         options: &CheckOptions<'_>,
         timeout: Option<Duration>,
     ) -> Result<Acquired> {
+        let attempt = || async { Ok((self.check_async(key, options).await?, ())) };
+        Ok(self.waiting_async(options, timeout, attempt).await?.0)
+    }
+
+    /// [`Limiter::reserve_pausing`], awaited.
+    #[cfg(feature = "async")]
+    pub async fn reserve_waiting_async(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(Acquired, Reservation)> {
+        let attempt = || async {
+            let reservation = self.reserve_async(key, options).await?;
+            Ok((reservation.decision.clone(), reservation))
+        };
+        self.waiting_async(options, timeout, attempt).await
+    }
+
+    /// [`Limiter::waiting`], awaited: the waits are timers.
+    #[cfg(feature = "async")]
+    async fn waiting_async<T, F, Made>(
+        &self,
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        mut attempt: F,
+    ) -> Result<(Acquired, T)>
+    where
+        F: FnMut() -> Made,
+        Made: std::future::Future<Output = Result<(Decision, T)>>,
+    {
         refuse_now(options)?;
         let started = Instant::now();
         loop {
-            let decision = self.check_async(key, options).await?;
+            let (decision, made) = attempt().await?;
             if self.warden.clock.frozen().is_some() {
-                return Ok(once(decision));
+                return Ok((once(decision), made));
             }
             match next(decision, started, timeout) {
-                Next::Done(acquired) => return Ok(acquired),
+                Next::Done(acquired) => return Ok((acquired, made)),
                 Next::Sleep(pause) => tokio::time::sleep(pause).await,
             }
         }
@@ -198,9 +262,7 @@ fn once(decision: Decision) -> Acquired {
 fn refuse_now(options: &CheckOptions<'_>) -> Result<()> {
     match options.now {
         None => Ok(()),
-        Some(_) => Err(Error::config(
-            "acquire waits on the real clock: give no now",
-        )),
+        Some(_) => Err(Error::config("a wait is on the real clock: give no now")),
     }
 }
 

@@ -10,13 +10,18 @@ waits for a slot: exit 0 admitted, 1 when the next wait would end past
 ``--prefix`` (as the admin commands), ``--scope`` (the limiter's: the same
 quota as an app's limiter with that scope), ``--cost`` and ``--json``; 2 is
 bad arguments, 4 the store failed. A memory store is refused: a command's
-own memory is gone when it exits.
+own memory is gone when it exits. A limiter with meters is given by
+``--meter NAME=RULES`` (once per meter) in place of ``--rules``, and its cost
+by ``--cost NAME=UNITS`` (once per meter charged):
+
+    ratekeeper wait openai --meter "requests=3500/minute" --meter "tokens=90000/minute" \
+        --cost requests=1 --cost tokens=1500 && curl ...
 """
 
 import argparse
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
 from ratekeeper.cli.admin import printable, store_arguments
@@ -26,8 +31,11 @@ ADMITTED, DENIED, USAGE, STORE_FAILED = 0, 1, 2, 4
 
 def _arguments(parser: argparse.ArgumentParser, waits: bool) -> None:
     parser.add_argument("key", help="the key, as the applications check it")
-    parser.add_argument("--rules", required=True, help="the rules, such as '10/second; 1000/day'")
-    parser.add_argument("--cost", type=int, default=1, help="units the call costs (default 1)")
+    parser.add_argument("--rules", help="the rules, such as '10/second; 1000/day'")
+    parser.add_argument("--meter", action="append", default=[], metavar="NAME=RULES",
+                        help="a meter and its rules, in place of --rules (once per meter)")
+    parser.add_argument("--cost", action="append", default=[], metavar="UNITS|NAME=UNITS",
+                        help="units the call costs (default 1); with meters, NAME=UNITS per meter charged")
     parser.add_argument("--scope", default="", help="the limiter's scope (the quota an app keeps under it)")
     store_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
@@ -45,6 +53,29 @@ def _report(decision: Decision, as_json: bool) -> None:
     else:
         wait = "never (the cost exceeds a limit)" if decision.retry_after is None else f"{decision.retry_after:g} s"
         print(f"denied: retry in {wait}")
+
+
+def _pairs(given: List[str], what: str) -> Dict[str, str]:
+    """``NAME=VALUE`` arguments as a dict (a ValueError names a bad one)."""
+    pairs: Dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{what} takes NAME=VALUE, not {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def _limits_and_cost(args: argparse.Namespace) -> Tuple[Any, Any]:
+    """The limiter's rules (or meters) and the call's cost, from the arguments."""
+    if bool(args.rules) == bool(args.meter):
+        raise ValueError("give --rules or --meter NAME=RULES (once per meter), one of them")
+    if args.rules:
+        if len(args.cost) > 1 or any("=" in c for c in args.cost):
+            raise ValueError("--cost takes one whole number without meters")
+        return args.rules, int(args.cost[0]) if args.cost else 1
+    cost = {name: int(units) for name, units in _pairs(args.cost, "--cost").items()}
+    return _pairs(args.meter, "--meter"), cost
 
 
 class ShellCommand:
@@ -68,17 +99,18 @@ class ShellCommand:
                   "give the Redis URL the applications use", file=sys.stderr)
             return USAGE
         try:
-            limiter = Limiter(args.rules, args.store, prefix=args.prefix, scope=args.scope, on_error="raise",
+            limits, cost = _limits_and_cost(args)
+            limiter = Limiter(limits, args.store, prefix=args.prefix, scope=args.scope, on_error="raise",
                               timeout=2.0, connect_timeout=2.0, redis_module=args.redis_module)
             decision: Optional[Decision]
             if self.waits:
                 try:
-                    decision = limiter.acquire(args.key, args.cost, args.timeout)
+                    decision = limiter.acquire(args.key, cost, args.timeout)
                 except RateLimitExceeded as exc:
                     decision = exc.decision
             else:
-                decision = limiter.check(args.key, args.cost)
-        except (ConfigurationError, TypeError) as exc:
+                decision = limiter.check(args.key, cost)
+        except (ConfigurationError, TypeError, ValueError) as exc:
             print(f"ratekeeper {self.NAME}: {printable(exc)}", file=sys.stderr)
             return USAGE
         except StorageError as exc:

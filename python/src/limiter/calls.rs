@@ -76,23 +76,58 @@ impl Twin for Checking {
     }
 }
 
-/// A reservation: a check for an estimate, settled later.
+/// A reservation: a check for an estimate, settled later; made at once, or
+/// waited for (`Some(timeout)`) as `acquire` waits.
 pub(super) struct Reserving {
     pub(super) asked: core::Asked,
+    pub(super) waiting: Option<Option<std::time::Duration>>,
+    /// The exception a signal handler raised while a thread slept.
+    pub(super) interrupted: Mutex<Option<PyErr>>,
+}
+
+impl Reserving {
+    pub(super) fn new(
+        py: Python<'_>,
+        asked: core::Asked,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Reserving> {
+        let timeout = guard(py, || core::limiter::wait::check_timeout(timeout))?;
+        Ok(Reserving {
+            asked,
+            waiting: wait.then_some(timeout),
+            interrupted: Mutex::new(None),
+        })
+    }
 }
 
 impl Twin for Reserving {
     type On = Arc<core::Limiter>;
     type Out = core::Reservation;
     fn waits(&self, on: &Self::On) -> bool {
-        on.waits_on_io()
+        self.waiting.is_some() || on.waits_on_io()
     }
     fn blocking(&self, on: &Self::On) -> core::Result<core::Reservation> {
-        on.reserve(&self.asked.key, &self.asked.options())
+        let options = self.asked.options();
+        match self.waiting {
+            None => on.reserve(&self.asked.key, &options),
+            Some(timeout) => {
+                let pausing = &mut |wait| pause(wait, &self.interrupted);
+                Ok(on
+                    .reserve_pausing(&self.asked.key, &options, timeout, pausing)?
+                    .1)
+            }
+        }
     }
     async fn awaited(&self, on: &Self::On) -> core::Result<core::Reservation> {
-        on.reserve_async(&self.asked.key, &self.asked.options())
-            .await
+        let options = self.asked.options();
+        match self.waiting {
+            None => on.reserve_async(&self.asked.key, &options).await,
+            Some(timeout) => Ok(on
+                .reserve_waiting_async(&self.asked.key, &options, timeout)
+                .await?
+                .1),
+        }
     }
     fn deliver(
         &self,
@@ -106,6 +141,32 @@ impl Twin for Reserving {
         let made = crate::reservation::Reservation::wrap(on.clone(), out);
         Ok(Py::new(py, made)?.into_any())
     }
+    fn failed(&self, _py: Python<'_>, err: PyErr) -> PyErr {
+        interrupted_or(&self.interrupted, err)
+    }
+}
+
+/// Sleeps `wait` in slices of at most 100 ms, checking for signals between
+/// them; a signal handler's exception is kept in `interrupted` and ends the wait.
+fn pause(wait: std::time::Duration, interrupted: &Mutex<Option<PyErr>>) -> core::Result<()> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+        if let Err(err) = Python::attach(|py| py.check_signals()) {
+            *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
+            return Err(core::Error::storage("the wait was interrupted"));
+        }
+    }
+}
+
+/// The exception a signal handler raised during a wait, else `err`.
+fn interrupted_or(interrupted: &Mutex<Option<PyErr>>, err: PyErr) -> PyErr {
+    let raised = interrupted.lock().unwrap_or_else(|p| p.into_inner()).take();
+    raised.unwrap_or(err)
 }
 
 /// One check of a batch: limiter, key, cost, tier.
@@ -309,22 +370,6 @@ impl Acquiring {
             interrupted: Mutex::new(None),
         })
     }
-
-    /// Sleeps `wait` in slices of at most 100 ms, checking for signals between them.
-    fn pause(&self, wait: std::time::Duration) -> core::Result<()> {
-        let until = std::time::Instant::now() + wait;
-        loop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
-            if let Err(err) = Python::attach(|py| py.check_signals()) {
-                *self.interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
-                return Err(core::Error::storage("the wait was interrupted"));
-            }
-        }
-    }
 }
 
 impl Twin for Acquiring {
@@ -336,7 +381,7 @@ impl Twin for Acquiring {
     fn blocking(&self, on: &Self::On) -> core::Result<core::Acquired> {
         let options = self.asked.options();
         on.acquire_pausing(&self.asked.key, &options, self.timeout, &mut |wait| {
-            self.pause(wait)
+            pause(wait, &self.interrupted)
         })
     }
     async fn awaited(&self, on: &Self::On) -> core::Result<core::Acquired> {
@@ -359,11 +404,6 @@ impl Twin for Acquiring {
         }
     }
     fn failed(&self, _py: Python<'_>, err: PyErr) -> PyErr {
-        let interrupted = self
-            .interrupted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        interrupted.unwrap_or(err)
+        interrupted_or(&self.interrupted, err)
     }
 }

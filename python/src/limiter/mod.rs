@@ -82,11 +82,14 @@ twins! {
         /// until the returned Reservation is settled to what the work cost
         /// (`r.settle(actual)`; never settled, it keeps the estimate). As a
         /// context manager (`with limiter.reserve(key, 2000) as r:`), a refused
-        /// reservation raises RateLimitExceeded.
-        #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
+        /// reservation raises RateLimitExceeded. `wait=True` waits for the
+        /// reservation as `acquire` waits for a check (at most `timeout`
+        /// seconds; None: as long as it takes).
+        #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None, wait = false, timeout = None))]
         fn reserve / areserve(self, py, key: &Bound<'_, PyAny>, cost: Option<&Bound<'_, PyAny>>,
-                              now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>)
-            on self.inner => Reserving { asked: asked(py, &self.inner, key, cost, now, tier, ip)? };
+                              now: Option<&Bound<'_, PyAny>>, tier: Option<String>, ip: Option<String>,
+                              wait: bool, timeout: Option<f64>)
+            on self.inner => Reserving::new(py, asked(py, &self.inner, key, cost, now, tier, ip)?, wait, timeout)?;
 
         /// What a check of `cost` would decide now, without logging anything.
         #[pyo3(signature = (key, cost = None, now = None, *, tier = None, ip = None))]
@@ -169,11 +172,7 @@ impl Limiter {
         policy_refresh: Option<&Bound<'_, PyAny>>,
         policies: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
-        let meters = convert::meters(py, rules)?;
-        let rules = match meters {
-            Some(_) => None,
-            None => Some(convert::rule_set(py, rules)?),
-        };
+        let limits = convert::limits(py, rules)?;
         let mut given = core::Settings::default();
         settings::apply(
             py,
@@ -196,12 +195,7 @@ impl Limiter {
                 ("policies", policies),
             ],
         )?;
-        let inner = guard(py, || match (rules, meters) {
-            (Some(rules), _) => core::Limiter::from_settings(rules, &given),
-            (None, meters) => {
-                core::Limiter::metered_from_settings(meters.unwrap_or_default(), &given)
-            }
-        })?;
+        let inner = guard(py, || core::Limiter::from_limits(limits, &given))?;
         Ok(Limiter {
             inner: Arc::new(inner),
             store: core::store::redact(&given.store),
@@ -211,19 +205,22 @@ impl Limiter {
     /// A decorator limiting a function (sync or async) by this limiter:
     /// `key` is a key or a callable of the function's arguments; `wait`
     /// True waits for a slot (`acquire`, at most `timeout` seconds), False
-    /// raises `RateLimitExceeded` at once when denied.
-    #[pyo3(signature = (key, *, cost = None, wait = true, timeout = None))]
+    /// raises `RateLimitExceeded` at once when denied. With `settle` (a
+    /// callable of the function's result giving what the call cost), `cost`
+    /// is an estimate reserved before the call and settled after it.
+    #[pyo3(signature = (key, *, cost = None, wait = true, timeout = None, settle = None))]
     fn limited<'py>(
         slf: &Bound<'py, Self>,
         key: &Bound<'py, PyAny>,
         cost: Option<&Bound<'py, PyAny>>,
         wait: bool,
         timeout: Option<f64>,
+        settle: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         slf.py()
             .import("ratekeeper.waiting")?
             .getattr("limited")?
-            .call1((slf, key, cost, wait, timeout))
+            .call1((slf, key, cost, wait, timeout, settle))
     }
 
     /// Whether the address lists and switches are held in this process as
@@ -265,12 +262,12 @@ impl Limiter {
         scope: Option<&Bound<'_, PyAny>>,
         tiers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
-        let rules = convert::rule_set(py, rules)?;
+        let limits = convert::limits(py, rules)?;
         let mut given = core::Settings::default();
         settings::apply(py, &mut given, &[("scope", scope), ("tiers", tiers)])?;
         let inner = guard(py, || {
             self.inner
-                .with_rules(rules)
+                .with_limits(limits)?
                 .with_scope(&given.scope)?
                 .with_tiers(given.tiers)
         })?;

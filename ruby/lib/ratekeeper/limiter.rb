@@ -31,8 +31,10 @@ module Ratekeeper
     # With a block, yields the reservation when admitted and returns the
     # block's value (a refused one raises Ratekeeper::RateLimitExceeded, with
     # #decision); without one, returns the Reservation.
-    def reserve(key, cost: 1, now: nil, tier: nil, ip: nil)
-      reservation = _reserve(Limiter.key_text(key), cost, now, tier, ip)
+    # +wait+ true waits for the reservation as #acquire waits for a check
+    # (at most +timeout+ seconds; nil: as long as it takes).
+    def reserve(key, cost: 1, now: nil, tier: nil, ip: nil, wait: false, timeout: nil)
+      reservation = _reserve(Limiter.key_text(key), cost, now, tier, ip, wait, timeout)
       return reservation unless block_given?
 
       refusal = reservation._refusal

@@ -21,6 +21,18 @@ module Ratekeeper
   # without counting a failure or a retry. Jobs of other classes run as usual.
   # A job class with `attr_accessor :ratekeeper_decision` gets the admitting
   # decision.
+  #
+  # A limit's +cost:+ is what a job costs: an Integer or, for rules with
+  # meters, units per meter (<tt>{ requests: 1, tokens: 2000 }</tt>), or a
+  # callable of the job's arguments giving it (default 1). When a job's cost
+  # is known only from what +perform+ returns (the tokens an LLM call used),
+  # +settle:+ is a callable of that result giving what it cost: +cost:+ is
+  # then an estimate, reserved before the job runs and settled after it (a
+  # job that raises keeps its estimate):
+  #
+  #   "CompletionJob" => { rules: { requests: "3500/minute", tokens: "90000/minute" },
+  #                        key: ->(_args) { "openai" }, cost: { requests: 1, tokens: 2000 },
+  #                        settle: ->(reply) { { tokens: reply["usage"]["total_tokens"] } } }
   module Sidekiq
     # The server middleware (see Ratekeeper::Sidekiq).
     class Middleware
@@ -29,7 +41,8 @@ module Ratekeeper
       private_constant :BUILT, :BUILT_LOCK
 
       # +limits+: class name => { rules:, key: (a callable of the job's
-      # arguments; default the class name), scope: (default "sidekiq:<class>") };
+      # arguments; default the class name), scope: (default "sidekiq:<class>"),
+      # cost:, settle: (see Ratekeeper::Sidekiq) };
       # the other options are the limiter's (store:, prefix:, on_error:, ...).
       # (Sidekiq makes a middleware per job, passing the options as a Hash:
       # the limiters are made once per set of options and shared.)
@@ -46,25 +59,32 @@ module Ratekeeper
         limits.to_h do |name, spec|
           spec = spec.transform_keys(&:to_sym)
           scope = Ratekeeper.scope_name(spec.fetch(:scope, "sidekiq:#{name}"))
-          key = spec[:key]
+          key, settle = spec[:key], spec[:settle]
           raise ConfigurationError, "the key of #{name}'s limit must be callable" unless key.nil? || key.respond_to?(:call)
+          raise ConfigurationError, "the settle: of #{name}'s limit must be callable" unless settle.nil? || settle.respond_to?(:call)
 
           rules = spec.fetch(:rules)
           limiter = first ? first.with_rules(rules, scope: scope) : (first = Limiter.new(rules, **options, scope: scope))
-          [name.to_s, [limiter, key]]
+          [name.to_s, [limiter, key, spec.fetch(:cost, 1), settle]]
         end
       end
 
       def call(worker, job, _queue)
         name = job["wrapped"] || job["class"]
-        limiter, key_of = @limits[name]
+        limiter, key_of, cost, settle = @limits[name]
         return yield unless limiter
 
-        key = key_of ? key_of.call(job["args"]) : name
-        decision = limiter.check(key.to_s)
+        key = (key_of ? key_of.call(job["args"]) : name).to_s
+        cost = cost.call(job["args"]) if cost.respond_to?(:call)
+        reservation = limiter.reserve(key, cost: cost) if settle
+        decision = reservation ? reservation.decision : limiter.check(key, cost: cost)
         if decision.allowed?
           worker.ratekeeper_decision = decision if worker.respond_to?(:ratekeeper_decision=)
-          return yield
+          return yield unless reservation
+
+          result = yield
+          reservation.settle(settle.call(result))
+          return result
         end
 
         wait = (decision.retry_after || 1.0) + rand * [decision.retry_after.to_f / 10, 0.025].min + 0.001

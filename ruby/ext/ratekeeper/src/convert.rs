@@ -67,18 +67,18 @@ pub fn meter_units(ruby: &Ruby, value: Value) -> Result<Option<Vec<(String, i128
     Ok(Some(units))
 }
 
-/// A metered limiter's rule sets by meter, when `rules` is a Hash of names
-/// to rule sets (each as [`rule_set`] takes it), in its order.
-pub fn meters(ruby: &Ruby, rules: Value) -> Result<Option<Vec<(String, RuleSet)>>, Error> {
+/// What a limiter limits: a Hash of meter names to rule sets (each as
+/// [`rule_set`] takes it, in its order), else one rule set.
+pub fn limits(ruby: &Ruby, rules: Value) -> Result<ratekeeper_core::Limits, Error> {
     let Some(hash) = RHash::from_value(rules) else {
-        return Ok(None);
+        return Ok(ratekeeper_core::Limits::Rules(rule_set(ruby, rules)?));
     };
     let mut meters = Vec::new();
     hash.foreach(|name: Value, set: Value| {
         meters.push((meter_name(ruby, name)?, rule_set(ruby, set)?));
         Ok(magnus::r_hash::ForEach::Continue)
     })?;
-    Ok(Some(meters))
+    Ok(ratekeeper_core::Limits::Meters(meters))
 }
 
 /// What some work cost, for a settle: an Integer, 0 or more.

@@ -68,6 +68,33 @@ fn costs(
     }
 }
 
+/// Runs `wait` without the GVL, its waits made by the pause it is given:
+/// each ends at once when Ruby interrupts the thread (Thread#raise, Timeout,
+/// Ctrl-C), whose pending interrupts then run with the GVL (their error is
+/// the call's); what it came to (for `errors::settle`).
+fn waiting<T>(
+    ruby: &Ruby,
+    wait: impl FnOnce(&mut dyn FnMut(std::time::Duration) -> core::Result<()>) -> core::Result<T>,
+) -> Result<std::thread::Result<core::Result<T>>, Error> {
+    let wakeup = gvl::Wakeup::default();
+    let interrupted: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
+    let mut pause = |wait: std::time::Duration| -> core::Result<()> {
+        let until = std::time::Instant::now() + wait;
+        while wakeup.sleep_until(until) {
+            if let Err(e) = gvl::interrupts_with_gvl() {
+                *interrupted.borrow_mut() = Some(e);
+                return Err(core::Error::storage("the wait was interrupted"));
+            }
+        }
+        Ok(())
+    };
+    let outcome = gvl::without_gvl_interruptible(ruby, &wakeup, || wait(&mut pause))?;
+    match interrupted.take() {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
 /// The arguments of one check by `limiter` (key, cost, now, tier, ip), converted.
 fn asked(ruby: &Ruby, limiter: &core::Limiter, args: &[Value]) -> Result<core::Asked, Error> {
     let [key, cost, now, tier, ip] =
@@ -87,18 +114,9 @@ impl Limiter {
     /// `Limiter._new(rules, options)`: options is a Hash; each not given
     /// takes the core's default (`Ratekeeper::DEFAULTS`).
     fn native_new(ruby: &Ruby, rules: Value, options: RHash) -> Result<Limiter, Error> {
-        let meters = convert::meters(ruby, rules)?;
-        let rules = match meters {
-            Some(_) => None,
-            None => Some(convert::rule_set(ruby, rules)?),
-        };
+        let limits = convert::limits(ruby, rules)?;
         let settings = crate::settings::from_hash(ruby, options)?;
-        let inner = guard(ruby, || match (rules, meters) {
-            (Some(rules), _) => core::Limiter::from_settings(rules, &settings),
-            (None, meters) => {
-                core::Limiter::metered_from_settings(meters.unwrap_or_default(), &settings)
-            }
-        })?;
+        let inner = guard(ruby, || core::Limiter::from_limits(limits, &settings))?;
         Ok(Limiter {
             inner: std::sync::Arc::new(inner),
             store: core::store::redact(&settings.store),
@@ -124,17 +142,31 @@ impl Limiter {
         Limiter::decide(ruby, rb_self, args, true)
     }
 
-    /// `_reserve(key, cost, now, tier, ip)`: a Reservation.
+    /// `_reserve(key, cost, now, tier, ip, wait, timeout)`: a Reservation,
+    /// made at once, or when `wait` waited for (without the GVL) as
+    /// `_acquire` waits for a check.
     fn reserve(
         ruby: &Ruby,
         rb_self: &Self,
         args: &[Value],
     ) -> Result<crate::reservation::Reservation, Error> {
-        let asked = asked(ruby, &rb_self.inner, args)?;
+        let [key, cost, now, tier, ip, wait, timeout] = <[Value; 7]>::try_from(args)
+            .map_err(|_| type_error(ruby, "_reserve takes 7 arguments"))?;
+        let asked = asked(ruby, &rb_self.inner, &[key, cost, now, tier, ip])?;
         let limiter = &rb_self.inner;
-        let inner = run_core(ruby, limiter.waits_on_io(), || {
-            limiter.reserve(&asked.key, &asked.options())
-        })?;
+        let inner = if wait.to_bool() {
+            let timeout = convert::seconds(ruby, "timeout", timeout)?;
+            let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
+            let options = asked.options();
+            let outcome = waiting(ruby, |pause| {
+                limiter.reserve_pausing(&asked.key, &options, timeout, pause)
+            })?;
+            crate::errors::settle(ruby, outcome)?.1
+        } else {
+            run_core(ruby, limiter.waits_on_io(), || {
+                limiter.reserve(&asked.key, &asked.options())
+            })?
+        };
         if let Some(warning) = &inner.decision.warning {
             crate::call::log_warning(ruby, warning)?;
         }
@@ -218,26 +250,9 @@ impl Limiter {
         let timeout = convert::seconds(ruby, "timeout", timeout)?;
         let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
         let limiter = &rb_self.inner;
-        // each wait ends at once when Ruby interrupts the thread (Thread#raise,
-        // Timeout, Ctrl-C): its pending interrupts then run with the GVL
-        let wakeup = gvl::Wakeup::default();
-        let interrupted: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
-        let mut pause = |wait: std::time::Duration| -> core::Result<()> {
-            let until = std::time::Instant::now() + wait;
-            while wakeup.sleep_until(until) {
-                if let Err(e) = gvl::interrupts_with_gvl() {
-                    *interrupted.borrow_mut() = Some(e);
-                    return Err(core::Error::storage("the wait was interrupted"));
-                }
-            }
-            Ok(())
-        };
-        let outcome = gvl::without_gvl_interruptible(ruby, &wakeup, || {
-            limiter.acquire_pausing(&key, &options, timeout, &mut pause)
+        let outcome = waiting(ruby, |pause| {
+            limiter.acquire_pausing(&key, &options, timeout, pause)
         })?;
-        if let Some(e) = interrupted.take() {
-            return Err(e);
-        }
         let acquired = crate::errors::settle(ruby, outcome)?;
         let refusal = acquired.refusal();
         Ok((deliver(ruby, acquired.decision())?, refusal))
@@ -295,12 +310,12 @@ impl Limiter {
         rules: Value,
         options: RHash,
     ) -> Result<Limiter, Error> {
-        let rules = convert::rule_set(ruby, rules)?;
+        let limits = convert::limits(ruby, rules)?;
         let given = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || {
             rb_self
                 .inner
-                .with_rules(rules)
+                .with_limits(limits)?
                 .with_scope(&given.scope)?
                 .with_tiers(given.tiers)
         })?;
