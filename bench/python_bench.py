@@ -136,6 +136,9 @@ def main():
     report("redis_memory_keys_x_60_units", keys=scale, bytes=after - before)
 
     weighted(url, r, n, prefix, sys.argv[3] if len(sys.argv) > 3 else None)
+    metered(url, n, prefix, "")
+    if len(sys.argv) > 3:
+        metered(sys.argv[3], n, prefix, "_module")
 
 
 WEIGHTED = "2000000/minute"
@@ -197,6 +200,31 @@ def weighted(url, r, n, prefix, module_url):
         report(f"py_evalsha_{name}_script", median_ns=per_call)
     for name, usec in paired_usec_per_call(r, n, calls).items():
         report(f"redis_usec_per_check_{name}_script", usec=usec)
+
+
+def metered(url, n, prefix, via):
+    """What reservations and meters cost on Redis (`via` "": the script,
+    "_module": the module's commands), batches alternating: a reservation
+    and its settle (which gives units back) against one check of the same
+    rules; a check of two meters against one of one meter."""
+    keys = [f"m:{i}" for i in range(KEYS)]
+    options = {"prefix": f"{prefix}-m{via}", "redis_module": "require" if via else "off"}
+    plain = ratekeeper.Limiter(WEIGHTED, url, scope="plain", **options)
+    reserving = ratekeeper.Limiter(WEIGHTED, url, scope="reserving", **options)
+    one = ratekeeper.Limiter({"tokens": WEIGHTED}, url, scope="one", **options)
+    two = ratekeeper.Limiter({"requests": "3500/minute", "tokens": WEIGHTED}, url, scope="two", **options)
+
+    def reserve_and_settle(i):
+        reserving.reserve(keys[i % KEYS], 2000).settle(1234)
+
+    times = paired(n, {
+        "check": lambda i: plain.check(keys[i % KEYS], 2000),
+        "reserve_settle": reserve_and_settle,
+        "one_meter": lambda i: one.check(keys[i % KEYS], {"tokens": 1500}),
+        "two_meters": lambda i: two.check(keys[i % KEYS], {"requests": 1, "tokens": 1500}),
+    })
+    for name, per_call in times.items():
+        report(f"py_metered_{name}{via}", median_ns=per_call)
 
 
 def paired(n, calls):

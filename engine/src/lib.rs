@@ -96,7 +96,7 @@ pub mod lua {
     /// own, all or nothing: `check.lua` as a function, then
     /// `engine/lua/meters.lua`, which calls it once per meter.
     pub const METERS_SCRIPT: &str = concat!(
-        "local function check(KEYS, ARGV)\n",
+        "local function check(KEYS, ARGV, redis)\n",
         include_str!("../lua/check.lua"),
         "\nend\n",
         include_str!("../lua/meters.lua")

@@ -150,7 +150,7 @@ const MERGED_SPAN: usize = 1024;
 /// the same effects (plain string commands, with absolute expiry times) to
 /// replicas and the AOF: the ranges written as one `SETRANGE` when they lie
 /// within [`MERGED_SPAN`], else one each.
-fn apply(
+pub fn apply(
     ctx: Ctx,
     log: &mut Key,
     stored_len: usize,

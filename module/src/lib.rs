@@ -12,6 +12,9 @@
 //!   packed`: the same arguments packed into one and the same reply as one
 //!   string (`ratekeeper_engine::packed`), which spares Redis most of a
 //!   call's cost of parsing arguments and building a reply.
+//! * `RATEKEEPER.METERS numkeys log... packed...`: `meters.lua` as clients
+//!   send it: a key's several meters, one packed check per meter's log, all
+//!   or nothing, answered with one packed reply each.
 //! * `RATEKEEPER.POLICY 1 key set now field [value]` and
 //!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `record.lua`.
 //!
@@ -28,6 +31,7 @@
 mod api;
 mod check;
 mod guard;
+mod meters;
 mod record;
 mod replication;
 
@@ -112,6 +116,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let flags = c"write deny-oom getkeys-api";
     for (name, handler) in [
         (c"ratekeeper.check", check::command as Handler),
+        (c"ratekeeper.meters", meters::command as Handler),
         (c"ratekeeper.policy", record::command as Handler),
     ] {
         if register(ctx, name, handler, flags) == Status::Err {

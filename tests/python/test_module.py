@@ -128,6 +128,9 @@ def test_a_user_without_the_module_commands_is_served_by_the_script():
         assert [limiter.check("k").allowed for _ in range(4)] == [True, True, True, False]
         stats = limiter.store_stats
         assert stats["path"] == path, stats
+        metered = limiter.with_rules({"calls": "3/minute", "tokens": "100/minute"}, scope=f"{path}-meters")
+        checks = [metered.check("k", {"calls": 1, "tokens": 30}).allowed for _ in range(4)]
+        assert checks == [True, True, True, False], f"{path}: a metered check as this user"
         server.execute_command("ACL", "DELUSER", name)
 
 

@@ -362,17 +362,10 @@ impl AsyncLogStore for RedisStore {
         requests: &'a [Request<'a>],
     ) -> BoxFuture<'a, Result<Vec<Observation>>> {
         Box::pin(async move {
-            let reply = match self
-                .run_async(&self.together_command(requests, Via::Sha), None)
-                .await?
-            {
-                Err(e) if is_noscript(&e) => {
-                    self.run_async(&self.together_command(requests, Via::Source), None)
-                        .await?
-                }
-                other => other,
-            }
-            .map_err(storage_error)?;
+            let route = self.route_together(requests);
+            let reply = self
+                .script_async(route.as_deref(), |via| self.together_command(requests, via))
+                .await?;
             parse_together(&reply, requests)
         })
     }

@@ -29,7 +29,7 @@ mod wire;
 use self::connect::{Conn, Connections, Manager};
 use self::failure::{describe, storage_error, unreachable, unreadable, Step};
 pub use self::module::ModuleUse;
-use self::module::{probe, Path, Paths, CHECK_COMMAND, RECORD_COMMAND};
+use self::module::{probe, Path, Paths, CHECK_COMMAND, METERS_COMMAND, RECORD_COMMAND};
 use self::wire::{
     check_args, is_noscript, parse_reply, parse_together, pipeline_replies, Lua, Via,
 };
@@ -93,7 +93,7 @@ impl RedisStore {
             local,
             prefix: options.prefix.clone(),
             check: Lua::new(SCRIPT, Some(CHECK_COMMAND)),
-            meters: Lua::new(METERS_SCRIPT, None),
+            meters: Lua::new(METERS_SCRIPT, Some(METERS_COMMAND)),
             record: Lua::new(RECORD_SCRIPT, Some(RECORD_COMMAND)),
             cluster,
             shown,
@@ -251,8 +251,8 @@ impl RedisStore {
     }
 
     /// The call of a key's meters checked together (see
-    /// [`LogStore::apply_together`]): by the meters script, whatever the
-    /// server loads (`via` is [`Via::Sha`] or [`Via::Source`]); each
+    /// [`LogStore::apply_together`]), as `via` says: the module's command
+    /// with each meter's packed check, or the meters script with each
     /// meter's arguments as the check script takes them, after their count.
     fn together_command(&self, requests: &[Request<'_>], via: Via) -> redis::Cmd {
         let logs: Vec<Vec<u8>> = requests
@@ -261,10 +261,16 @@ impl RedisStore {
             .collect();
         let keys: Vec<&[u8]> = logs.iter().map(Vec::as_slice).collect();
         let mut cmd = self.meters.command(via, &keys);
+        if via == Via::Module {
+            for request in requests {
+                check_args(&mut cmd, request, via);
+            }
+            return cmd;
+        }
         cmd.arg(requests.len());
         for request in requests {
             let mut one = redis::Cmd::new();
-            check_args(&mut one, request, Via::Sha);
+            check_args(&mut one, request, via);
             let args: Vec<&[u8]> = one
                 .args_iter()
                 .filter_map(|arg| match arg {
@@ -278,6 +284,12 @@ impl RedisStore {
             }
         }
         cmd
+    }
+
+    /// Where a key's meters' module command goes on a Cluster: their log
+    /// keys' slot (one `{tag}`), as [`RedisStore::route`].
+    fn route_together(&self, requests: &[Request<'_>]) -> Option<Vec<u8>> {
+        requests.first().and_then(|r| self.route(r))
     }
 
     /// A pipeline of these checks, each as this process's calls go now (the
@@ -430,13 +442,9 @@ impl LogStore for RedisStore {
     }
 
     fn apply_together(&self, requests: &[Request<'_>]) -> Result<Vec<Observation>> {
-        let reply = match self.run(&self.together_command(requests, Via::Sha), None)? {
-            Err(e) if is_noscript(&e) => {
-                self.run(&self.together_command(requests, Via::Source), None)?
-            }
-            other => other,
-        }
-        .map_err(storage_error)?;
+        let route = self.route_together(requests);
+        let reply: Value =
+            self.script(route.as_deref(), |via| self.together_command(requests, via))?;
         parse_together(&reply, requests)
     }
 

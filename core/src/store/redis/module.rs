@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// The module's check command.
 pub const CHECK_COMMAND: &str = "RATEKEEPER.CHECK";
+/// The module's command that checks a key's several meters together.
+pub const METERS_COMMAND: &str = "RATEKEEPER.METERS";
 /// The module's record command.
 pub const RECORD_COMMAND: &str = "RATEKEEPER.POLICY";
 /// How long a process that found no module uses the script before it asks again.
