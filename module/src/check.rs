@@ -100,11 +100,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     };
 
     let mut log = Key::open(ctx, argv[2], parsed.writing)?;
-    let stored: &[u8] = match log.kind()? {
-        Kind::Empty => &[],
-        Kind::Text => log.bytes()?,
-        _ => return Err(Failure::WrongType),
-    };
+    let stored = stored(&log)?;
     let stored_len = stored.len();
     let (seen, write) = check_in(
         Check {
@@ -131,6 +127,16 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     }
     scratch.keep_args(parsed);
     Ok(())
+}
+
+/// The bytes a log key holds (none when it is empty), or the error of a
+/// key of another type.
+pub fn stored(log: &Key) -> Result<&[u8], Failure> {
+    match log.kind()? {
+        Kind::Empty => Ok(&[]),
+        Kind::Text => Ok(log.bytes()?),
+        _ => Err(Failure::WrongType),
+    }
 }
 
 fn wrong_arity() -> Failure {

@@ -6,8 +6,8 @@
 //! logs its cost on every meter or on none; answered with each meter's
 //! packed reply, in order.
 
-use crate::api::{self, reply, Arg, Ctx, Key, Kind};
-use crate::check::{apply, send};
+use crate::api::{self, reply, Arg, Ctx, Key};
+use crate::check::{apply, send, stored};
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{number, CheckedReply, MAX_RULES};
 use ratekeeper_engine::packed::parse_packed;
@@ -43,11 +43,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         let parsed = parse_packed(api::bytes(argv[2 + meters + i])?, &mut scratch)?;
         settles |= parsed.settle.is_some();
         let log = Key::open(ctx, argv[2 + i], parsed.writing)?;
-        let stored: &[u8] = match log.kind()? {
-            Kind::Empty => &[],
-            Kind::Text => log.bytes()?,
-            _ => return Err(Failure::WrongType),
-        };
+        let stored = stored(&log)?;
         let stored_len = stored.len();
         let (seen, write) = check_in(
             Check {

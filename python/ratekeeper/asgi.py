@@ -24,9 +24,9 @@ import inspect
 from functools import partial
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter
+from ratekeeper._ratekeeper import Answer, Decision, Limiter, Verdict
 from ratekeeper.body import MAX_BODY, field, readable_length, unreadable
-from ratekeeper.doors import door_gate, log_verdict
+from ratekeeper.doors import atell_status, door_gate, log_verdict
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -180,6 +180,8 @@ class RateLimitMiddleware:
             return
         if scope["type"] == "http":
             send = verdict.answer.asgi_send(send)
+            if verdict.awaits_status:
+                send = status_told(verdict, send)
         await self.app(scope, receive, send)
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
@@ -195,3 +197,15 @@ class RateLimitMiddleware:
             await self.responder(scope, receive, send, decision)  # type: ignore[arg-type]
             return
         await send_answer(answer, send)
+
+
+def status_told(verdict: Verdict, send: Send) -> Send:
+    """``send``, telling the gate the response's status as it starts (a
+    throttle that counts only some responses learns this one's)."""
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            await atell_status(verdict, message["status"])
+        await send(message)
+
+    return sending

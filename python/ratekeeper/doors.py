@@ -7,7 +7,7 @@ arguments describe, and the logging of a verdict. What they answer
 import logging
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
-from ratekeeper._ratekeeper import Decision, Gate, Limiter, Responses, Verdict
+from ratekeeper._ratekeeper import Decision, Gate, Limiter, RateKeeperError, Responses, Verdict
 
 DENIALS = logging.getLogger("ratekeeper.denials")
 
@@ -101,3 +101,22 @@ def exempt_paths(exempt: Union[Sequence[str], Callable[..., bool]]) -> Sequence[
     if callable(exempt):
         return ()
     return (exempt,) if isinstance(exempt, str) else tuple(exempt)
+
+
+def tell_status(verdict: Verdict, status: int) -> None:
+    """Tells the gate the status of the response to a request it let
+    through (``verdict.finish``: a throttle that counts only some responses
+    gives back what this one does not count); a store that fails to take it
+    back is logged, never the response's problem."""
+    try:
+        verdict.finish(status)
+    except RateKeeperError as exc:
+        logging.getLogger("ratekeeper").warning("ratekeeper: a response's status was not told (%s)", exc)
+
+
+async def atell_status(verdict: Verdict, status: int) -> None:
+    """``tell_status``, awaited."""
+    try:
+        await verdict.afinish(status)
+    except RateKeeperError as exc:
+        logging.getLogger("ratekeeper").warning("ratekeeper: a response's status was not told (%s)", exc)

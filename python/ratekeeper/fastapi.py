@@ -166,6 +166,7 @@ def policy(
     if limiter is not None and not isinstance(limiter, Limiter):
         raise TypeError(f"limiter must be a ratekeeper.Limiter, not {type(limiter).__name__}")
     gate = Gate(policy, limiter=limiter)
+    gate.check_unanswered()  # a dependency never sees the response a throttle's `count` needs
     proxies = gate.trusted_proxies
 
     async def dependency(request: Request, response: Response) -> Any:

@@ -15,11 +15,11 @@ Every limited response carries the rate-limit headers; a denied request gets
 
 import io
 from http import HTTPStatus
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter
 from ratekeeper.body import UNREADABLE, Found, field, readable_length
-from ratekeeper.doors import door_gate, log_verdict
+from ratekeeper.doors import door_gate, log_verdict, tell_status
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -140,10 +140,15 @@ class RateLimitMiddleware:
         if answer.status is not None:
             return self.render(answer, start_response)
         extra = list(answer.headers.items())
-        if not extra:
+        awaits_status = verdict.awaits_status
+        if not extra and not awaits_status:
             return self.app(environ, start_response)
+        told: List[bool] = []
 
         def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
+            if awaits_status and not told:  # a throttle that counts only some responses learns this one's
+                told.append(True)
+                tell_status(verdict, int(status[:3]))
             present = {name.lower() for name, _ in headers}
             headers = list(headers) + [(n, v) for n, v in extra if n.lower() not in present]
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)

@@ -8,9 +8,12 @@ use std::net::SocketAddr;
 /// Where the HTTP door listens unless the file or `--listen` says otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8070";
 
-/// Reads and checks the policy file at `path`.
+/// Reads and checks the policy file at `path`, as a door that never sees
+/// the response can hold it.
 pub fn load(path: &std::path::Path) -> Result<Spec, ServerError> {
-    Spec::load(path).map_err(|e| ServerError::Config(e.to_string()))
+    Spec::load(path)
+        .and_then(|spec| spec.check_unanswered().map(|()| spec))
+        .map_err(|e| ServerError::Config(e.to_string()))
 }
 
 /// A listening address, or an error naming `name` (a key or a flag).

@@ -370,3 +370,7 @@ def test_check_config_names_the_problem(tmp_path):
     missing = subprocess.run([binary, "--config", str(tmp_path / "none.toml"), "--check-config"],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "cannot read the policy file" in missing.stderr
+    counted = tmp_path / "counted.toml"
+    counted.write_text('[[throttle]]\nscope = "logins"\nrules = "5/5min"\nkey = "ip"\ncount = "failures"\n')
+    run = subprocess.run([binary, "--config", str(counted), "--check-config"], capture_output=True, text=True)
+    assert run.returncode == 2 and "throttle 'logins' counts only some responses" in run.stderr, run

@@ -31,7 +31,7 @@ pub mod spec;
 mod verdict;
 
 pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
-pub use spec::{BanSpec, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
+pub use spec::{BanSpec, Counted, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
 pub use verdict::{Checked, Ending, Named, Reason, Verdict};
 
 use crate::controls::List;
@@ -444,6 +444,7 @@ impl Gate {
                     decision
                 },
                 key: s.key,
+                cost: s.cost,
             })
             .collect();
         let warnings = checked
@@ -502,8 +503,60 @@ impl Gate {
             verdict.reason = Reason::Shadowed(Some(c.throttle));
             verdict.log = log(c).map(|line| line.shadowed());
         }
+        verdict.awaits_status = checked.iter().any(|c| self.counted_for_now(c));
         verdict.checked = checked;
         verdict
+    }
+
+    /// Whether check `c` logged a unit its throttle may give back once the
+    /// response's status is known (its `count`).
+    fn counted_for_now(&self, c: &Checked) -> bool {
+        self.spec.throttles[c.throttle].count.is_some()
+            && c.decision.outcome == crate::decision::Outcome::Admitted
+    }
+
+    /// The reservations a response of `status` gives back: each check the
+    /// verdict made whose throttle does not count that response (its
+    /// `count`), by the throttle's limiter.
+    fn uncounted(
+        &self,
+        verdict: &Verdict,
+        status: u16,
+    ) -> Result<Vec<(&Limiter, crate::limiter::Reservation)>> {
+        let mut out = Vec::new();
+        for c in verdict.checked.iter().filter(|c| self.counted_for_now(c)) {
+            let counts = self.spec.throttles[c.throttle].count.as_ref();
+            if counts.is_some_and(|counted| !counted.counts(status)) {
+                let limiter = &self.throttles[c.throttle];
+                out.push((
+                    limiter.as_ref(),
+                    limiter.reservation_of(&c.key, c.decision.clone(), c.cost)?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tells the gate the status of the response to a request it let
+    /// through: each throttle that does not count that response (its
+    /// `count`, say "failures" and a 200) gives back the unit it counted,
+    /// one round trip each. A door calls it when `verdict.awaits_status`
+    /// (else it does nothing); a request the application failed on without
+    /// a response is counted as a 500.
+    pub fn finish(&self, verdict: &Verdict, status: u16) -> Result<()> {
+        for (limiter, reservation) in self.uncounted(verdict, status)? {
+            limiter.settle(&reservation, 0, None)?;
+        }
+        Ok(())
+    }
+
+    /// [`Gate::finish`], awaiting the store where it has an awaitable form.
+    #[cfg(feature = "async")]
+    pub async fn finish_async(&self, verdict: &Verdict, status: u16) -> Result<()> {
+        for (limiter, reservation) in self.uncounted(verdict, status)? {
+            limiter.settle_async(&reservation, 0, None).await?;
+        }
+        Ok(())
     }
 }
 

@@ -104,6 +104,8 @@ pub struct Checked {
     pub origin: usize,
     /// The key checked.
     pub key: Vec<u8>,
+    /// The units the check cost.
+    pub cost: u64,
     /// What the throttle decided.
     pub decision: Decision,
 }
@@ -141,6 +143,10 @@ pub struct Verdict {
     pub checked: Vec<Checked>,
     /// Outage warnings the store's first fallback decisions carry (log each once).
     pub warnings: Vec<String>,
+    /// Whether the door is to tell the gate the response's status
+    /// ([`super::Gate::finish`]): a throttle that counts only some
+    /// responses (its `count`) counted this request.
+    pub awaits_status: bool,
 }
 
 impl Verdict {
@@ -154,6 +160,7 @@ impl Verdict {
             log: None,
             checked: Vec::new(),
             warnings: Vec::new(),
+            awaits_status: false,
         }
     }
 

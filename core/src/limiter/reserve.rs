@@ -283,6 +283,26 @@ impl Limiter {
         Ok(Reservation::of(decision, options.cost, logged))
     }
 
+    /// The reservation a check's admitting `decision` holds: its `cost`
+    /// units of `key`, logged at the decision's time by the rules it shows
+    /// (what a door gives back, by a settle at 0, when a response is not one
+    /// its throttle counts). A decision that logged nothing holds nothing.
+    pub fn reservation_of(&self, key: &[u8], decision: Decision, cost: u64) -> Result<Reservation> {
+        let logged = match decision.outcome == Outcome::Admitted {
+            true => Some(Logged {
+                tag: crate::keys::key_tag(key),
+                parts: vec![Part {
+                    meter: None,
+                    rules: checked_by(&decision, self.rules.exact())?,
+                    at_ms: decision.now_ms,
+                    estimate: cost,
+                }],
+            }),
+            false => None,
+        };
+        Ok(Reservation::of(decision, cost, logged))
+    }
+
     /// Settles `reservation` to `actual`, the units the work cost, in one
     /// round trip: below the estimate the difference goes back to every
     /// rule's window, as if never spent; above it the overrun is logged now,

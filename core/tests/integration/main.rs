@@ -12,6 +12,7 @@ mod concurrency;
 mod controls;
 mod engine_differential;
 mod failures;
+mod gate_count;
 mod meters;
 mod module_server;
 mod parser_fuzz;

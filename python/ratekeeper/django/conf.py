@@ -126,6 +126,9 @@ class Policy:
     # shadow mode for this throttle alone: True counts, logs and reports
     # what it would deny and lets it through (the core checks the value)
     shadow: Any = None
+    # the responses it counts: "failures" or a list of statuses (the core
+    # checks the value); None: every request
+    count: Any = None
 
 
 @dataclass
@@ -208,13 +211,16 @@ class Config:
                 out.update(gate.limiters())
         return out
 
-    def view_gate(self, scope: str, rules: Any, key: Any, methods: Optional[frozenset]) -> Gate:
-        """The gate of one decorated view (its own throttle, on the configured store)."""
+    def view_gate(self, scope: str, rules: Any, key: Any, methods: Optional[frozenset], count: Any = None) -> Gate:
+        """The gate of one decorated view (its own throttle, on the configured
+        store; ``count``, the responses it counts, checked by the core)."""
         assert self.gate is not None
         func = key_function(key, self.proxies)
         throttle: Dict[str, Any] = {"scope": scope_name(scope), "rules": _rules_text(rules), "key": policy_key(func)}
         if methods is not None:
             throttle["methods"] = sorted(methods)
+        if count is not None:
+            throttle["count"] = count
         gate = self.gate.with_policy({**self.answers, "throttle": [throttle]})
         self._gates.append(gate)
         kind = "plain" if getattr(func, "ratekeeper_source", None) else kind_of(func)
@@ -223,7 +229,7 @@ class Config:
 
     def policy(
         self, scope: str, rules: Any, key: Any, methods: Any = None, tiers: Any = None, named: bool = True,
-        shadow: Any = None,
+        shadow: Any = None, count: Any = None,
     ) -> Policy:
         """A policy from raw setting values; raises ConfigurationError naming
         the scope (unless `named` is False: the caller names the setting)."""
@@ -235,7 +241,7 @@ class Config:
         except (ConfigurationError, TypeError) as exc:
             raise ConfigurationError(f"{scope}: {exc}" if named else str(exc)) from None
         key_func = key_function(self.default_key if key is None else key, self.proxies)
-        return Policy(scope, rules, key_func, _methods(scope, methods), shadow)
+        return Policy(scope, rules, key_func, _methods(scope, methods), shadow, count)
 
     def is_exempt(self, path: str) -> bool:
         """Whether the path starts with one of EXEMPT_PATHS."""
@@ -251,6 +257,8 @@ class Config:
                 out["methods"] = sorted(policy.methods)
             if policy.shadow is not None:
                 out["shadow"] = policy.shadow
+            if policy.count is not None:
+                out["count"] = policy.count
             return out
 
         out = [entry(policy, paths=[prefix]) for prefix, policy in self.paths]
@@ -387,12 +395,12 @@ def build(raw: Any) -> Config:
         with _setting(scope, "rules"):
             if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "rules" not in entry:
                 raise ConfigurationError("must be a dict with 'path' (str) and 'rules'")
-            extra = set(entry) - {"path", "rules", "key", "methods", "scope", "shadow"}
+            extra = set(entry) - {"path", "rules", "key", "methods", "scope", "shadow", "count"}
             if extra:
                 raise ConfigurationError(f"has unknown field(s) {sorted(extra)}")
             scope = _scope(entry["scope"]) if "scope" in entry else f"path:{entry['path']}"
             policy = cfg.policy(scope, entry["rules"], entry.get("key"), entry.get("methods"), named=False,
-                                shadow=entry.get("shadow"))
+                                shadow=entry.get("shadow"), count=entry.get("count"))
         cfg.paths.append((entry["path"], policy))
     cfg.paths.sort(key=lambda item: -len(item[0]))
     views = raw.get("VIEWS", {})
@@ -405,7 +413,7 @@ def build(raw: Any) -> Config:
             if isinstance(spec, dict):
                 scope = _scope(spec["scope"]) if "scope" in spec else scope
                 policy = cfg.policy(scope, spec.get("rules"), spec.get("key"), spec.get("methods"), named=False,
-                                    shadow=spec.get("shadow"))
+                                    shadow=spec.get("shadow"), count=spec.get("count"))
             else:
                 policy = cfg.policy(scope, spec, None, named=False)
         cfg.views[name] = policy

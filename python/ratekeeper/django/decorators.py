@@ -7,7 +7,12 @@
 these methods (``ALL`` by default, ``UNSAFE`` for POST/PUT/PATCH/DELETE);
 ``block=False`` lets denied requests through with ``request.limited = True``;
 ``group`` names the quota (by default the view's dotted path), so several
-views can share one.
+views can share one; ``count`` counts only some responses: ``"failures"``
+(a status of 400 or more) or a list of statuses, so that
+``@ratelimit("5/5min", key="post:email", method="POST", count="failures")``
+stops the sixth failed login of an e-mail address and lets every good one
+through (a request is counted before the view runs, and given back when its
+response is not one counted).
 """
 
 import functools
@@ -18,7 +23,7 @@ from django.http import HttpRequest
 
 from ratekeeper._ratekeeper import ConfigurationError, Gate, parse_rules
 from ratekeeper.django.conf import Config, get_config
-from ratekeeper.django.limiting import aconclude, adecide, add_headers, conclude, decide
+from ratekeeper.django.limiting import aadd_headers, aconclude, adecide, add_headers, conclude, decide
 
 ALL = None
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -32,6 +37,7 @@ def ratelimit(
     method: Optional[Union[str, Sequence[str]]] = ALL,
     block: bool = True,
     group: Optional[str] = None,
+    count: Any = None,
 ) -> Callable[[View], View]:
     """Limits the decorated view by ``rules`` per ``key``."""
     parse_rules(rules)  # a bad rule fails at import time, naming the text
@@ -47,7 +53,7 @@ def ratelimit(
         def gate(config: Config) -> Gate:
             if built[0] is not config:
                 try:
-                    built[:] = [config, config.view_gate(scope, rules, key, methods)]
+                    built[:] = [config, config.view_gate(scope, rules, key, methods, count)]
                 except (TypeError, ConfigurationError) as exc:
                     raise ConfigurationError(f"@ratelimit on {scope}: {exc}") from None
             return built[1]  # type: ignore[no-any-return]
@@ -63,7 +69,7 @@ def ratelimit(
                 ended = await aconclude(request, config, verdict, block)
                 if ended is not None:
                     return ended
-                return add_headers(await view(request, *args, **kwargs), verdict)
+                return await aadd_headers(await view(request, *args, **kwargs), verdict)
 
             return async_wrapper  # type: ignore[return-value]
 

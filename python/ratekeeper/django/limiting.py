@@ -14,7 +14,7 @@ from ratekeeper.django.conf import Config, get_config
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import body_field
 from ratekeeper.django.signals import rate_limited
-from ratekeeper.doors import log_verdict
+from ratekeeper.doors import atell_status, log_verdict, tell_status
 
 
 def _user(request: HttpRequest) -> Optional[str]:
@@ -132,8 +132,23 @@ def _with_denial_headers(config: Config, decision: Optional[Decision], response:
 
 
 def add_headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:
-    """Adds a pass's rate-limit headers (in the configured style; none for a
-    listed client), keeping any the view set."""
+    """Tells the gate the response's status when it awaits it (a throttle
+    that counts only some responses), and adds a pass's rate-limit headers
+    (in the configured style; none for a listed client), keeping any the
+    view set."""
+    if verdict is not None and verdict.awaits_status:
+        tell_status(verdict, response.status_code)
+    return _headers(response, verdict)
+
+
+async def aadd_headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:
+    """``add_headers``, the status told on the event loop."""
+    if verdict is not None and verdict.awaits_status:
+        await atell_status(verdict, response.status_code)
+    return _headers(response, verdict)
+
+
+def _headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:
     if verdict is not None:
         for name, value in verdict.answer.headers.items():
             if name not in response:

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponseBase
 
 from ratekeeper._ratekeeper import ConfigurationError, Verdict
 from ratekeeper.django.conf import get_config
-from ratekeeper.django.limiting import aconclude, adecide, add_headers, conclude, decide
+from ratekeeper.django.limiting import aadd_headers, aconclude, adecide, add_headers, conclude, decide
 
 GetResponse = Callable[[HttpRequest], Union[HttpResponseBase, Awaitable[HttpResponseBase]]]
 Outcome = Tuple[Optional[Verdict], Optional[HttpResponseBase]]
@@ -61,4 +61,4 @@ class RateLimitMiddleware:
         if ended is not None:
             return ended
         response = await self.get_response(request)  # type: ignore[misc]
-        return add_headers(response, verdict)
+        return await aadd_headers(response, verdict)

@@ -267,6 +267,13 @@ impl Gate {
     /// plain ones; `X-Forwarded-For` believed from the policy's trusted
     /// proxies), as an app does after a failed login; True when the strike
     /// banned the client (its network: an IPv6 client's /64).
+    /// Raises ConfigurationError when a throttle of the policy counts only
+    /// some responses (`count`): what a door that never sees the response
+    /// (a FastAPI dependency) calls, at once.
+    fn check_unanswered(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || self.inner.spec().check_unanswered())
+    }
+
     #[pyo3(signature = (name, peer, headers))]
     fn penalize(
         &self,

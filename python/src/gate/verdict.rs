@@ -1,15 +1,20 @@
 //! `Verdict`: what the gate decided of a request, as a door renders it.
 
 use crate::http::Answer;
+use crate::twin::Twin;
+use crate::twins;
 use crate::types::Decision;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use ratekeeper_core as core;
+use std::sync::Arc;
 
 /// What the gate decided of a request.
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Verdict {
-    inner: core::gate::Verdict,
+    inner: Arc<core::gate::Verdict>,
+    /// The gate that decided it (which a response's status is told to).
+    gate: Arc<core::gate::Gate>,
     scope: Option<String>,
     /// The name of the list or ban entry the reason names.
     entry: Option<String>,
@@ -21,7 +26,7 @@ pub struct Verdict {
 /// read from `gate`'s policy (its outage warnings logged).
 pub(super) fn verdict(
     py: Python<'_>,
-    gate: &core::gate::Gate,
+    gate: &Arc<core::gate::Gate>,
     inner: core::gate::Verdict,
 ) -> PyResult<Verdict> {
     let logger = || {
@@ -36,12 +41,57 @@ pub(super) fn verdict(
         scope: named.scope,
         entry: named.entry,
         scopes: named.scopes,
-        inner,
+        inner: Arc::new(inner),
+        gate: gate.clone(),
     })
+}
+
+/// A response's status told to the gate (see `Verdict.finish`).
+struct Finishing {
+    verdict: Arc<core::gate::Verdict>,
+    status: u16,
+}
+
+impl Twin for Finishing {
+    type On = Arc<core::gate::Gate>;
+    type Out = ();
+    fn waits(&self, gate: &Self::On) -> bool {
+        self.verdict.awaits_status && gate.warden().waits_on_io()
+    }
+    fn blocking(&self, gate: &Self::On) -> core::Result<()> {
+        gate.finish(&self.verdict, self.status)
+    }
+    async fn awaited(&self, gate: &Self::On) -> core::Result<()> {
+        gate.finish_async(&self.verdict, self.status).await
+    }
+    fn deliver(&self, py: Python<'_>, _: &Self::On, _: ()) -> PyResult<Py<PyAny>> {
+        Ok(py.None())
+    }
+}
+
+twins! {
+    impl Verdict {
+        /// Tells the gate the status of the response to a request it let
+        /// through: a throttle that counts only some responses (`count`,
+        /// say "failures") gives back the unit it counted when this one is
+        /// not among them. A door calls it when `awaits_status` (else it does
+        /// nothing); an application that raised counts as a 500.
+        #[pyo3(signature = (status))]
+        fn finish / afinish(self, py, status: u16)
+            on self.gate => Finishing { verdict: self.inner.clone(), status };
+    }
 }
 
 #[pymethods]
 impl Verdict {
+    /// Whether the door is to tell the gate the response's status
+    /// (`finish`): a throttle that counts only some responses counted this
+    /// request.
+    #[getter]
+    fn awaits_status(&self) -> bool {
+        self.inner.awaits_status
+    }
+
     /// How the request ends: "pass", "deny" or "block".
     #[getter]
     fn ending(&self) -> &'static str {

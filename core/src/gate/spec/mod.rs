@@ -18,7 +18,7 @@ mod values;
 
 pub use self::ban::BanSpec;
 pub use self::list::ListSpec;
-pub use self::throttle::{EnvoySpec, ThrottleSpec};
+pub use self::throttle::{Counted, EnvoySpec, ThrottleSpec};
 pub use self::values::{address, header_name, method};
 
 use self::ban::ban;
@@ -118,6 +118,21 @@ impl Spec {
             ))
         })?;
         Spec::parse(&text)
+    }
+
+    /// Checks that a door that never sees the response (the edge server's
+    /// forward auth and Envoy, a FastAPI dependency) can hold this policy:
+    /// no throttle counts only some responses (`count`), which such a door
+    /// could not give back.
+    pub fn check_unanswered(&self) -> Result<()> {
+        match self.throttles.iter().find(|t| t.count.is_some()) {
+            None => Ok(()),
+            Some(t) => Err(Error::config(format!(
+                "throttle '{}' counts only some responses (count), but this door never sees the response: \
+                 give it to a door that does (Django, Rack, or the WSGI or ASGI middleware)",
+                t.scope
+            ))),
+        }
     }
 
     /// Checks a policy file's text.

@@ -31,6 +31,7 @@ pub(super) struct ThrottleFile {
     pub(super) matcher: Option<String>,
     pub(super) envoy: Option<EnvoyFile>,
     pub(super) shadow: Option<bool>,
+    pub(super) count: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +75,50 @@ pub struct ThrottleSpec {
     /// (`shadow=true`) and let through, with none of its headers: a new
     /// throttle tried in production.
     pub shadow: bool,
+    /// Which responses it counts (`count = "failures"` or a list of
+    /// statuses); `None`: every request it admits. A request is counted
+    /// before the application runs (one already over the limit is refused at
+    /// once) and given back when its response is not one it counts.
+    pub count: Option<Counted>,
+}
+
+/// The responses a throttle counts (its `count`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    /// Failures: a status of 400 or more.
+    Failures,
+    /// These statuses.
+    Statuses(Vec<u16>),
+}
+
+impl Counted {
+    /// Whether a response of `status` is counted.
+    pub fn counts(&self, status: u16) -> bool {
+        match self {
+            Counted::Failures => status >= 400,
+            Counted::Statuses(statuses) => statuses.contains(&status),
+        }
+    }
+
+    /// `count` as written: "failures", or a list of statuses (100 to 599).
+    fn parse(value: &toml::Value) -> std::result::Result<Counted, String> {
+        let wrong = || {
+            "count: give \"failures\" (a status of 400 or more) or a list of statuses, as [401, 403]"
+                .to_owned()
+        };
+        match value {
+            toml::Value::String(text) if text == "failures" => Ok(Counted::Failures),
+            toml::Value::Array(items) if !items.is_empty() => items
+                .iter()
+                .map(|item| match item.as_integer() {
+                    Some(status @ 100..=599) => Ok(status as u16),
+                    _ => Err(format!("count: {item} is not a status (give 100 to 599)")),
+                })
+                .collect::<std::result::Result<_, _>>()
+                .map(Counted::Statuses),
+            _ => Err(wrong()),
+        }
+    }
 }
 
 /// How an Envoy descriptor selects a throttle and names the key.
@@ -199,6 +244,7 @@ pub(super) fn throttle(
         matcher: matcher(t.matcher.as_deref(), callables)?,
         envoy,
         shadow: t.shadow.unwrap_or(false),
+        count: t.count.as_ref().map(Counted::parse).transpose()?,
     })
 }
 

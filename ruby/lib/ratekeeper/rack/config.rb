@@ -143,11 +143,11 @@ module Ratekeeper
       # one per request, and a tier stored for the key (Admin#set_tier) wins.
       # +shadow: true+: the throttle counts, logs and reports what it would
       # deny, and lets it through (a new throttle tried in production).
-      def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, &key)
+      def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, count: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect} is defined twice" if @throttles.any? { |t| t.name == name.to_s }
 
         @throttles << Throttle.new(name, rules: rules, methods: methods, paths: paths, tiers: tiers, tier: tier,
-                                         shadow: shadow, &key)
+                                         shadow: shadow, count: count, &key)
         self
       end
 

@@ -172,10 +172,19 @@ module Ratekeeper
         @app.call(request.env)
       end
 
-      # On to the app, with the rate-limit headers of the throttle that has least left.
+      # On to the app, with the rate-limit headers of the throttle that has
+      # least left; a throttle that counts only some responses learns this
+      # one's status (an app that raises is counted as a failure).
       def passed(env, verdict)
         status, headers, body = @app.call(env)
+        told(verdict, status) if verdict.awaits_status?
         [status, with_headers(headers, verdict.answer.headers), body]
+      end
+
+      def told(verdict, status)
+        verdict.finish(status.to_i)
+      rescue Ratekeeper::Error => e
+        Ratekeeper.logger.warn("ratekeeper: a response's status was not told (#{e.message})")
       end
 
       def refused(request, verdict, event, rule, decision = nil)

@@ -68,10 +68,13 @@ module Ratekeeper
     # +tiers+ names other rule sets and +tier+ (a callable taking the request)
     # picks one per request (a tier stored for the key wins). +shadow: true+
     # tries it in production: it counts and reports, and refuses nothing.
+    # +count:+ counts only some responses: :failures (a status of 400 or
+    # more) or a list of statuses (a request is counted before the app runs,
+    # and given back when its response is not one counted).
     class Throttle
       attr_reader :name, :rules, :tiers
 
-      def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, &key)
+      def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, count: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect}: tier must be callable" unless tier.nil? || tier.respond_to?(:call)
 
         Ratekeeper.parse_rules(rules) # a bad rule fails here, naming the text
@@ -82,6 +85,7 @@ module Ratekeeper
         @tiers = tiers
         @tier = tier
         @shadow = shadow
+        @count = count.is_a?(Symbol) ? count.to_s : count
         @key = key
       end
 
@@ -96,6 +100,7 @@ module Ratekeeper
         entry["tiers"] = @tiers.to_h { |tier, given| [tier.to_s, Throttle.rules_text(given)] } if @tiers
         entry["tier"] = @tier if @tier
         entry["shadow"] = @shadow unless @shadow.nil? # (the core checks it is true or false)
+        entry["count"] = @count unless @count.nil? # (the core checks "failures" or the statuses)
         entry
       end
 

@@ -22,7 +22,7 @@ use std::cell::RefCell;
 
 #[magnus::wrap(class = "Ratekeeper::Gate", free_immediately, size)]
 pub struct Gate {
-    inner: core::gate::Gate,
+    inner: std::sync::Arc<core::gate::Gate>,
 }
 
 impl Gate {
@@ -43,7 +43,9 @@ impl Gate {
         };
         // opening a Redis store may wait up to its connect timeout
         let inner = run_core(ruby, true, || core::gate::Gate::bind(spec, None))?;
-        Ok(Gate { inner })
+        Ok(Gate {
+            inner: std::sync::Arc::new(inner),
+        })
     }
 
     /// `_decide(method, path, host, peer, env, query, context, callables,

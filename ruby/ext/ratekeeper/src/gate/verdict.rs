@@ -1,14 +1,18 @@
 //! `Ratekeeper::Verdict`: what the gate decided of a request, as a door
 //! renders it, with the names the policy gives its parts.
 
+use crate::call::run_core;
 use crate::http::Answer;
 use crate::types::Decision;
 use magnus::{method, prelude::*, Error, RArray, RModule, Ruby};
 use ratekeeper_core as core;
+use std::sync::Arc;
 
 #[magnus::wrap(class = "Ratekeeper::Verdict", free_immediately, size)]
 pub struct Verdict {
     inner: core::gate::Verdict,
+    /// The gate that decided it (which a response's status is told to).
+    gate: Arc<core::gate::Gate>,
     scope: Option<String>,
     /// The name of the list or ban entry the reason names.
     entry: Option<String>,
@@ -17,14 +21,32 @@ pub struct Verdict {
 
 impl Verdict {
     /// The verdict `inner` of `gate`, with the names its policy gives.
-    pub(super) fn of(gate: &core::gate::Gate, inner: core::gate::Verdict) -> Verdict {
+    pub(super) fn of(gate: &Arc<core::gate::Gate>, inner: core::gate::Verdict) -> Verdict {
         let named = gate.named(&inner);
         Verdict {
             scope: named.scope,
             entry: named.entry,
             scopes: named.scopes,
             inner,
+            gate: gate.clone(),
         }
+    }
+
+    /// `awaits_status?`: whether the door is to tell the gate the
+    /// response's status (`finish`): a throttle that counts only some
+    /// responses counted this request.
+    fn awaits_status(&self) -> bool {
+        self.inner.awaits_status
+    }
+
+    /// `finish(status)`: tells the gate the status of the response to a
+    /// request it let through: a throttle that counts only some responses
+    /// (`count`, say "failures") gives back the unit it counted when this one
+    /// is not among them. A door calls it when `awaits_status?` (else it
+    /// does nothing); an application that raised counts as a 500.
+    fn finish(ruby: &Ruby, rb_self: &Self, status: u16) -> Result<(), Error> {
+        let waits = rb_self.inner.awaits_status && rb_self.gate.warden().waits_on_io();
+        run_core(ruby, waits, || rb_self.gate.finish(&rb_self.inner, status))
     }
 
     fn ending(&self) -> &'static str {
@@ -118,6 +140,8 @@ pub(super) fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     verdict.define_method("blocklist", method!(Verdict::blocklist, 0))?;
     verdict.define_method("log", method!(Verdict::log, 0))?;
     verdict.define_method("checked", method!(Verdict::checked, 0))?;
+    verdict.define_method("awaits_status?", method!(Verdict::awaits_status, 0))?;
+    verdict.define_method("finish", method!(Verdict::finish, 1))?;
     verdict.define_method("inspect", method!(Verdict::inspect, 0))?;
     Ok(())
 }
