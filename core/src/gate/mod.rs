@@ -369,7 +369,9 @@ impl Gate {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
-            Ok(self.conclude(plan, decisions))
+            let verdict = self.conclude(plan, decisions);
+            self.given_back(&verdict)?;
+            Ok(verdict)
         })
     }
 
@@ -398,7 +400,9 @@ impl Gate {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
-            Ok(self.conclude(plan, decisions))
+            let verdict = self.conclude(plan, decisions);
+            self.given_back_async(&verdict).await?;
+            Ok(verdict)
         })
         .await
     }
@@ -515,18 +519,18 @@ impl Gate {
             && c.decision.outcome == crate::decision::Outcome::Admitted
     }
 
-    /// The reservations a response of `status` gives back: each check the
-    /// verdict made whose throttle does not count that response (its
-    /// `count`), by the throttle's limiter.
+    /// The reservations a verdict's checks give back: each whose throttle
+    /// counts only some responses (its `count`) and does not count this one
+    /// (`counts` says, of the throttle's `count`), by the throttle's limiter.
     fn uncounted(
         &self,
         verdict: &Verdict,
-        status: u16,
+        counts: impl Fn(&Counted) -> bool,
     ) -> Result<Vec<(&Limiter, crate::limiter::Reservation)>> {
         let mut out = Vec::new();
         for c in verdict.checked.iter().filter(|c| self.counted_for_now(c)) {
-            let counts = self.spec.throttles[c.throttle].count.as_ref();
-            if counts.is_some_and(|counted| !counted.counts(status)) {
+            let counted = self.spec.throttles[c.throttle].count.as_ref();
+            if counted.is_some_and(|counted| !counts(counted)) {
                 let limiter = &self.throttles[c.throttle];
                 out.push((
                     limiter.as_ref(),
@@ -544,8 +548,23 @@ impl Gate {
     /// (else it does nothing); a request the application failed on without
     /// a response is counted as a 500.
     pub fn finish(&self, verdict: &Verdict, status: u16) -> Result<()> {
-        for (limiter, reservation) in self.uncounted(verdict, status)? {
+        if !verdict.awaits_status {
+            return Ok(());
+        }
+        for (limiter, reservation) in self.uncounted(verdict, |c| c.counts(status))? {
             limiter.settle(&reservation, 0, None)?;
+        }
+        Ok(())
+    }
+
+    /// A request the gate refuses never reaches the application: what a
+    /// throttle that counts only some responses counted of it (before
+    /// another throttle or a listing refused it) is given back at once.
+    fn given_back(&self, verdict: &Verdict) -> Result<()> {
+        if verdict.ending != Ending::Pass {
+            for (limiter, reservation) in self.uncounted(verdict, |_| false)? {
+                limiter.settle(&reservation, 0, None)?;
+            }
         }
         Ok(())
     }
@@ -553,8 +572,22 @@ impl Gate {
     /// [`Gate::finish`], awaiting the store where it has an awaitable form.
     #[cfg(feature = "async")]
     pub async fn finish_async(&self, verdict: &Verdict, status: u16) -> Result<()> {
-        for (limiter, reservation) in self.uncounted(verdict, status)? {
+        if !verdict.awaits_status {
+            return Ok(());
+        }
+        for (limiter, reservation) in self.uncounted(verdict, |c| c.counts(status))? {
             limiter.settle_async(&reservation, 0, None).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Gate::given_back`], awaited.
+    #[cfg(feature = "async")]
+    async fn given_back_async(&self, verdict: &Verdict) -> Result<()> {
+        if verdict.ending != Ending::Pass {
+            for (limiter, reservation) in self.uncounted(verdict, |_| false)? {
+                limiter.settle_async(&reservation, 0, None).await?;
+            }
         }
         Ok(())
     }

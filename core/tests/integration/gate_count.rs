@@ -125,3 +125,26 @@ fn count_says_failures_or_statuses_and_doors_without_a_response_refuse_it() {
         .check_unanswered()
         .unwrap();
 }
+
+#[test]
+fn a_request_another_throttle_refuses_is_not_counted_as_a_failure() {
+    let text = format!(
+        "[store]\nprefix = \"{}\"\n\n[[throttle]]\nscope = \"per-client\"\nrules = \"3/minute\"\nkey = \"ip\"\n\n\
+         [[throttle]]\nscope = \"logins\"\nrules = \"5/5minutes\"\nkey = \"query:email\"\ncount = \"failures\"\n",
+        common::unique_prefix()
+    );
+    let gate = Gate::bind(Spec::parse(&text).unwrap(), None).unwrap();
+    for _ in 0..3 {
+        let verdict = gate.decide(&login("k")).unwrap();
+        assert_eq!(verdict.ending, Ending::Pass);
+        gate.finish(&verdict, 401).unwrap();
+    }
+    for _ in 0..5 {
+        let refused = gate.decide(&login("k")).unwrap();
+        assert_eq!(refused.ending, Ending::Deny, "the client's own throttle refuses");
+        assert!(!refused.awaits_status, "the gate gave its unit back itself");
+    }
+    let logins = &gate.limiters()[1];
+    let left = logins.peek(b"k", 1, None).unwrap();
+    assert_eq!(left.rules[0].remaining, 2, "three failed logins, none of the refused requests");
+}
