@@ -193,6 +193,11 @@ impl Limiter {
         options: &CheckOptions<'_>,
         mode: Mode,
     ) -> Result<Metering<'l>> {
+        if self.meters.is_empty() {
+            return Err(Error::config(
+                "this limiter has no meters: give its cost as a whole number",
+            ));
+        }
         let costs = match options.meter_costs {
             Some(costs) if costs.len() == self.meters.len() => costs,
             Some(_) => return Err(Error::config("give one cost per meter")),

@@ -141,10 +141,17 @@ fn a_request_another_throttle_refuses_is_not_counted_as_a_failure() {
     }
     for _ in 0..5 {
         let refused = gate.decide(&login("k")).unwrap();
-        assert_eq!(refused.ending, Ending::Deny, "the client's own throttle refuses");
+        assert_eq!(
+            refused.ending,
+            Ending::Deny,
+            "the client's own throttle refuses"
+        );
         assert!(!refused.awaits_status, "the gate gave its unit back itself");
     }
     let logins = &gate.limiters()[1];
     let left = logins.peek(b"k", 1, None).unwrap();
-    assert_eq!(left.rules[0].remaining, 2, "three failed logins, none of the refused requests");
+    assert_eq!(
+        left.rules[0].remaining, 2,
+        "three failed logins, none of the refused requests"
+    );
 }

@@ -154,6 +154,13 @@ fn bad_costs_and_meters_are_named() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("has no meters"), "{message}");
+    let one = [1u64];
+    let options = CheckOptions {
+        meter_costs: Some(&one),
+        ..CheckOptions::default()
+    };
+    let message = plain.check_with(b"k", &options).unwrap_err().to_string();
+    assert!(message.contains("has no meters"), "{message}");
     for (meters, wanted) in [
         (vec![], "at least one"),
         (
