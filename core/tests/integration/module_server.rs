@@ -30,6 +30,30 @@ fn limiter(store: Arc<dyn Store>) -> Limiter {
     )
 }
 
+/// A limiter of two meters, requests and tokens, on `store`.
+fn meters(store: Arc<dyn Store>) -> Limiter {
+    Limiter::with_store(RuleSet::parse("1/s").unwrap(), store, OnError::Raise)
+        .with_meters(vec![
+            ("requests".into(), RuleSet::parse("10/minute").unwrap()),
+            ("tokens".into(), RuleSet::parse("100/minute").unwrap()),
+        ])
+        .unwrap()
+}
+
+/// How many of `n` checks of one request and `tokens` tokens `limiter` admits.
+fn metered_admit(limiter: &Limiter, key: &[u8], tokens: i128, n: usize) -> usize {
+    let costs = limiter
+        .meter_costs(&[("requests".into(), 1), ("tokens".into(), tokens)])
+        .unwrap();
+    let options = ratekeeper_core::CheckOptions {
+        meter_costs: Some(&costs),
+        ..ratekeeper_core::CheckOptions::default()
+    };
+    (0..n)
+        .filter(|_| limiter.check_with(key, &options).unwrap().allowed())
+        .count()
+}
+
 /// The logs (and policy records) a store's prefix holds: key -> bytes.
 fn logs(con: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*:l").query(con).unwrap();
@@ -294,10 +318,10 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
     ];
     let (mut errors, mut replies) = (0, 0);
     for _ in 0..3000 {
-        let name = if next() % 2 == 0 {
-            "RATEKEEPER.CHECK"
-        } else {
-            "RATEKEEPER.POLICY"
+        let name = match next() % 3 {
+            0 => "RATEKEEPER.CHECK",
+            1 => "RATEKEEPER.POLICY",
+            _ => "RATEKEEPER.METERS",
         };
         let count = next() % 14;
         let mut args: Vec<Vec<u8>> = Vec::new();
@@ -360,6 +384,30 @@ fn the_module_declares_its_keys() {
         .query(&mut con)
         .unwrap();
     assert_eq!(keys, ["rk:{u}:r"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RATEKEEPER.METERS")
+        .arg(2)
+        .arg("rk:{u}:@requests:l")
+        .arg("rk:{u}:@tokens:l")
+        .arg("packed")
+        .arg("packed")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["rk:{u}:@requests:l", "rk:{u}:@tokens:l"]);
+    // the meters command's bad arguments are named, never a crash
+    for (args, want) in [
+        (vec!["0"], "numkeys"),
+        (vec!["1", "rk:{u}:@a:l"], "wrong number of arguments"),
+        (vec!["2", "rk:{u}:@a:l", "rk:{u}:@b:l", "x"], "wrong number of arguments"),
+        (vec!["1", "rk:{u}:@a:l", "\x07junk"], "packed"),
+    ] {
+        let err = redis::cmd("RATEKEEPER.METERS")
+            .arg(&args)
+            .query::<Value>(&mut con)
+            .expect_err(&format!("{args:?} was accepted"));
+        assert!(err.to_string().contains(want), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -422,6 +470,9 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         OnError::Raise,
     );
     assert_eq!(admit(&wider, b"wide", 25), 20);
+    // a key's meters in one call (RATEKEEPER.METERS): each log written, or none
+    let metered = meters(store.clone());
+    assert_eq!(metered_admit(&metered, b"llm", 30, 4), 3, "tokens: 100/minute");
     assert_eq!(store.stats().path, "module");
     assert_eq!(store.stats().script_calls, 0);
 
@@ -430,7 +481,7 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         "the replica did not acknowledge the writes"
     );
     let on_master = logs(&mut mcon);
-    assert_eq!(on_master.len(), 42);
+    assert_eq!(on_master.len(), 44);
     let on_replica = logs(&mut rcon);
     let differ: Vec<String> = on_master
         .iter()
@@ -479,6 +530,7 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     reconnected(&store);
     assert_eq!(admit(&limiter, b"busy", 5), 2, "busy had 8 of 10");
     assert_eq!(admit(&limiter, b"user-7", 10), 7);
+    assert_eq!(metered_admit(&metered, b"llm", 10, 2), 1, "90 of 100 tokens spent");
     let stats = store.stats();
     assert_eq!(stats.path, "script", "{stats:?}");
     assert!(stats.script_calls >= 10, "{stats:?}");
