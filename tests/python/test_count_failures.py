@@ -1,7 +1,8 @@
 """Throttles that count only failed responses, as deployed: "5 failed
 logins per 5 minutes per e-mail address" (count = "failures") by Django's
 settings and @ratelimit and by the WSGI middleware under gunicorn, by the
-ASGI middleware under uvicorn, and by the Rack DSL under puma (two workers
+ASGI middleware under uvicorn, by the Rack DSL under puma, and by a policy
+file in a Rails 6.1 app under puma (`config.ratekeeper.policy`; two workers
 each), on one Redis, over real HTTP: a hundred good logins pass, the sixth
 bad one is 429, whichever worker answers; another address is untouched. A
 FastAPI dependency, which never sees the response, refuses the policy."""
@@ -30,12 +31,29 @@ def post(url: str, email: str, password: str) -> int:
         return error.code
 
 
+RAILS_POLICY = """
+[store]
+url = "{url}"
+prefix = "{prefix}"
+
+[[throttle]]
+scope = "rails-logins"
+rules = "5/5min"
+key = "identity:email"
+paths = ["/login"]
+methods = ["POST"]
+count = "failures"
+"""
+
+
 @pytest.fixture
 def servers(redis_url, tmp_path):
     prefix = unique_prefix()
+    policy = tmp_path / "rails_policy.toml"
+    policy.write_text(RAILS_POLICY.format(url=redis_url, prefix=prefix))
     env = {**os.environ, "RK_STORE": redis_url, "RK_PREFIX": prefix,
-           "RATEKEEPER_STORE": redis_url, "RATEKEEPER_PREFIX": prefix}
-    ports = {name: free_port() for name in ("django", "wsgi", "asgi", "rack")}
+           "RATEKEEPER_STORE": redis_url, "RATEKEEPER_PREFIX": prefix, "EDGE_POLICY": str(policy)}
+    ports = {name: free_port() for name in ("django", "wsgi", "asgi", "rack", "rails")}
     gunicorn = [sys.executable, "-m", "gunicorn", "-w", "2", "--chdir", SERVERS, "--log-level", "warning"]
     commands = {
         "django": [*gunicorn, "-b", f"127.0.0.1:{ports['django']}", "login_django:app"],
@@ -44,6 +62,8 @@ def servers(redis_url, tmp_path):
                  "--port", str(ports["asgi"]), "login_doors:asgi"],
         "rack": ["puma", "-q", "-w", "2", "-b", f"tcp://127.0.0.1:{ports['rack']}",
                  os.path.join(RUBY_SERVERS, "login.ru")],
+        "rails": ["puma", "-q", "-w", "2", "-b", f"tcp://127.0.0.1:{ports['rails']}",
+                  os.path.join(RUBY_SERVERS, "rails_policy", "config.ru")],
     }
     with http_servers(commands, ports, env, tmp_path, probe="/health") as urls:
         yield urls
@@ -51,7 +71,8 @@ def servers(redis_url, tmp_path):
 
 def test_good_logins_pass_and_the_sixth_failure_is_refused(servers):
     logins = {"django settings": servers["django"] + "/login", "django @ratelimit": servers["django"] + "/signin",
-              "wsgi": servers["wsgi"] + "/login", "asgi": servers["asgi"] + "/login", "rack": servers["rack"] + "/login"}
+              "wsgi": servers["wsgi"] + "/login", "asgi": servers["asgi"] + "/login", "rack": servers["rack"] + "/login",
+              "rails": servers["rails"] + "/login"}
     for door, url in logins.items():
         ann = f"ann-{door.replace(' ', '-')}@example.com"  # (the WSGI and ASGI doors share one policy, one quota)
         good = [post(url, ann, "right") for _ in range(100)]

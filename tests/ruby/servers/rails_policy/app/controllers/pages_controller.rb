@@ -1,10 +1,11 @@
 # frozen_string_literal: true
 
-# Every route: "ok".
+# Every route: "ok"; a request with password=wrong is a failed login (401).
 class PagesController < ActionController::Base
   skip_forgery_protection # the test posts without a page
 
   def show
-    render plain: "ok"
+    failed = params[:password] == "wrong"
+    render plain: failed ? "no" : "ok", status: failed ? 401 : 200
   end
 end
