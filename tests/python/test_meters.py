@@ -271,3 +271,28 @@ def test_the_shell_checks_meters(redis_url):
     assert lines == ["first exit 0", "second exit 1", "tokens tokens", "wait exit 1", "plain cost exit 2",
                      "both exit 2", "no units exit 2"], out.stdout + out.stderr
     assert "not '5'" in out.stderr and "--rules or --meter" in out.stderr and "not 'tokens'" in out.stderr
+
+
+def test_the_pages_first_examples_run_as_they_are(redis_url):
+    """docs/metered-apis.md's meters example and its reservation example,
+    run as they are (on the test Redis, with a stand-in for the LLM client)."""
+    import re
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import ratekeeper
+    from conftest import ROOT
+
+    page = (Path(ROOT) / "docs" / "metered-apis.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    prefix = unique_prefix()
+    reply = SimpleNamespace(usage=SimpleNamespace(total_tokens=321))
+    client = SimpleNamespace(complete=lambda prompt, max_tokens: reply)
+    names = {"ratekeeper": ratekeeper, "client": client, "prompt": "hello"}
+    meters = blocks[0].replace('"redis://127.0.0.1:6379/0",', f'"{redis_url}", prefix="{prefix}",')
+    exec(compile(meters, "metered-apis.md", "exec"), names)
+    assert names["decision"].allowed and names["decision"].meter == "tokens"
+    exec(compile(blocks[1], "metered-apis.md", "exec"), names)
+    assert names["r"].refunded == {"tokens": 2000 - 321} and names["r"].over == {"tokens": 0}
+    left = names["llm"].peek("openai", {"tokens": 1}).meters["tokens"][0].remaining
+    assert left == 90000 - 1500 - 321
