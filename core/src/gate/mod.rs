@@ -545,8 +545,8 @@ impl Gate {
     /// through: each throttle that does not count that response (its
     /// `count`, say "failures" and a 200) gives back the unit it counted,
     /// one round trip each. A door calls it when `verdict.awaits_status`
-    /// (else it does nothing); a request the application failed on without
-    /// a response is counted as a 500.
+    /// (else it does nothing); a request the application raised on, with no
+    /// response, is never told and stays counted.
     pub fn finish(&self, verdict: &Verdict, status: u16) -> Result<()> {
         if !verdict.awaits_status {
             return Ok(());

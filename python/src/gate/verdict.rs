@@ -75,7 +75,7 @@ twins! {
         /// through: a throttle that counts only some responses (`count`,
         /// say "failures") gives back the unit it counted when this one is
         /// not among them. A door calls it when `awaits_status` (else it does
-        /// nothing); an application that raised counts as a 500.
+        /// nothing); a request the application raised on stays counted.
         #[pyo3(signature = (status))]
         fn finish / afinish(self, py, status: u16)
             on self.gate => Finishing { verdict: self.inner.clone(), status };

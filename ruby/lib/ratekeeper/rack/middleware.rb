@@ -174,7 +174,7 @@ module Ratekeeper
 
       # On to the app, with the rate-limit headers of the throttle that has
       # least left; a throttle that counts only some responses learns this
-      # one's status (an app that raises is counted as a failure).
+      # one's status (a request the app raises on stays counted).
       def passed(env, verdict)
         status, headers, body = @app.call(env)
         told(verdict, status) if verdict.awaits_status?

@@ -43,7 +43,7 @@ impl Verdict {
     /// request it let through: a throttle that counts only some responses
     /// (`count`, say "failures") gives back the unit it counted when this one
     /// is not among them. A door calls it when `awaits_status?` (else it
-    /// does nothing); an application that raised counts as a 500.
+    /// does nothing); a request the application raised on stays counted.
     fn finish(ruby: &Ruby, rb_self: &Self, status: u16) -> Result<(), Error> {
         let waits = rb_self.inner.awaits_status && rb_self.gate.warden().waits_on_io();
         run_core(ruby, waits, || rb_self.gate.finish(&rb_self.inner, status))
