@@ -399,7 +399,10 @@ fn the_module_declares_its_keys() {
     for (args, want) in [
         (vec!["0"], "numkeys"),
         (vec!["1", "rk:{u}:@a:l"], "wrong number of arguments"),
-        (vec!["2", "rk:{u}:@a:l", "rk:{u}:@b:l", "x"], "wrong number of arguments"),
+        (
+            vec!["2", "rk:{u}:@a:l", "rk:{u}:@b:l", "x"],
+            "wrong number of arguments",
+        ),
         (vec!["1", "rk:{u}:@a:l", "\x07junk"], "packed"),
     ] {
         let err = redis::cmd("RATEKEEPER.METERS")
@@ -472,7 +475,11 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     assert_eq!(admit(&wider, b"wide", 25), 20);
     // a key's meters in one call (RATEKEEPER.METERS): each log written, or none
     let metered = meters(store.clone());
-    assert_eq!(metered_admit(&metered, b"llm", 30, 4), 3, "tokens: 100/minute");
+    assert_eq!(
+        metered_admit(&metered, b"llm", 30, 4),
+        3,
+        "tokens: 100/minute"
+    );
     assert_eq!(store.stats().path, "module");
     assert_eq!(store.stats().script_calls, 0);
 
@@ -530,7 +537,11 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
     reconnected(&store);
     assert_eq!(admit(&limiter, b"busy", 5), 2, "busy had 8 of 10");
     assert_eq!(admit(&limiter, b"user-7", 10), 7);
-    assert_eq!(metered_admit(&metered, b"llm", 10, 2), 1, "90 of 100 tokens spent");
+    assert_eq!(
+        metered_admit(&metered, b"llm", 10, 2),
+        1,
+        "90 of 100 tokens spent"
+    );
     let stats = store.stats();
     assert_eq!(stats.path, "script", "{stats:?}");
     assert!(stats.script_calls >= 10, "{stats:?}");
