@@ -175,20 +175,19 @@ impl Ask<'_> {
 enum Settling<'r> {
     /// Nothing to ask the store.
     Nothing(Settled),
-    /// What to ask it, of the reservation logged at `at_ms` under `tag`.
-    Ask {
-        asking: Asking,
-        tag: &'r [u8],
-        rules: &'r RuleSet,
-        at_ms: u64,
-    },
+    /// What to ask it.
+    Ask(Asking<'r>),
 }
 
-/// What a settle asks the store, when it asks anything.
-struct Asking {
+/// What a settle asks the store, when it asks anything: of the reservation
+/// logged at `at_ms` under `tag` by `rules`.
+struct Asking<'r> {
     over: u64,
     refunded: u64,
     now_ms: Option<u64>,
+    tag: &'r [u8],
+    rules: &'r RuleSet,
+    at_ms: u64,
 }
 
 impl Limiter {
@@ -318,17 +317,12 @@ impl Limiter {
         actual: u64,
         now: Option<f64>,
     ) -> Result<Settled> {
-        let (asking, tag, rules, at_ms) = match self.settling(reservation, actual, now)? {
+        let asking = match self.settling(reservation, actual, now)? {
             Settling::Nothing(settled) => return Ok(settled),
-            Settling::Ask {
-                asking,
-                tag,
-                rules,
-                at_ms,
-            } => (asking, tag, rules, at_ms),
+            Settling::Ask(asking) => asking,
         };
         crate::store::one_wait::within(|| {
-            let request = settle_request(self, &asking, tag, rules, at_ms);
+            let request = settle_request(self, &asking);
             let outcome = self.warden.store.apply(&request);
             self.settled(&request, &asking, outcome)
         })
@@ -343,17 +337,12 @@ impl Limiter {
         actual: u64,
         now: Option<f64>,
     ) -> Result<Settled> {
-        let (asking, tag, rules, at_ms) = match self.settling(reservation, actual, now)? {
+        let asking = match self.settling(reservation, actual, now)? {
             Settling::Nothing(settled) => return Ok(settled),
-            Settling::Ask {
-                asking,
-                tag,
-                rules,
-                at_ms,
-            } => (asking, tag, rules, at_ms),
+            Settling::Ask(asking) => asking,
         };
         crate::store::one_wait::within_async(async {
-            let request = settle_request(self, &asking, tag, rules, at_ms);
+            let request = settle_request(self, &asking);
             let outcome = match self.warden.store.as_async() {
                 Some(log) => log.apply_async(&request).await,
                 None => self.warden.store.apply(&request),
@@ -380,20 +369,17 @@ impl Limiter {
             None => self.warden.clock.frozen(),
         };
         reservation.settle_once()?;
-        let asking = Asking {
-            over: actual.saturating_sub(reservation.estimate),
-            refunded: reservation.estimate.saturating_sub(actual),
-            now_ms,
-        };
+        let over = actual.saturating_sub(reservation.estimate);
+        let refunded = reservation.estimate.saturating_sub(actual);
         Ok(match &reservation.logged {
-            Some(Logged { tag, parts }) if asking.over > 0 || asking.refunded > 0 => {
-                Settling::Ask {
-                    asking,
-                    tag,
-                    rules: &parts[0].rules,
-                    at_ms: parts[0].at_ms,
-                }
-            }
+            Some(Logged { tag, parts }) if over > 0 || refunded > 0 => Settling::Ask(Asking {
+                over,
+                refunded,
+                now_ms,
+                tag,
+                rules: &parts[0].rules,
+                at_ms: parts[0].at_ms,
+            }),
             _ => Settling::Nothing(Settled {
                 decision: None,
                 over: 0,
@@ -406,7 +392,7 @@ impl Limiter {
     fn settled(
         &self,
         request: &Request<'_>,
-        asking: &Asking,
+        asking: &Asking<'_>,
         outcome: Result<Observation>,
     ) -> Result<Settled> {
         Ok(Settled {
@@ -428,17 +414,12 @@ pub(crate) fn wrong_settle() -> Error {
 
 /// The store's request of a settle: against the rules the reservation was
 /// checked by alone (no record read, no tier).
-fn settle_request<'r>(
-    limiter: &'r Limiter,
-    asking: &Asking,
-    tag: &'r [u8],
-    rules: &'r RuleSet,
-    at_ms: u64,
-) -> Request<'r> {
+fn settle_request<'r>(limiter: &'r Limiter, asking: &Asking<'r>) -> Request<'r> {
     let mode = Mode::Settle {
-        at_ms,
+        at_ms: asking.at_ms,
         refund: asking.refunded,
     };
+    let (tag, rules) = (asking.tag, asking.rules);
     let mut request = limiter.request(tag, rules, &[], asking.over, asking.now_ms, mode);
     request.read_record = false;
     request
