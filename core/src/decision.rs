@@ -3,6 +3,7 @@
 //! HTTP headers are worked out, for every store and every binding.
 
 use crate::controls::{Applied, DecidedBy, List, Listing};
+use crate::in_flight::{InFlight, LeasesSeen};
 use crate::rule::RuleSet;
 use crate::time::ceil_seconds;
 
@@ -30,6 +31,9 @@ pub struct Observation {
     pub rules: Vec<RuleObservation>,
     /// Which rules decided, or the list the key is on.
     pub decided_by: DecidedBy,
+    /// What a hold (or a peek) saw of the key's leases, for a rule set with
+    /// an in-flight rule.
+    pub leases: Option<LeasesSeen>,
 }
 
 /// The state of one rule after a check.
@@ -136,6 +140,9 @@ pub struct Decision {
     /// rules' span of `rules` (empty for a limiter of one rule set; see
     /// [`crate::meter`]).
     pub meters: Vec<MeterSpan>,
+    /// The in-flight rule's state, for a rule set that holds one (see
+    /// [`crate::in_flight`]).
+    pub in_flight: Option<InFlight>,
 }
 
 /// One meter's part of a [`Decision`]: its name and where its rules are in
@@ -178,19 +185,34 @@ impl Decision {
                 }
             })
             .collect();
+        let in_flight = rules.in_flight().map(|limit| {
+            let seen = obs.leases.unwrap_or_default();
+            InFlight {
+                limit,
+                held: seen.held + u64::from(seen.taken),
+                lapse_after_ms: seen
+                    .soonest_lapse_ms
+                    .map(|at| at.saturating_sub(now))
+                    .or(seen.taken.then_some(0)),
+            }
+        });
         let retry_after_ms = if obs.allowed {
             Some(0)
         } else if rules.rules().iter().any(|r| cost > r.limit) {
             None
         } else {
-            Some(
-                obs.rules
-                    .iter()
-                    .filter_map(|seen| seen.free_at_ms)
-                    .map(|at| at.saturating_sub(now))
-                    .max()
-                    .unwrap_or(0),
-            )
+            let rates = obs
+                .rules
+                .iter()
+                .filter_map(|seen| seen.free_at_ms)
+                .map(|at| at.saturating_sub(now))
+                .max()
+                .unwrap_or(0);
+            // a full in-flight rule: a slot frees when the soonest lease lapses, at latest
+            let slot = in_flight
+                .filter(|f| f.remaining() == 0)
+                .map_or(0, |f| f.lapse_after_ms.unwrap_or(0));
+            Some(rates.max(slot))
         };
         Decision {
             outcome: if obs.allowed {
@@ -208,6 +230,7 @@ impl Decision {
             tier: None,
             overridden: false,
             meters: Vec::new(),
+            in_flight,
         }
     }
 
@@ -273,6 +296,11 @@ impl Decision {
             tier: None,
             overridden: false,
             meters: Vec::new(),
+            in_flight: rules.in_flight().map(|limit| InFlight {
+                limit,
+                held: if allowed { 0 } else { limit },
+                lapse_after_ms: None,
+            }),
         }
     }
 
@@ -322,9 +350,22 @@ impl Decision {
         self
     }
 
-    /// The binding rule's state.
-    pub fn binding_state(&self) -> &RuleState {
-        &self.rules[self.binding]
+    /// The binding rule's state: the rate rule with the least remaining,
+    /// or the in-flight rule when it has fewer slots free (or is the only
+    /// rule; its window is 0).
+    pub fn binding_state(&self) -> RuleState {
+        let rate = self.rules.get(self.binding).copied();
+        match (rate, self.in_flight) {
+            (Some(rate), Some(f)) if f.remaining() < rate.remaining => f.state(),
+            (Some(rate), _) => rate,
+            (None, Some(f)) => f.state(),
+            (None, None) => RuleState {
+                limit: 0,
+                window_ms: 0,
+                remaining: 0,
+                reset_after_ms: 0,
+            },
+        }
     }
 
     /// The response headers for this decision: `X-RateLimit-*` for the binding
@@ -349,26 +390,31 @@ impl Decision {
                 )
             })
             .collect();
-        let policy = ("RateLimit-Policy", policy.join(", "));
+        // (the IETF draft's policies are quotas over windows: an in-flight
+        // rule has none, and appears only in the X-RateLimit-* headers)
+        let policy = (!policy.is_empty()).then(|| ("RateLimit-Policy", policy.join(", ")));
         let mut headers = if self.degraded() {
-            vec![policy]
+            policy.into_iter().collect()
         } else {
-            vec![
+            let mut headers = vec![
                 ("X-RateLimit-Limit", bind.limit.to_string()),
                 ("X-RateLimit-Remaining", bind.remaining.to_string()),
                 ("X-RateLimit-Used", bind.used().to_string()),
                 ("X-RateLimit-Reset", reset_at.to_string()),
-                policy,
-                (
+            ];
+            headers.extend(policy);
+            if let Some(rate) = self.rules.get(self.binding) {
+                headers.push((
                     "RateLimit",
                     format!(
                         "\"{}\";r={};t={}",
                         self.policy_name(self.binding),
-                        bind.remaining,
-                        ceil_seconds(bind.reset_after_ms)
+                        rate.remaining,
+                        ceil_seconds(rate.reset_after_ms)
                     ),
-                ),
-            ]
+                ));
+            }
+            headers
         };
         if let (false, Some(wait)) = (self.allowed(), self.retry_after_ms) {
             headers.push(("Retry-After", ceil_seconds(wait).to_string()));
@@ -400,6 +446,7 @@ mod tests {
         let rules = set("1/s; 20/m");
         let obs = Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 10_000,
             allowed: true,
             rules: vec![
@@ -426,6 +473,7 @@ mod tests {
         let rules = set("2/s; 3/m");
         let obs = Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 10_000,
             allowed: false,
             rules: vec![
@@ -453,6 +501,7 @@ mod tests {
         let rules = set("2/s; 30/m");
         let obs = Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 1,
             allowed: false,
             rules: vec![RuleObservation::default(); 2],
@@ -468,6 +517,7 @@ mod tests {
         let rules = set("1/s; 20/m");
         let obs = Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 1_700_000_000_000,
             allowed: false,
             rules: vec![

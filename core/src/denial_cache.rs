@@ -130,6 +130,7 @@ mod tests {
         let rules = RuleSet::parse("1/minute").unwrap();
         let obs = Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 100_000,
             allowed: false,
             rules: vec![RuleObservation {

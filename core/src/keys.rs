@@ -45,6 +45,16 @@ pub fn log_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
     out
 }
 
+/// The Redis key of a caller key's leases (its in-flight rule's slots, a
+/// sorted set): `<prefix>:{<tag>}:f`, or `<prefix>:{<tag>}:<scope>:f`, in
+/// its log's Cluster slot.
+pub fn lease_key(prefix: &str, tag: &[u8], scope: &str) -> Vec<u8> {
+    let mut out = log_key(prefix, tag, scope);
+    out.pop();
+    out.push(b'f');
+    out
+}
+
 /// The Redis key of a caller key's record: `<prefix>:{<tag>}:p`, or
 /// for the bans it earned in a scope (`penalize` in a scoped limiter)
 /// `<prefix>:{<tag>}:<scope>:p`, in the same Cluster slot.

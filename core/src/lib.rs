@@ -71,6 +71,7 @@ pub mod denials;
 pub mod error;
 pub mod gate;
 pub mod http;
+pub mod in_flight;
 pub mod keys;
 pub mod limiter;
 pub mod meter;
@@ -90,13 +91,14 @@ pub use controls::{Fail2Ban, List, Listing, Strike, Switches, TargetOptions};
 pub use decision::{Decision, MeterSpan, Observation, Outcome, RuleObservation, RuleState};
 pub use error::{Error, Result};
 pub use http::{Answer, HeaderStyle, Responses};
+pub use in_flight::{InFlight, Lease};
 pub use keys::{identity, scope_name};
 #[cfg(feature = "async")]
 pub use limiter::check_batch_async;
 pub use limiter::{
     actual_cost_from, check_batch, cost_from, flush_denials, flush_denials_at_exit, Acquired,
-    Asked, BatchItem, CheckOptions, Limiter, Meter, MeterSettled, Offender, OnError, Reservation,
-    Settled,
+    Asked, BatchItem, CheckOptions, Hold, Limiter, Meter, MeterSettled, Offender, OnError,
+    Reservation, Settled,
 };
 pub use meter::Limits;
 pub use metrics::Stats;

@@ -122,6 +122,7 @@ impl Decision {
             tier: None,
             overridden: false,
             meters,
+            in_flight: None,
         }
     }
 
@@ -169,6 +170,7 @@ mod tests {
                 })
                 .collect(),
             decided_by: Default::default(),
+            leases: None,
         };
         Decision::from_observation(&rules, 10, &obs, allowed)
     }

@@ -235,6 +235,7 @@ mod tests {
         let metrics = Metrics::new(vec![1000, 60_000]);
         let seen = |count: u64, allowed: bool| Observation {
             decided_by: Default::default(),
+            leases: None,
             now_ms: 1,
             allowed,
             rules: vec![

@@ -4,7 +4,8 @@
 //! optional count and a unit: `20/minute`, `20 per minute`, `5/5min`,
 //! `100/30s`, `2/500ms`, `800/day`. Units: `ms`; `s`, `sec`, `second(s)`;
 //! `m`, `min`, `minute(s)`; `h`, `hour(s)`; `d`, `day(s)` (any case). A rule set
-//! joins rules with `;` or `,`.
+//! joins rules with `;` or `,`, and may hold one in-flight rule
+//! (`10 concurrent`, see [`crate::in_flight`]).
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -137,11 +138,13 @@ pub struct RuleSet {
     log: ratekeeper_engine::Rules,
     /// Every entry kept: close entries never merge (the rule text's `exact`).
     exact: bool,
+    /// The in-flight rule's limit: leases held at once (see [`crate::in_flight`]).
+    in_flight: Option<u64>,
 }
 
 impl PartialEq for RuleSet {
     fn eq(&self, other: &RuleSet) -> bool {
-        self.rules == other.rules && self.exact == other.exact
+        self.rules == other.rules && self.exact == other.exact && self.in_flight == other.in_flight
     }
 }
 
@@ -151,6 +154,7 @@ impl std::hash::Hash for RuleSet {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.rules.hash(state);
         self.exact.hash(state);
+        self.in_flight.hash(state);
     }
 }
 
@@ -186,7 +190,43 @@ impl RuleSet {
             rules,
             log,
             exact: false,
+            in_flight: None,
         })
+    }
+
+    /// A rule set of one in-flight rule and no rate: `limit` leases at once.
+    pub fn in_flight_only(limit: u64) -> Result<RuleSet> {
+        let limit = crate::in_flight::in_flight_limit(limit.into())?;
+        Ok(RuleSet {
+            rules: Vec::new(),
+            log: ratekeeper_engine::Rules::new(&[]),
+            exact: false,
+            in_flight: Some(limit),
+        })
+    }
+
+    /// The same rate rules with an in-flight rule of `limit` leases (or none).
+    pub fn with_in_flight(self, limit: Option<u64>) -> Result<RuleSet> {
+        let in_flight = limit
+            .map(|l| crate::in_flight::in_flight_limit(l.into()))
+            .transpose()?;
+        Ok(RuleSet { in_flight, ..self })
+    }
+
+    /// The in-flight rule's limit, when the set holds one.
+    pub fn in_flight(&self) -> Option<u64> {
+        self.in_flight
+    }
+
+    /// Refuses an in-flight rule where `what` cannot hold one (naming it).
+    pub fn without_in_flight(&self, what: &str) -> Result<()> {
+        match self.in_flight {
+            None => Ok(()),
+            Some(limit) => Err(Error::config(format!(
+                "{what} cannot hold an in-flight rule ('{limit} concurrent'): \
+                 give it to a limiter and take slots with hold()"
+            ))),
+        }
     }
 
     /// The same rules, their log keeping every entry (`exact`): a denial is
@@ -223,6 +263,7 @@ impl RuleSet {
     /// `exact` keeps every entry of its log ([`RuleSet::keeping_every_entry`]).
     pub fn parse(text: &str) -> Result<RuleSet> {
         let mut exact = false;
+        let mut in_flight = Vec::new();
         let parts: Vec<&str> = text
             .split([';', ','])
             .map(str::trim)
@@ -232,8 +273,19 @@ impl RuleSet {
                 exact |= flag;
                 !flag
             })
+            .filter(|p| match crate::in_flight::parse_part(p) {
+                Some(limit) => {
+                    in_flight.push(limit);
+                    false
+                }
+                None => true,
+            })
             .collect();
+        let in_flight = one_in_flight(in_flight.into_iter().collect::<Result<Vec<u64>>>()?)?;
         if parts.is_empty() {
+            if let Some(limit) = in_flight {
+                return RuleSet::in_flight_only(limit);
+            }
             return Err(Error::config(format!(
                 "the rule set '{text}' is empty: give at least one rule such as '10/minute'"
             )));
@@ -256,26 +308,35 @@ impl RuleSet {
                 )));
             }
         }
-        Ok(RuleSet::new(rules)?.keeping_every_entry(exact))
+        RuleSet::new(rules)?
+            .keeping_every_entry(exact)
+            .with_in_flight(in_flight)
     }
 
     /// A rule set from parts given one by one, as bindings receive them:
     /// each a rule text (`"20/minute"`, even `"1/s; 5/m"`) or a (limit, window
     /// in seconds) pair.
     pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet> {
-        let (mut rules, mut exact) = (Vec::new(), false);
+        let (mut rules, mut exact, mut in_flight) = (Vec::new(), false, Vec::new());
         for spec in specs {
             match spec {
                 RuleSpec::Text(text) => {
                     let set = RuleSet::parse(&text)?;
                     exact |= set.exact;
+                    in_flight.extend(set.in_flight);
                     rules.extend_from_slice(set.rules());
                 }
                 RuleSpec::Pair(limit, window) => rules.push(Rule::from_seconds(limit, window)?),
                 RuleSpec::Rule(rule) => rules.push(rule),
             }
         }
-        Ok(RuleSet::new(rules)?.keeping_every_entry(exact))
+        let in_flight = one_in_flight(in_flight)?;
+        match (rules.is_empty(), in_flight) {
+            (true, Some(limit)) => RuleSet::in_flight_only(limit),
+            _ => RuleSet::new(rules)?
+                .keeping_every_entry(exact)
+                .with_in_flight(in_flight),
+        }
     }
 
     /// The rules, shortest window first.
@@ -294,9 +355,24 @@ impl RuleSet {
     }
 }
 
+/// The one in-flight rule of a rule set's parts (none, or an error for two).
+fn one_in_flight(limits: Vec<u64>) -> Result<Option<u64>> {
+    match limits[..] {
+        [] => Ok(None),
+        [limit] => Ok(Some(limit)),
+        _ => Err(Error::config(format!(
+            "the rule set has {} in-flight rules; give one, such as '10 concurrent'",
+            limits.len()
+        ))),
+    }
+}
+
 impl fmt::Display for RuleSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let texts: Vec<String> = self.rules.iter().map(Rule::to_string).collect();
+        let mut texts: Vec<String> = self.rules.iter().map(Rule::to_string).collect();
+        if let Some(limit) = self.in_flight {
+            texts.insert(0, format!("{limit} concurrent"));
+        }
         f.write_str(&texts.join("; "))?;
         if self.exact {
             f.write_str("; exact")?;

@@ -101,6 +101,16 @@ pub mod lua {
         "\nend\n",
         include_str!("../lua/meters.lua")
     );
+    /// Holds a slot of a key's in-flight rule and checks its rates, in one
+    /// step: `check.lua` as a function, then `engine/lua/hold.lua`.
+    pub const HOLD_SCRIPT: &str = concat!(
+        "local function check(KEYS, ARGV, redis)\n",
+        include_str!("../lua/check.lua"),
+        "\nend\n",
+        include_str!("../lua/hold.lua")
+    );
+    /// Releases, extends or lists a key's leases (`engine/lua/leases.lua`).
+    pub const LEASES_SCRIPT: &str = include_str!("../lua/leases.lua");
     /// Changes a key's record and counts fail2ban strikes (`engine/lua/record.lua`).
     pub const RECORD_SCRIPT: &str = include_str!("../lua/record.lua");
 }

@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod gate;
 mod http;
+mod lease;
 mod limiter;
 mod net;
 mod plain;
@@ -35,6 +36,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<limiter::Limiter>()?;
     m.add_class::<reservation::Reservation>()?;
+    m.add_class::<lease::Lease>()?;
     m.add_class::<admin::Admin>()?;
     m.add_class::<types::Rule>()?;
     m.add_class::<types::RuleState>()?;

@@ -143,7 +143,8 @@ impl Decision {
         self.inner.retry_after_ms.map(seconds)
     }
 
-    /// The binding rule's limit.
+    /// The binding rule's limit (a rate's, or the in-flight rule's when
+    /// it has fewer slots free).
     #[getter]
     fn limit(&self) -> u64 {
         self.inner.binding_state().limit
@@ -161,10 +162,17 @@ impl Decision {
         seconds(self.inner.binding_state().reset_after_ms)
     }
 
-    /// The binding rule's window, in seconds.
+    /// The binding rule's window, in seconds (0 for an in-flight rule).
     #[getter]
     fn window(&self) -> f64 {
         seconds(self.inner.binding_state().window_ms)
+    }
+
+    /// The leases held after this hold or peek (a taken one included), for
+    /// a limiter with an in-flight rule; None for one without.
+    #[getter]
+    fn in_flight(&self) -> Option<u64> {
+        self.inner.in_flight.map(|f| f.held)
     }
 
     /// One state per rule, shortest window first (a metered limiter's:

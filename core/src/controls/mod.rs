@@ -205,7 +205,7 @@ impl Default for Switches {
 pub const MAX_MULTIPLIER: f64 = 1000.0;
 
 impl Switches {
-    /// `rules` with every limit multiplied (rounded down, at least 1).
+    /// `rules` with every rate's limit multiplied (rounded down, at least 1).
     pub fn scale(&self, rules: &RuleSet) -> RuleSet {
         if self.multiplier == 1.0 {
             return rules.clone();
@@ -219,7 +219,13 @@ impl Switches {
                 window_ms: r.window_ms,
             })
             .collect();
-        RuleSet::new(scaled).unwrap_or_else(|_| rules.clone())
+        // (an in-flight rule is not a rate: it keeps its limit)
+        RuleSet::new(scaled)
+            .and_then(|set| {
+                set.keeping_every_entry(rules.exact())
+                    .with_in_flight(rules.in_flight())
+            })
+            .unwrap_or_else(|_| rules.clone())
     }
 }
 

@@ -73,6 +73,7 @@ impl<'i> Batch<'i> {
                     "a limiter with meters checks its meters together itself: check it alone",
                 ));
             }
+            item.limiter.refuse_in_flight("a batch")?;
             now_ms = item.limiter.check_time(item.cost, now)?;
         }
         let mut prepared = Vec::with_capacity(items.len());

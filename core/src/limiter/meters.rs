@@ -103,8 +103,9 @@ impl Limiter {
                 "a limiter has meters or tiers, not both: give each tier a limiter of its own",
             ));
         }
-        for (i, (name, _)) in meters.iter().enumerate() {
+        for (i, (name, rules)) in meters.iter().enumerate() {
             check_meter_name(name)?;
+            rules.without_in_flight(&format!("the meter '{name}'"))?;
             if meters[..i].iter().any(|(n, _)| n == name) {
                 return Err(Error::config(format!("meter '{name}' is given twice")));
             }

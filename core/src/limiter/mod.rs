@@ -7,6 +7,7 @@
 //! an estimate and settled to what the work cost, in `reserve`.
 
 pub mod batch;
+mod hold;
 mod metered_reserve;
 mod meters;
 pub mod options;
@@ -19,6 +20,7 @@ pub mod warden;
 #[cfg(feature = "async")]
 pub use batch::check_batch_async;
 pub use batch::{check_batch, BatchItem};
+pub use hold::Hold;
 pub use meters::Meter;
 pub use options::{actual_cost_from, cost_from, Asked, CheckOptions, Offender, OnError};
 pub use reserve::{MeterSettled, Reservation, Settled};
@@ -68,6 +70,8 @@ pub struct Limiter {
     pub(crate) tiers: Vec<(String, RuleSet)>,
     /// Its meters, when it has several named rule sets (see [`crate::meter`]).
     pub(crate) meters: Vec<Meter>,
+    /// The time a hold's lease lapses after, unless the hold gives one (ms).
+    pub(crate) lease_ms: u64,
     pub(crate) warden: Warden,
     local: ProcessLocal<ProcessState>,
 }
@@ -107,6 +111,7 @@ impl Limiter {
             scope: String::new(),
             tiers: Vec::new(),
             meters: Vec::new(),
+            lease_ms: crate::in_flight::DEFAULT_LEASE_MS,
             warden,
             local,
         }
@@ -151,6 +156,14 @@ impl Limiter {
     /// for a key (by `Admin::set_tier`) selects one.
     pub fn with_tiers(mut self, tiers: Vec<(String, RuleSet)>) -> Result<Limiter> {
         controls::check_tiers(&tiers)?;
+        for (name, rules) in &tiers {
+            rules.without_in_flight(&format!("the tier '{name}'"))?;
+        }
+        if !tiers.is_empty() && self.rules.in_flight().is_some() {
+            return Err(crate::error::Error::config(
+                "a limiter with an in-flight rule has no tiers: give each tier a limiter of its own",
+            ));
+        }
         if !tiers.is_empty() && !self.meters.is_empty() {
             return Err(crate::error::Error::config(
                 "a limiter has meters or tiers, not both: give each tier a limiter of its own",

@@ -38,6 +38,10 @@ impl Limiter {
         if !self.meters.is_empty() || options.meter_costs.is_some() {
             return self.decide_metered(key, options, mode);
         }
+        if self.rules.in_flight().is_some() {
+            self.refuse_in_flight_check(mode)?;
+            return self.peek_held(key, options);
+        }
         crate::store::one_wait::within(|| {
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
@@ -69,6 +73,10 @@ impl Limiter {
     ) -> Result<Decision> {
         if !self.meters.is_empty() || options.meter_costs.is_some() {
             return self.decide_metered_async(key, options, mode).await;
+        }
+        if self.rules.in_flight().is_some() {
+            self.refuse_in_flight_check(mode)?;
+            return self.peek_held_async(key, options).await;
         }
         crate::store::one_wait::within_async(async {
             let now_ms = self.check_time(options.cost, options.now)?;
@@ -268,7 +276,11 @@ impl Limiter {
                             .with_applied(applied, tier)
                     }
                 };
-                if request.now_ms.is_none() && !decision.allowed() {
+                // (a slot may free at any moment: a hold's denial is not remembered)
+                if request.now_ms.is_none()
+                    && !decision.allowed()
+                    && request.rules.in_flight().is_none()
+                {
                     let key = denial_key(request.tag, tier);
                     self.state().denials.remember(&key, request.cost, &decision);
                 }

@@ -194,6 +194,7 @@ impl Limiter {
     /// A check of `options.cost` units, the estimate, that when admitted
     /// holds them until [`Limiter::settle`] says what the work cost.
     pub fn reserve(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Reservation> {
+        self.refuse_in_flight("reserve()")?;
         if !self.meters.is_empty() || options.meter_costs.is_some() {
             return self.reserve_metered(key, options);
         }
@@ -216,6 +217,7 @@ impl Limiter {
         key: &[u8],
         options: &CheckOptions<'_>,
     ) -> Result<Reservation> {
+        self.refuse_in_flight("reserve()")?;
         if !self.meters.is_empty() || options.meter_costs.is_some() {
             return self.reserve_metered_async(key, options).await;
         }

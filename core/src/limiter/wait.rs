@@ -56,7 +56,7 @@ thread_local! {
 }
 
 /// A pseudo-random number for the jitter (xorshift, seeded per thread).
-fn random() -> u64 {
+pub(crate) fn random() -> u64 {
     SEED.with(|seed| {
         let mut x = seed.get();
         if x == 0 {
@@ -105,14 +105,16 @@ enum Next {
     Sleep(Duration),
 }
 
-fn next(decision: Decision, started: Instant, timeout: Option<Duration>) -> Next {
+/// (`most`: the longest pause before trying again, for a wait that may end
+/// before its `retry_after`, as a hold's does when a slot is released.)
+fn next(decision: Decision, started: Instant, timeout: Option<Duration>, most: Duration) -> Next {
     if decision.allowed() {
         return Next::Done(Acquired::Admitted(decision));
     }
     let Some(wait_ms) = decision.retry_after_ms else {
         return Next::Done(Acquired::Never(decision));
     };
-    let pause = pause(wait_ms);
+    let pause = pause(wait_ms).min(most);
     match timeout {
         Some(limit) if started.elapsed() + pause > limit => {
             Next::Done(Acquired::TimedOut(decision))
@@ -181,6 +183,18 @@ impl Limiter {
         pause: &mut dyn FnMut(Duration) -> Result<()>,
         attempt: &mut dyn FnMut() -> Result<(Decision, T)>,
     ) -> Result<(Acquired, T)> {
+        self.waiting_bounded(options, timeout, Duration::MAX, pause, attempt)
+    }
+
+    /// [`Limiter::waiting`], each pause at most `most` long (a hold's).
+    pub(crate) fn waiting_bounded<T>(
+        &self,
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        most: Duration,
+        pause: &mut dyn FnMut(Duration) -> Result<()>,
+        attempt: &mut dyn FnMut() -> Result<(Decision, T)>,
+    ) -> Result<(Acquired, T)> {
         refuse_now(options)?;
         let started = Instant::now();
         loop {
@@ -188,7 +202,7 @@ impl Limiter {
             if self.warden.clock.frozen().is_some() {
                 return Ok((once(decision), made));
             }
-            match next(decision, started, timeout) {
+            match next(decision, started, timeout, most) {
                 Next::Done(acquired) => return Ok((acquired, made)),
                 Next::Sleep(wait) => pause(wait)?,
             }
@@ -228,11 +242,32 @@ impl Limiter {
         &self,
         options: &CheckOptions<'_>,
         timeout: Option<Duration>,
+        attempt: F,
+    ) -> Result<(Acquired, T)>
+    where
+        F: FnMut() -> Made,
+        Made: std::future::Future<Output = Result<(Decision, T)>>,
+    {
+        let sleep = |pause: Duration| tokio::time::sleep(pause);
+        self.waiting_bounded_async(options, timeout, Duration::MAX, sleep, attempt)
+            .await
+    }
+
+    /// [`Limiter::waiting_bounded`], awaited: each pause made by `sleep`.
+    #[cfg(feature = "async")]
+    pub(crate) async fn waiting_bounded_async<T, F, Made, S, Slept>(
+        &self,
+        options: &CheckOptions<'_>,
+        timeout: Option<Duration>,
+        most: Duration,
+        sleep: S,
         mut attempt: F,
     ) -> Result<(Acquired, T)>
     where
         F: FnMut() -> Made,
         Made: std::future::Future<Output = Result<(Decision, T)>>,
+        S: Fn(Duration) -> Slept,
+        Slept: std::future::Future<Output = ()>,
     {
         refuse_now(options)?;
         let started = Instant::now();
@@ -241,9 +276,9 @@ impl Limiter {
             if self.warden.clock.frozen().is_some() {
                 return Ok((once(decision), made));
             }
-            match next(decision, started, timeout) {
+            match next(decision, started, timeout, most) {
                 Next::Done(acquired) => return Ok((acquired, made)),
-                Next::Sleep(pause) => tokio::time::sleep(pause).await,
+                Next::Sleep(pause) => sleep(pause).await,
             }
         }
     }

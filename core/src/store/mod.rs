@@ -19,6 +19,7 @@ pub use self::url::redact;
 
 use crate::decision::Observation;
 use crate::error::{Error, Result};
+use crate::in_flight::{Held, LeaseCall};
 use crate::rule::RuleSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +135,26 @@ pub trait LogStore: Send + Sync {
     /// logs nothing; a settle is applied to each. No record is read.
     fn apply_together(&self, requests: &[Request<'_>]) -> Result<Vec<Observation>>;
 
-    /// Forgets everything logged for `tag` in `scope`.
+    /// A hold of a rule set with an in-flight rule (see [`crate::in_flight`]):
+    /// in one atomic step, counts the key's live leases and checks its rates
+    /// (none when the set has only the in-flight rule); in [`Mode::Check`],
+    /// when a slot is free and every rate admits, logs the cost and takes
+    /// the lease `id`, lapsing `lease_ms` from now. A peek takes nothing.
+    /// The observation's `leases` says what was seen and taken.
+    fn hold(&self, request: &Request<'_>, id: &str, lease_ms: u64) -> Result<Observation>;
+
+    /// Releases, extends or lists the key's leases in `scope`, at `now_ms`
+    /// (the store's clock when `None`): the lease released or extended (with
+    /// its lapse time), or every live one; none for a lease that lapsed.
+    fn leases(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        call: LeaseCall<'_>,
+        now_ms: Option<u64>,
+    ) -> Result<Vec<Held>>;
+
+    /// Forgets everything logged for `tag` in `scope` (its leases too).
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()>;
 }
 
@@ -205,6 +225,23 @@ pub trait AsyncLogStore: Send + Sync {
         &'a self,
         requests: &'a [Request<'a>],
     ) -> BoxFuture<'a, Result<Vec<Observation>>>;
+
+    /// [`LogStore::hold`], awaited.
+    fn hold_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        id: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Observation>>;
+
+    /// [`LogStore::leases`], awaited.
+    fn leases_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+        call: LeaseCall<'a>,
+        now_ms: Option<u64>,
+    ) -> BoxFuture<'a, Result<Vec<Held>>>;
 
     /// [`LogStore::reset`], awaited.
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>>;

@@ -407,3 +407,76 @@ impl Twin for Acquiring {
         interrupted_or(&self.interrupted, err)
     }
 }
+
+/// A hold of a slot of an in-flight rule: taken at once, or waited for
+/// (`Some(timeout)`) until a slot frees.
+pub(super) struct Holding {
+    pub(super) asked: core::Asked,
+    pub(super) lease_ms: Option<u64>,
+    pub(super) waiting: Option<Option<std::time::Duration>>,
+    /// The exception a signal handler raised while a thread slept.
+    pub(super) interrupted: Mutex<Option<PyErr>>,
+}
+
+impl Holding {
+    pub(super) fn new(
+        py: Python<'_>,
+        asked: core::Asked,
+        lease: Option<f64>,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Holding> {
+        let timeout = guard(py, || core::limiter::wait::check_timeout(timeout))?;
+        let lease_ms = lease
+            .map(|seconds| guard(py, || core::in_flight::lease_ms_from(seconds)))
+            .transpose()?;
+        Ok(Holding {
+            asked,
+            lease_ms,
+            waiting: wait.then_some(timeout),
+            interrupted: Mutex::new(None),
+        })
+    }
+}
+
+impl Twin for Holding {
+    type On = Arc<core::Limiter>;
+    type Out = core::Hold;
+    fn waits(&self, on: &Self::On) -> bool {
+        self.waiting.is_some() || on.waits_on_io()
+    }
+    fn blocking(&self, on: &Self::On) -> core::Result<core::Hold> {
+        let options = self.asked.options();
+        match self.waiting {
+            None => on.hold(&self.asked.key, &options, self.lease_ms),
+            Some(timeout) => {
+                let pausing = &mut |wait| pause(wait, &self.interrupted);
+                Ok(on
+                    .hold_pausing(&self.asked.key, &options, self.lease_ms, timeout, pausing)?
+                    .1)
+            }
+        }
+    }
+    async fn awaited(&self, on: &Self::On) -> core::Result<core::Hold> {
+        let options = self.asked.options();
+        match self.waiting {
+            None => {
+                on.hold_async(&self.asked.key, &options, self.lease_ms)
+                    .await
+            }
+            Some(timeout) => Ok(on
+                .hold_waiting_async(&self.asked.key, &options, self.lease_ms, timeout)
+                .await?
+                .1),
+        }
+    }
+    fn deliver(&self, py: Python<'_>, on: &Self::On, out: core::Hold) -> PyResult<Py<PyAny>> {
+        if let Some(warning) = &out.decision.warning {
+            crate::call::log_warning(py, warning)?;
+        }
+        Ok(Py::new(py, crate::lease::Lease::wrap(on.clone(), out))?.into_any())
+    }
+    fn failed(&self, _py: Python<'_>, err: PyErr) -> PyErr {
+        interrupted_or(&self.interrupted, err)
+    }
+}

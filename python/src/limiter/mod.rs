@@ -5,7 +5,7 @@
 mod calls;
 
 use self::calls::{
-    asked, Acquiring, Batch, Checking, Item, Penalizing, Reserving, Resetting, Screening,
+    asked, Acquiring, Batch, Checking, Holding, Item, Penalizing, Reserving, Resetting, Screening,
 };
 use crate::convert;
 use crate::errors::guard;
@@ -221,6 +221,67 @@ impl Limiter {
             .import("ratekeeper.waiting")?
             .getattr("limited")?
             .call1((slf, key, cost, wait, timeout, settle))
+    }
+
+    /// Holds a slot of `key` under the limiter's in-flight rule ("10
+    /// concurrent"): when a slot is free and every rate admits `cost`,
+    /// logs it and takes a lease that lapses after `lease` seconds (the
+    /// limiter's, 60 by default) unless released first. Returns a Lease;
+    /// as a context manager (`with limiter.hold(key) as lease:`) it raises
+    /// RateLimitExceeded when refused and releases the slot at the block's
+    /// end. `wait=True` waits for a slot (at most `timeout` seconds; None:
+    /// as long as it takes), trying again when one is released here, when
+    /// the soonest lease lapses, and at least every 0.1 s.
+    #[pyo3(signature = (key, cost = None, now = None, *, lease = None, wait = false, timeout = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn hold(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        lease: Option<f64>,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        let asked = asked(py, &self.inner, key, cost, now, None, None)?;
+        let holding = Holding::new(py, asked, lease, wait, timeout)?;
+        crate::twin::blocking(py, &self.inner, holding)
+    }
+
+    /// `hold`, awaited: `lease = await limiter.ahold(key)`, or `async with
+    /// limiter.ahold(key) as lease:`, which releases it at the block's end.
+    #[pyo3(signature = (key, cost = None, now = None, *, lease = None, wait = false, timeout = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn ahold<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+        cost: Option<&Bound<'_, PyAny>>,
+        now: Option<&Bound<'_, PyAny>>,
+        lease: Option<f64>,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let asked = asked(py, &self.inner, key, cost, now, None, None)?;
+        let holding = Holding::new(py, asked, lease, wait, timeout)?;
+        let pending = crate::twin::awaited(py, "ahold", &self.inner, holding)?;
+        py.import("ratekeeper.holding")?
+            .getattr("AsyncHold")?
+            .call1((pending,))
+    }
+
+    /// The live leases of `key`: (id, lapse time in seconds since the
+    /// epoch) pairs, for an operator.
+    #[pyo3(signature = (key))]
+    fn leases(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Vec<(String, f64)>> {
+        let key = convert::key_bytes(key)?.into_owned();
+        let inner = self.inner.clone();
+        let held = crate::call::run_core(py, inner.waits_on_io(), || inner.leases(&key))?;
+        Ok(held
+            .into_iter()
+            .map(|(id, ms)| (id, ms as f64 / 1000.0))
+            .collect())
     }
 
     /// Whether the address lists and switches are held in this process as

@@ -5,13 +5,16 @@
 //! records, shared hashes and strikes are held in `controls`.
 
 mod controls;
+mod leases;
 mod together;
 
 use self::controls::Controls;
+use self::leases::Leases;
 use super::{system_now_ms, LogStore, Request, StoreAccess};
 use crate::controls::{Applied, DecidedBy, List, Listing, RawRecord};
 use crate::decision::{Observation, RuleObservation};
 use crate::error::{Error, Result};
+use crate::in_flight::{Held, LeaseCall};
 use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
 use ratekeeper_engine::{check_in, layout, Check, Rules, Scratch, Seen, Write};
@@ -114,6 +117,8 @@ pub struct MemoryStore {
     /// Held by the one check making room in a full store.
     making_room: Mutex<()>,
     controls: Mutex<Controls>,
+    /// Each key's leases (its in-flight rule's slots).
+    leases: Leases,
     /// Whether any key has a record: checks skip the controls lock until one does.
     has_records: AtomicBool,
     version: AtomicU64,
@@ -141,6 +146,7 @@ impl MemoryStore {
             newest_ms: AtomicU64::new(0),
             making_room: Mutex::new(()),
             controls: Mutex::new(Controls::default()),
+            leases: Leases::default(),
             has_records: AtomicBool::new(false),
             version: AtomicU64::new(0),
             resets_seen: AtomicU64::new(crate::testing::resets()),
@@ -162,6 +168,7 @@ impl MemoryStore {
         // a test's frozen clock may be earlier than the real one
         self.newest_ms.store(0, Ordering::Release);
         *self.controls() = Controls::default();
+        self.leases.clear();
         self.has_records.store(false, Ordering::Release);
         self.version.fetch_add(1, Ordering::AcqRel);
     }
@@ -337,6 +344,7 @@ impl LogStore for MemoryStore {
                     allowed: list == List::Safe,
                     rules: Vec::new(),
                     decided_by: DecidedBy::Listed(list, listing),
+                    leases: None,
                 })
             }
             Selected::Rules { rules, detail } => {
@@ -351,8 +359,23 @@ impl LogStore for MemoryStore {
         self.together(requests)
     }
 
+    fn hold(&self, request: &Request<'_>, id: &str, lease_ms: u64) -> Result<Observation> {
+        self.hold_here(request, id, lease_ms)
+    }
+
+    fn leases(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        call: LeaseCall<'_>,
+        now_ms: Option<u64>,
+    ) -> Result<Vec<Held>> {
+        Ok(self.leases_here(tag, scope, call, now_ms))
+    }
+
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
         self.after_reset();
+        self.forget_leases(tag, scope);
         let id = log_id(tag, scope);
         let hash = self.hash(&id);
         let mut shard = self.shard(hash);
@@ -455,6 +478,7 @@ fn observation(seen: &Seen, decided_by: DecidedBy) -> Observation {
             })
             .collect(),
         decided_by,
+        leases: None,
     }
 }
 

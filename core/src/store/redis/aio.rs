@@ -17,7 +17,7 @@ use super::RedisStore;
 use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
-use crate::keys::log_key;
+use crate::in_flight::{Held, LeaseCall};
 use crate::store::breaker::Failure;
 use crate::store::{AsyncControlStore, AsyncLogStore, BoxFuture, HashFields, Request};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -285,13 +285,18 @@ impl RedisStore {
                 return Ok(answer);
             }
         }
-        let answer = match self.run_async(&command(Via::Sha), None).await? {
+        let answer = self.lua_async(command).await?;
+        paths.answered(Path::Script);
+        Ok(answer)
+    }
+
+    /// [`RedisStore::lua`], awaited.
+    pub(super) async fn lua_async(&self, command: impl Fn(Via) -> Cmd) -> Result<Value> {
+        match self.run_async(&command(Via::Sha), None).await? {
             Err(e) if is_noscript(&e) => self.run_async(&command(Via::Source), None).await?,
             other => other,
         }
-        .map_err(storage_error)?;
-        paths.answered(Path::Script);
-        Ok(answer)
+        .map_err(storage_error)
     }
 
     /// One check, by [`RedisStore::script_async`].
@@ -370,10 +375,28 @@ impl AsyncLogStore for RedisStore {
         })
     }
 
+    fn hold_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        id: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Observation>> {
+        Box::pin(self.hold_awaited(request, id, lease_ms))
+    }
+
+    fn leases_async<'a>(
+        &'a self,
+        tag: &'a [u8],
+        scope: &'a str,
+        call: LeaseCall<'a>,
+        now_ms: Option<u64>,
+    ) -> BoxFuture<'a, Result<Vec<Held>>> {
+        Box::pin(self.leases_awaited(tag, scope, call, now_ms))
+    }
+
     fn reset_async<'a>(&'a self, tag: &'a [u8], scope: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let mut cmd = redis::cmd("DEL");
-            cmd.arg(log_key(&self.prefix, tag, scope));
+            let cmd = self.reset_command(tag, scope);
             self.run_async(&cmd, None).await?.map_err(storage_error)?;
             Ok(())
         })

@@ -23,6 +23,7 @@ mod aio;
 mod connect;
 mod controls;
 mod failure;
+mod leases;
 mod module;
 mod wire;
 
@@ -44,7 +45,8 @@ use super::{AsyncControlStore, AsyncLogStore};
 use super::{LogStore, Request, StoreAccess, StoreOptions};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
-use crate::keys::{log_key, record_key};
+use crate::in_flight::{Held, LeaseCall};
+use crate::keys::{lease_key, log_key, record_key};
 use crate::process::ProcessLocal;
 use redis::{RedisError, Value};
 use std::sync::atomic::Ordering;
@@ -67,6 +69,7 @@ pub struct RedisStore {
     check: Lua,
     meters: Lua,
     record: Lua,
+    leases: leases::LeaseScripts,
     /// A Cluster spreads keys over nodes: batches go one by one.
     cluster: bool,
     /// The URL as errors show it (no password).
@@ -95,6 +98,7 @@ impl RedisStore {
             check: Lua::new(SCRIPT, Some(CHECK_COMMAND)),
             meters: Lua::new(METERS_SCRIPT, Some(METERS_COMMAND)),
             record: Lua::new(RECORD_SCRIPT, Some(RECORD_COMMAND)),
+            leases: leases::LeaseScripts::default(),
             cluster,
             shown,
             tls,
@@ -333,13 +337,19 @@ impl RedisStore {
                 return Ok(answer);
             }
         }
-        let answer = match self.run(&command(Via::Sha), None)? {
+        let answer = self.lua(command)?;
+        paths.answered(Path::Script);
+        Ok(answer)
+    }
+
+    /// Runs a script's call by its SHA-1, and once more by its source on
+    /// NOSCRIPT (a script the module has no command for runs only so).
+    fn lua<T: redis::FromRedisValue>(&self, command: impl Fn(Via) -> redis::Cmd) -> Result<T> {
+        match self.run(&command(Via::Sha), None)? {
             Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None)?,
             other => other,
         }
-        .map_err(storage_error)?;
-        paths.answered(Path::Script);
-        Ok(answer)
+        .map_err(storage_error)
     }
 
     /// This process's paths, the server asked first ([`probe`]) when they
@@ -384,6 +394,14 @@ impl RedisStore {
     /// (None on a single Redis, where nothing needs routing).
     fn route(&self, r: &Request<'_>) -> Option<Vec<u8>> {
         self.cluster.then(|| log_key(&self.prefix, r.tag, r.scope))
+    }
+
+    /// The call that forgets a key's log and leases in `scope` (one slot).
+    fn reset_command(&self, tag: &[u8], scope: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(log_key(&self.prefix, tag, scope))
+            .arg(lease_key(&self.prefix, tag, scope));
+        cmd
     }
 
     /// A command answered by Redis (or a storage error).
@@ -448,8 +466,22 @@ impl LogStore for RedisStore {
         parse_together(&reply, requests)
     }
 
+    fn hold(&self, request: &Request<'_>, id: &str, lease_ms: u64) -> Result<Observation> {
+        self.hold_now(request, id, lease_ms)
+    }
+
+    fn leases(
+        &self,
+        tag: &[u8],
+        scope: &str,
+        call: LeaseCall<'_>,
+        now_ms: Option<u64>,
+    ) -> Result<Vec<Held>> {
+        self.leases_now(tag, scope, call, now_ms)
+    }
+
     fn reset(&self, tag: &[u8], scope: &str) -> Result<()> {
-        self.query(redis::cmd("DEL").arg(log_key(&self.prefix, tag, scope)))
+        self.query(&self.reset_command(tag, scope))
     }
 }
 

@@ -253,6 +253,7 @@ fn observation(
                 allowed,
                 rules: Vec::new(),
                 decided_by: DecidedBy::Listed(list, listing),
+                leases: None,
             });
         }
         _ => return Err(bad()),
@@ -283,5 +284,6 @@ fn observation(
             })
             .collect(),
         decided_by,
+        leases: None,
     })
 }

@@ -1,0 +1,58 @@
+-- ratekeeper: a hold (or a peek) of a key whose rule set has an in-flight rule:
+-- its live leases counted and its rates checked, and a lease taken, in one step.
+--
+-- This script is check.lua's body made the function `check(KEYS, ARGV, redis)` (see
+-- `HOLD_SCRIPT` in engine/src/lib.rs), then what follows.
+--
+-- KEYS[1]       the key's leases: a sorted set of lease ids, each scored by the time
+--               (ms) it lapses at, in the key's Cluster slot
+-- KEYS[2 ..]    check.lua's KEYS (the log, the records); none when the rule set has no
+--               rate
+-- ARGV[1]       "h" to hold (take a lease when a slot is free and the rates admit),
+--               "q" to peek (write nothing)
+-- ARGV[2]       the in-flight rule's limit; ARGV[3] the lease's time (ms); ARGV[4] its id
+-- ARGV[5]       now in ms, or "" to use the Redis server clock (TIME)
+-- ARGV[6 ..]    check.lua's ARGV (its mode "c" to hold, "p" to peek; its now is ARGV[5])
+--
+-- The rates are checked with their writes held back (as meters.lua holds them): they
+-- are made only when a lease is taken, so a hold refused for want of a slot logs
+-- nothing. A listed key (check.lua's kind 1 or 2) takes no lease.
+--
+-- Returns {check.lua's reply (0 without rates), live leases before this hold, 1 when a
+-- lease was taken else 0, the time the soonest live lease lapses (-1: none), now (ms)}.
+
+local real = redis
+local WRITES = {SET = true, SETRANGE = true, PEXPIRE = true}
+local leases = KEYS[1]
+local taking = ARGV[1] == 'h'
+local limit, lease_ms, id = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now = tonumber(ARGV[5])
+local reply, admitted, writes = 0, true, {}
+if #KEYS > 1 then
+  local holding = {call = function(command, ...)
+    if WRITES[command] then
+      writes[#writes + 1] = {command, ...}
+      return true
+    end
+    return real.call(command, ...)
+  end}
+  reply = check({unpack(KEYS, 2)}, {unpack(ARGV, 6)}, holding)
+  if reply[3] ~= 0 then return {reply, 0, 0, -1, reply[1]} end
+  now = reply[1]
+  admitted = reply[2] == 1
+elseif not now then
+  local t = real.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
+local at = string.format('%d', now)
+local live = real.call('ZCOUNT', leases, '(' .. at, '+inf')
+local soonest = real.call('ZRANGEBYSCORE', leases, '(' .. at, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+local taken = 0
+if taking and admitted and live < limit then
+  for _, write in ipairs(writes) do real.call(unpack(write)) end
+  real.call('ZREMRANGEBYSCORE', leases, '-inf', at)
+  real.call('ZADD', leases, string.format('%d', now + lease_ms), id)
+  if real.call('PTTL', leases) < lease_ms then real.call('PEXPIRE', leases, lease_ms) end
+  taken = 1
+end
+return {reply, live, taken, soonest and tonumber(soonest) or -1, now}
