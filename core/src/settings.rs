@@ -58,7 +58,7 @@ pub enum OptionValue {
 }
 
 /// Every option, with its kind, in the order the docs list them (docs/python.md).
-pub const OPTIONS: [(&str, Kind); 13] = [
+pub const OPTIONS: [(&str, Kind); 14] = [
     ("store", Kind::Text),
     ("prefix", Kind::Text),
     ("on_error", Kind::Text),
@@ -72,6 +72,7 @@ pub const OPTIONS: [(&str, Kind); 13] = [
     ("controls_refresh", Kind::Seconds),
     ("controls", Kind::Flag),
     ("redis_module", Kind::Text),
+    ("lease", Kind::Seconds),
 ];
 
 /// Options renamed, each old name with the name it goes by now: the old
@@ -132,6 +133,9 @@ pub struct Settings {
     pub controls: bool,
     /// Whether Redis checks use the ratekeeper module (`auto`: when loaded).
     pub redis_module: ModuleUse,
+    /// How long a hold's lease lasts unless released or extended (60 s; see
+    /// [`crate::in_flight`]).
+    pub lease: Duration,
 }
 
 impl Default for Settings {
@@ -150,6 +154,7 @@ impl Default for Settings {
             controls_refresh: crate::limiter::DEFAULT_CONTROLS_REFRESH,
             controls: true,
             redis_module: ModuleUse::Auto,
+            lease: Duration::from_millis(crate::in_flight::DEFAULT_LEASE_MS),
         }
     }
 }
@@ -223,6 +228,9 @@ impl Settings {
             }
             ("max_keys", OptionValue::Count(n)) => self.max_keys = crate::store::check_max_keys(n)?,
             ("controls", OptionValue::Flag(on)) => self.controls = on,
+            ("lease", OptionValue::Seconds(s)) => {
+                self.lease = Duration::from_millis(crate::in_flight::lease_ms_from(s)?)
+            }
             ("tiers", OptionValue::Tiers(tiers)) => {
                 crate::controls::check_tiers(&tiers)?;
                 self.tiers = tiers;
@@ -298,6 +306,7 @@ impl Settings {
                 Key::Name("redis_module"),
                 Plain::Text(d.redis_module.name().into()),
             ),
+            (Key::Name("lease"), d.lease.as_secs_f64().into()),
         ])
     }
 }
@@ -327,6 +336,7 @@ impl Warden {
     /// A limiter of `rules` on this warden, with the scope and tiers of `settings`.
     fn limiter_of(&self, rules: RuleSet, settings: &Settings) -> Result<Limiter> {
         self.limiter(rules)
+            .with_lease(settings.lease.as_millis() as u64)
             .with_scope(&settings.scope)?
             .with_tiers(settings.tiers.clone())
     }

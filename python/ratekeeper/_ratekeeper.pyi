@@ -2,6 +2,8 @@
 
 from typing import Any, Awaitable, Callable, Coroutine, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union, final
 
+from ratekeeper.holding import AsyncHold
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __version__: str
@@ -113,6 +115,8 @@ class Decision:
     def meter(self) -> Optional[str]: ...
     @property
     def now(self) -> float: ...
+    @property
+    def in_flight(self) -> Optional[int]: ...
     @property
     def degraded(self) -> bool: ...
     @property
@@ -310,6 +314,29 @@ class Reservation:
     def __aexit__(self, *_exc: Any) -> Coroutine[Any, Any, bool]: ...
 
 @final
+class Lease:
+    @property
+    def decision(self) -> Decision: ...
+    @property
+    def allowed(self) -> bool: ...
+    @property
+    def id(self) -> Optional[str]: ...
+    @property
+    def lapse_at(self) -> Optional[float]: ...
+    @property
+    def taken_at(self) -> Optional[float]: ...
+    @property
+    def released(self) -> bool: ...
+    def release(self) -> bool: ...
+    def arelease(self) -> Coroutine[Any, Any, bool]: ...
+    def extend(self, lease: Optional[float] = None) -> Optional[float]: ...
+    def aextend(self, lease: Optional[float] = None) -> Coroutine[Any, Any, Optional[float]]: ...
+    def __enter__(self) -> "Lease": ...
+    def __exit__(self, *_exc: Any) -> bool: ...
+    def __aenter__(self) -> Coroutine[Any, Any, "Lease"]: ...
+    def __aexit__(self, *_exc: Any) -> Coroutine[Any, Any, bool]: ...
+
+@final
 class Limiter:
     def __new__(
         cls,
@@ -328,6 +355,7 @@ class Limiter:
         controls_refresh: Optional[float] = None,
         controls: Optional[bool] = None,
         redis_module: Optional[str] = None,
+        lease: Optional[float] = None,
         policy_refresh: Optional[float] = None,
         policies: Optional[bool] = None,
     ) -> "Limiter": ...
@@ -371,6 +399,29 @@ class Limiter:
         wait: bool = False,
         timeout: Optional[float] = None,
     ) -> Coroutine[Any, Any, "Reservation"]: ...
+    def hold(
+        self,
+        key: _KeyLike,
+        cost: Optional[_CostLike] = None,
+        now: Optional[float] = None,
+        *,
+        lease: Optional[float] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+    ) -> Lease: ...
+    def ahold(
+        self,
+        key: _KeyLike,
+        cost: Optional[_CostLike] = None,
+        now: Optional[float] = None,
+        *,
+        lease: Optional[float] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+    ) -> AsyncHold: ...
+    @property
+    def in_flight(self) -> Optional[int]: ...
+    def leases(self, key: _KeyLike) -> List[Tuple[str, float]]: ...
     def acheck(
         self,
         key: _KeyLike,

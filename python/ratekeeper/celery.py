@@ -34,6 +34,14 @@ estimate):
               limit_cost={"requests": 1, "tokens": 2000},
               limit_settle=lambda reply: {"tokens": reply["usage"]["total_tokens"]})
     def complete(prompt): ...
+
+A limiter with an in-flight rule (``"5 concurrent; 100/minute"``) makes a
+run hold a slot while it runs: the lease is released when the run ends
+(raising or not), or lapses after the limiter's ``lease`` when the worker
+died. As Sidekiq Enterprise's concurrent limiter does, a run waits for a
+slot up to ``limit_wait_timeout`` seconds (default 5; 0: not at all), then
+is sent again as a denied one is, after its ``retry_after`` but at most 1 s,
+never failed.
 """
 
 import random
@@ -54,6 +62,7 @@ class RateLimitedTask(Task):  # type: ignore[misc]
     limit_scope: Optional[str] = None
     limit_cost: Any = None
     limit_settle: Optional[Callable[[Any], Any]] = None
+    limit_wait_timeout: float = 5.0
     _scoped: Optional[Limiter] = None
 
     def _limiter(self) -> Limiter:
@@ -62,6 +71,8 @@ class RateLimitedTask(Task):  # type: ignore[misc]
         if self._scoped is None:
             scope = self.limit_scope if self.limit_scope is not None else f"celery:{self.name}"
             limits = self.limiter.meters or self.limiter.rules
+            if self.limiter.in_flight is not None:
+                limits = [*self.limiter.rules, f"{self.limiter.in_flight} concurrent"]
             self._scoped = self.limiter.with_rules(limits, scope=scope_name(scope))
         return self._scoped
 
@@ -76,7 +87,15 @@ class RateLimitedTask(Task):  # type: ignore[misc]
         cost = self._option("limit_cost")
         cost = cost(*args, **kwargs) if callable(cost) else cost
         settle = self._option("limit_settle")
-        if settle is None:
+        if self._limiter().in_flight is not None:
+            timeout = self._option("limit_wait_timeout")
+            lease = self._limiter().hold(key, cost, wait=timeout > 0, timeout=timeout)
+            decision = lease.decision
+            if decision.allowed:
+                self.request.ratekeeper = decision
+                with lease:
+                    return super().__call__(*args, **kwargs)
+        elif settle is None:
             decision = self._limiter().check(key, cost)
             if decision.allowed:
                 self.request.ratekeeper = decision
@@ -90,6 +109,8 @@ class RateLimitedTask(Task):  # type: ignore[misc]
                 reservation.settle(settle(result))
                 return result
         wait = decision.retry_after if decision.retry_after is not None else 1.0
+        if decision.in_flight is not None:
+            wait = min(wait, 1.0)  # a slot may be released at any moment
         wait += 0.001 + random.random() * min(wait / 10, 0.025)
         # the same task, as Task.retry sends it (queue, routing, headers kept), without counting a retry
         self.signature_from_request(self.request, args, kwargs, countdown=wait, task_id=self.request.id).apply_async()

@@ -50,4 +50,26 @@ class TestSidekiq < Minitest::Test
     spread = (times.last - times.first) / 1000.0
     puts "200 jobs at 20/second: the last ran #{spread} s after the first (ideal 9.0 s)"
   end
+
+  # 40 jobs of 100 ms holding a slot of "2 concurrent", on 10 threads: each
+  # runs once, none fails or is retried, never more than 2 at once.
+  def test_jobs_hold_at_most_two_slots
+    require "sidekiq/api"
+    env = { "REDIS_URL" => @url, "RK_PREFIX" => unique_prefix, "RK_RULES" => "2 concurrent; 6000/minute",
+            "RK_NOW" => "now", "RK_MOST" => "most", "RK_RUNS" => "runs" }
+    Sidekiq.configure_client { |config| config.redis = { url: @url } }
+    jobs = File.expand_path("servers/in_flight_sidekiq.rb", __dir__)
+    log = File.open("#{@dir}/sidekiq.log", "w")
+    @sidekiq = Process.spawn(env, "sidekiq", "-r", jobs, "-c", "10", "-q", "default", out: log, err: log)
+    Sidekiq::Client.push_bulk("class" => "SlowCallJob", "args" => Array.new(40) { |n| [n] })
+    redis = Redis.new(url: @url)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
+    sleep 0.2 while redis.llen("runs") < 40 && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    runs = redis.lrange("runs", 0, -1).map(&:to_i)
+    assert_equal (0...40).to_a, runs.sort, "each job once (#{File.read("#{@dir}/sidekiq.log")[-2000..]})"
+    assert_equal 2, redis.get("most").to_i
+    stats = Sidekiq::Stats.new
+    assert_equal 0, stats.failed
+    assert_equal 0, stats.retry_size
+  end
 end

@@ -38,7 +38,7 @@ class TestSurface < Minitest::Test
 
   def test_limiter_options_are_the_cores
     assert_equal %w[store prefix on_error timeout connect_timeout pool_size max_keys denial_cache scope tiers
-                    controls_refresh controls redis_module], Ratekeeper::DEFAULTS.keys.map(&:to_s)
+                    controls_refresh controls redis_module lease], Ratekeeper::DEFAULTS.keys.map(&:to_s)
     assert_equal({ policy_refresh: :controls_refresh, policies: :controls }, Ratekeeper::RENAMED_OPTIONS)
   end
 

@@ -76,8 +76,8 @@ impl Limiter {
             None => Ok(()),
             Some(limit) => Err(Error::config(format!(
                 "{call} cannot take a slot of this limiter's in-flight rule \
-                 ('{limit} concurrent'): hold() takes one and gives it back \
-                 (release(), or the with block's end); peek() asks without taking one"
+                 ('{limit} concurrent'): hold() takes one and gives it back when \
+                 released; peek() asks without taking one"
             ))),
         }
     }

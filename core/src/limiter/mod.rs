@@ -189,10 +189,10 @@ impl Limiter {
     }
 
     /// A limiter for other rules on the same warden: the same store,
-    /// `on_error`, denial cache, controls refresh and clock (and no scope or
-    /// tiers until given).
+    /// `on_error`, denial cache, controls refresh and clock, and the same
+    /// lease (and no scope or tiers until given).
     pub fn with_rules(&self, rules: RuleSet) -> Limiter {
-        self.warden.limiter(rules)
+        self.warden.limiter(rules).with_lease(self.lease_ms)
     }
 
     /// This limiter on `clock` instead of the process's (see [`Clock`]):

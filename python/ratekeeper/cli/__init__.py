@@ -28,8 +28,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Runs one command and returns its exit code: 0 ok, 1 failed, 2 bad
     arguments, 3 not found (see ratekeeper.cli.admin)."""
     parser, commands = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    # what follows `--` is a program to run (`wait --hold -- COMMAND ...`), never options
+    program = given[given.index("--") + 1:] if "--" in given else []
+    given = given[:given.index("--")] if "--" in given else given
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
+        args.program = program
         code: int = args.run(args, commands[args.command])
         return code
     except SystemExit as exc:  # argparse reports bad arguments (and --help) by exiting

@@ -16,11 +16,21 @@ by ``--cost NAME=UNITS`` (once per meter charged):
 
     ratekeeper wait openai --meter "requests=3500/minute" --meter "tokens=90000/minute" \
         --cost requests=1 --cost tokens=1500 && curl ...
+
+``wait --hold`` runs a command while it holds a slot of the rules' in-flight
+rule, and exits with the command's status (1 when no slot came within
+``--timeout``): the slot is released when the command ends, its lease
+(``--lease`` seconds, default 60) extended while it runs, and lapses if
+this process is killed:
+
+    ratekeeper wait export --rules "2 concurrent; 100/hour" --hold -- ./export.sh
 """
 
 import argparse
 import json
+import subprocess
 import sys
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 from ratekeeper._ratekeeper import ConfigurationError, Decision, Limiter, RateLimitExceeded, StorageError
@@ -42,6 +52,11 @@ def _arguments(parser: argparse.ArgumentParser, waits: bool) -> None:
     if waits:
         parser.add_argument("--timeout", type=float, default=None,
                             help="seconds to wait at most (default: as long as it takes)")
+        parser.add_argument("--hold", action="store_true",
+                            help="hold a slot of the in-flight rule while COMMAND (after --) runs")
+        parser.add_argument("--lease", type=float, default=None,
+                            help="with --hold: seconds the slot's lease lasts unless extended (default 60)")
+        parser.epilog = "with --hold, the command to run holding the slot follows --: ... --hold -- COMMAND [ARG ...]"
 
 
 def _report(decision: Decision, as_json: bool) -> None:
@@ -78,6 +93,38 @@ def _limits_and_cost(args: argparse.Namespace) -> Tuple[Any, Any]:
     return _pairs(args.meter, "--meter"), cost
 
 
+def _run_holding(limiter: Limiter, args: argparse.Namespace, cost: Any) -> Tuple[Decision, Optional[int]]:
+    """Waits for a slot, then runs the command holding it (its lease
+    extended every third of its time): the hold's decision, and the
+    command's exit status (None when no slot came)."""
+    lease = limiter.hold(args.key, cost, lease=args.lease, wait=True, timeout=args.timeout)
+    if not lease.allowed:
+        return lease.decision, None
+    done = threading.Event()
+    every = (lease.lapse_at - lease.taken_at) / 3
+
+    def extend() -> None:
+        while not done.wait(every):
+            try:
+                lease.extend(args.lease)
+            except StorageError as exc:
+                print(f"ratekeeper wait: the lease was not extended: {printable(exc)}", file=sys.stderr)
+
+    extender = threading.Thread(target=extend, daemon=True)
+    extender.start()
+    try:
+        try:
+            status = subprocess.call(args.program)
+        except OSError as exc:  # as a shell answers a command it cannot run
+            print(f"ratekeeper wait: cannot run {args.program[0]!r}: {exc.strerror}", file=sys.stderr)
+            status = 127
+    finally:
+        done.set()
+        extender.join()
+        lease.release()
+    return lease.decision, status
+
+
 class ShellCommand:
     """One of the two commands, as ratekeeper.cli takes its commands."""
 
@@ -98,12 +145,21 @@ class ShellCommand:
             print(f"ratekeeper {self.NAME}: --store memory:// is this command's own memory, gone when it exits: "
                   "give the Redis URL the applications use", file=sys.stderr)
             return USAGE
+        holding = self.waits and args.hold
+        if bool(args.program) != holding:
+            print(f"ratekeeper {self.NAME}: --hold runs a command, given after --: give both or neither",
+                  file=sys.stderr)
+            return USAGE
         try:
             limits, cost = _limits_and_cost(args)
             limiter = Limiter(limits, args.store, prefix=args.prefix, scope=args.scope, on_error="raise",
                               timeout=2.0, connect_timeout=2.0, redis_module=args.redis_module)
             decision: Optional[Decision]
-            if self.waits:
+            if holding:
+                decision, status = _run_holding(limiter, args, cost)
+                if status is not None:
+                    return status
+            elif self.waits:
                 try:
                     decision = limiter.acquire(args.key, cost, args.timeout)
                 except RateLimitExceeded as exc:

@@ -151,7 +151,7 @@ impl Limiter {
     #[pyo3(signature = (rules, store = None, *, prefix = None, on_error = None, timeout = None,
                         connect_timeout = None, pool_size = None, max_keys = None, denial_cache = None,
                         scope = None, tiers = None, controls_refresh = None, controls = None,
-                        redis_module = None, policy_refresh = None, policies = None))]
+                        redis_module = None, lease = None, policy_refresh = None, policies = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -169,6 +169,7 @@ impl Limiter {
         controls_refresh: Option<&Bound<'_, PyAny>>,
         controls: Option<&Bound<'_, PyAny>>,
         redis_module: Option<&Bound<'_, PyAny>>,
+        lease: Option<&Bound<'_, PyAny>>,
         policy_refresh: Option<&Bound<'_, PyAny>>,
         policies: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Limiter> {
@@ -191,6 +192,7 @@ impl Limiter {
                 ("controls_refresh", controls_refresh),
                 ("controls", controls),
                 ("redis_module", redis_module),
+                ("lease", lease),
                 ("policy_refresh", policy_refresh),
                 ("policies", policies),
             ],
@@ -348,6 +350,13 @@ impl Limiter {
     #[getter]
     fn tiers(&self) -> Vec<String> {
         self.inner.tiers().iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The limit of the in-flight rule ("10 concurrent": 10), or None
+    /// when the limiter has none.
+    #[getter]
+    fn in_flight(&self) -> Option<u64> {
+        self.inner.rules().in_flight()
     }
 
     /// A metered limiter's rules by meter, in order (empty without meters).

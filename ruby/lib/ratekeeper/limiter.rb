@@ -43,6 +43,37 @@ module Ratekeeper
       yield reservation
     end
 
+    # Holds a slot of +key+ under the limiter's in-flight rule ("10
+    # concurrent"): when a slot is free and every rate admits +cost+, logs
+    # it and takes a lease that lapses after +lease+ seconds (the limiter's,
+    # 60 by default) unless released first. With a block, yields the Lease
+    # when admitted, releases it when the block ends (an exception
+    # included) and returns the block's value (a refused hold raises
+    # Ratekeeper::RateLimitExceeded, with #decision); without one, returns
+    # the Lease (release it with Lease#release). +wait+ true waits for a slot
+    # (at most +timeout+ seconds; nil: as long as it takes), trying again
+    # when one is released in this process, when the soonest lease lapses,
+    # and at least every 0.1 s.
+    def hold(key, cost: 1, now: nil, lease: nil, wait: false, timeout: nil)
+      held = _hold(Limiter.key_text(key), cost, now, lease, wait, timeout)
+      return held unless block_given?
+
+      refusal = held._refusal
+      raise RateLimitExceeded.new(refusal, held.decision) if refusal
+
+      begin
+        yield held
+      ensure
+        held.release
+      end
+    end
+
+    # The live leases of +key+: [id, lapse time (seconds since the epoch)]
+    # pairs, for an operator.
+    def leases(key)
+      _leases(Limiter.key_text(key))
+    end
+
     # What a check of +cost+ would decide now, without logging anything.
     def peek(key, cost: 1, now: nil, tier: nil, ip: nil)
       _peek(Limiter.key_text(key), cost, now, tier, ip)

@@ -33,6 +33,14 @@ module Ratekeeper
   #   "CompletionJob" => { rules: { requests: "3500/minute", tokens: "90000/minute" },
   #                        key: ->(_args) { "openai" }, cost: { requests: 1, tokens: 2000 },
   #                        settle: ->(reply) { { tokens: reply["usage"]["total_tokens"] } } }
+  #
+  # Rules with an in-flight rule (<tt>"5 concurrent; 100/minute"</tt>) make a
+  # job hold a slot while it runs: the lease is released when +perform+ ends
+  # (raising or not), or lapses after +lease:+ seconds (the limit's, else the
+  # limiter's, 60 by default) when the process died. As Sidekiq Enterprise's
+  # concurrent limiter does, a job waits for a slot up to +wait_timeout:+
+  # seconds (default 5; 0: not at all), then is scheduled again as a denied
+  # one is, after its retry_after but at most 1 s.
   module Sidekiq
     # The server middleware (see Ratekeeper::Sidekiq).
     class Middleware
@@ -42,7 +50,7 @@ module Ratekeeper
 
       # +limits+: class name => { rules:, key: (a callable of the job's
       # arguments; default the class name), scope: (default "sidekiq:<class>"),
-      # cost:, settle: (see Ratekeeper::Sidekiq) };
+      # cost:, settle:, lease:, wait_timeout: (see Ratekeeper::Sidekiq) };
       # the other options are the limiter's (store:, prefix:, on_error:, ...).
       # (Sidekiq makes a middleware per job, passing the options as a Hash:
       # the limiters are made once per set of options and shared.)
@@ -65,17 +73,24 @@ module Ratekeeper
 
           rules = spec.fetch(:rules)
           limiter = first ? first.with_rules(rules, scope: scope) : (first = Limiter.new(rules, **options, scope: scope))
-          [name.to_s, [limiter, key, spec.fetch(:cost, 1), settle]]
+          slot = { lease: spec[:lease], wait_timeout: spec.fetch(:wait_timeout, 5) }
+          [name.to_s, [limiter, key, spec.fetch(:cost, 1), settle, slot]]
         end
       end
 
       def call(worker, job, _queue)
         name = job["wrapped"] || job["class"]
-        limiter, key_of, cost, settle = @limits[name]
+        limiter, key_of, cost, settle, slot = @limits[name]
         return yield unless limiter
 
         key = (key_of ? key_of.call(job["args"]) : name).to_s
         cost = cost.call(job["args"]) if cost.respond_to?(:call)
+        if limiter.in_flight
+          wait = slot[:wait_timeout].to_f.positive?
+          lease = limiter.hold(key, cost: cost, lease: slot[:lease], wait: wait, timeout: slot[:wait_timeout])
+          return holding(worker, job, lease) { yield }
+        end
+
         reservation = limiter.reserve(key, cost: cost) if settle
         decision = reservation ? reservation.decision : limiter.check(key, cost: cost)
         if decision.allowed?
@@ -87,7 +102,29 @@ module Ratekeeper
           return result
         end
 
-        wait = (decision.retry_after || 1.0) + rand * [decision.retry_after.to_f / 10, 0.025].min + 0.001
+        later(job, decision)
+      end
+
+      private
+
+      # Runs the job holding its lease (released when it ends), or sends it again later.
+      def holding(worker, job, lease)
+        return later(job, lease.decision) unless lease.allowed?
+
+        worker.ratekeeper_decision = lease.decision if worker.respond_to?(:ratekeeper_decision=)
+        begin
+          yield
+        ensure
+          lease.release
+        end
+      end
+
+      # Schedules the job again after the decision's retry_after (plus a
+      # little jitter; a refused slot: at most 1 s), the same job.
+      def later(job, decision)
+        wait = decision.retry_after || 1.0
+        wait = [wait, 1.0].min if decision.in_flight
+        wait += rand * [wait / 10, 0.025].min + 0.001
         ::Sidekiq::Client.push(job.merge("at" => Time.now.to_f + wait))
         nil
       end

@@ -9,6 +9,7 @@ mod errors;
 mod gate;
 mod gvl;
 mod http;
+mod lease;
 mod limiter;
 mod net;
 mod plain;
@@ -107,6 +108,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     types::init(ruby, module)?;
     limiter::init(ruby, module)?;
     reservation::init(ruby, module)?;
+    lease::init(ruby, module)?;
     admin::init(ruby, module)?;
     http::init(ruby, module)?;
     gate::init(ruby, module)?;
@@ -130,6 +132,7 @@ fn resolve_lazy(ruby: &Ruby) {
     http::Answer::class(ruby);
     limiter::Limiter::class(ruby);
     reservation::Reservation::class(ruby);
+    lease::Lease::class(ruby);
     net::TrustedProxies::class(ruby);
     types::Rule::class(ruby);
     types::RuleState::class(ruby);

@@ -176,6 +176,47 @@ impl Limiter {
         ))
     }
 
+    /// `_hold(key, cost, now, lease, wait, timeout)`: a Lease, taken at
+    /// once, or when `wait` waited for (without the GVL) until a slot frees.
+    fn hold(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<crate::lease::Lease, Error> {
+        let [key, cost, now, lease, wait, timeout] = <[Value; 6]>::try_from(args)
+            .map_err(|_| type_error(ruby, "_hold takes 6 arguments"))?;
+        let nil = ruby.qnil().as_value();
+        let asked = asked(ruby, &rb_self.inner, &[key, cost, now, nil, nil])?;
+        let lease_ms = convert::seconds(ruby, "lease", lease)?
+            .map(|seconds| guard(ruby, || core::in_flight::lease_ms_from(seconds)))
+            .transpose()?;
+        let limiter = &rb_self.inner;
+        let options = asked.options();
+        let inner = if wait.to_bool() {
+            let timeout = convert::seconds(ruby, "timeout", timeout)?;
+            let timeout = guard(ruby, || core::limiter::wait::check_timeout(timeout))?;
+            let outcome = waiting(ruby, |pause| {
+                limiter.hold_pausing(&asked.key, &options, lease_ms, timeout, pause)
+            })?;
+            crate::errors::settle(ruby, outcome)?.1
+        } else {
+            run_core(ruby, limiter.waits_on_io(), || {
+                limiter.hold(&asked.key, &options, lease_ms)
+            })?
+        };
+        if let Some(warning) = &inner.decision.warning {
+            crate::call::log_warning(ruby, warning)?;
+        }
+        Ok(crate::lease::Lease::wrap(limiter.clone(), inner))
+    }
+
+    /// `_leases(key)`: the key's live leases, [id, lapse time (seconds)] pairs.
+    fn leases(ruby: &Ruby, rb_self: &Self, key: Value) -> Result<Vec<(String, f64)>, Error> {
+        let key = convert::key_bytes(ruby, key)?;
+        let limiter = &rb_self.inner;
+        let held = run_core(ruby, limiter.waits_on_io(), || limiter.leases(&key))?;
+        Ok(held
+            .into_iter()
+            .map(|(id, ms)| (id, ms as f64 / 1000.0))
+            .collect())
+    }
+
     /// `_peek(key, cost, now, tier, ip)`.
     fn peek(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<Decision, Error> {
         Limiter::decide(ruby, rb_self, args, false)
@@ -362,6 +403,11 @@ impl Limiter {
     }
 
     /// `rules`: the rules, shortest window first (a metered limiter's first meter's).
+    /// `in_flight`: the limit of the in-flight rule, or nil without one.
+    fn in_flight(&self) -> Option<u64> {
+        self.inner.rules().in_flight()
+    }
+
     fn rules(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new();
         for &inner in rb_self.inner.rules().rules() {
@@ -467,6 +513,8 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("scope", method!(Limiter::scope, 0))?;
     class.define_method("controls_ready?", method!(Limiter::controls_ready, 0))?;
     class.define_method("_reserve", method!(Limiter::reserve, -1))?;
+    class.define_method("_hold", method!(Limiter::hold, -1))?;
+    class.define_method("_leases", method!(Limiter::leases, 1))?;
     class.define_method("policies_ready?", method!(Limiter::policies_ready, 0))?;
     class.define_method("tiers", method!(Limiter::tiers, 0))?;
     class.define_method("_reset", method!(Limiter::reset, 1))?;
@@ -474,6 +522,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_with_rules", method!(Limiter::with_rules, 2))?;
     class.define_method("rules", method!(Limiter::rules, 0))?;
     class.define_method("meters", method!(Limiter::meters, 0))?;
+    class.define_method("in_flight", method!(Limiter::in_flight, 0))?;
     class.define_method("error_count", method!(Limiter::error_count, 0))?;
     class.define_method("store_stats", method!(Limiter::store_stats, 0))?;
     class.define_method("stats", method!(Limiter::stats, 0))?;

@@ -173,6 +173,10 @@ impl Decision {
         seconds(self.inner.now_ms)
     }
 
+    fn in_flight(&self) -> Option<u64> {
+        self.inner.in_flight.map(|f| f.held)
+    }
+
     fn degraded(&self) -> bool {
         self.inner.degraded()
     }
@@ -276,6 +280,7 @@ impl Decision {
         class.define_method("reset_after", method!(Decision::reset_after, 0))?;
         class.define_method("window", method!(Decision::window, 0))?;
         class.define_method("now", method!(Decision::now, 0))?;
+        class.define_method("in_flight", method!(Decision::in_flight, 0))?;
         class.define_method("degraded?", method!(Decision::degraded, 0))?;
         class.define_method("cached?", method!(Decision::cached, 0))?;
         class.define_method("blocked?", method!(Decision::blocked, 0))?;
