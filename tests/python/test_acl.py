@@ -59,6 +59,14 @@ def test_the_app_user_runs_every_check_path(users):
     for _ in range(2):
         limiter.penalize(ip="203.0.113.9", maxretry=2, findtime=60, bantime=60)
     assert limiter.screen("203.0.113.9").blocked
+    # holds of an in-flight rule: taken, listed, extended, released
+    export = Limiter("1 concurrent; 3/minute", url["ratekeeper-app"], prefix=prefix, on_error="raise")
+    with export.hold("export:1") as lease:
+        assert not export.hold("export:1").allowed
+        assert [held for held, _ in export.leases("export:1")] == [lease.id]
+        assert lease.extend(30) is not None
+    assert export.peek("export:1").in_flight == 0
+    export.reset("export:1")
 
 
 def test_the_admin_user_runs_admin_and_the_cli(users):

@@ -347,3 +347,14 @@ def test_the_shell_runs_a_command_holding_a_slot(redis_url):
         refused = ratekeeper_cli(*wrong)
         assert refused.returncode == 2, (wrong, refused)
         assert "--hold" in refused.stderr or "hold()" in refused.stderr, refused.stderr
+
+
+def test_the_pages_first_example_runs_as_written():
+    import re
+    from pathlib import Path
+
+    page = (Path(ROOT) / "docs" / "in-flight.md").read_text()
+    first = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    ran = subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["1", "0"], ran.stdout
