@@ -137,8 +137,10 @@ def main():
 
     weighted(url, r, n, prefix, sys.argv[3] if len(sys.argv) > 3 else None)
     metered(url, n, prefix, "")
+    holds(url, n, prefix, "")
     if len(sys.argv) > 3:
         metered(sys.argv[3], n, prefix, "_module")
+        holds(sys.argv[3], n, prefix, "_module")
 
 
 WEIGHTED = "2000000/minute"
@@ -225,6 +227,24 @@ def metered(url, n, prefix, via):
     })
     for name, per_call in times.items():
         report(f"py_metered_{name}{via}", median_ns=per_call)
+
+
+def holds(url, n, prefix, via):
+    """What a hold of an in-flight rule costs on Redis (`via` "": the
+    script, "_module": a Redis with the module, where holds and releases
+    are scripts too), batches alternating: a hold of "10 concurrent;
+    100000/minute" and its release against one check of "100000/minute"."""
+    keys = [f"h:{i}" for i in range(KEYS)]
+    options = {"prefix": f"{prefix}-h{via}", "redis_module": "require" if via else "off"}
+    plain = ratekeeper.Limiter("100000/minute", url, scope="plain", **options)
+    holding = ratekeeper.Limiter("10 concurrent; 100000/minute", url, scope="holding", **options)
+
+    def hold_and_release(i):
+        holding.hold(keys[i % KEYS]).release()
+
+    times = paired(n, {"check": lambda i: plain.check(keys[i % KEYS]), "hold_release": hold_and_release})
+    for name, per_call in times.items():
+        report(f"py_in_flight_{name}{via}", median_ns=per_call)
 
 
 def paired(n, calls):

@@ -356,9 +356,9 @@ impl Decision {
     pub fn binding_state(&self) -> RuleState {
         let rate = self.rules.get(self.binding).copied();
         match (rate, self.in_flight) {
-            (Some(rate), Some(f)) if f.remaining() < rate.remaining => f.state(),
+            (Some(rate), Some(f)) if f.remaining() < rate.remaining => in_flight_state(&f),
             (Some(rate), _) => rate,
-            (None, Some(f)) => f.state(),
+            (None, Some(f)) => in_flight_state(&f),
             (None, None) => RuleState {
                 limit: 0,
                 window_ms: 0,
@@ -420,6 +420,17 @@ impl Decision {
             headers.push(("Retry-After", ceil_seconds(wait).to_string()));
         }
         headers
+    }
+}
+
+/// The in-flight rule as a rule's state: its limit, the slots free, the
+/// time until the soonest lease lapses, and no window (0).
+fn in_flight_state(f: &InFlight) -> RuleState {
+    RuleState {
+        limit: f.limit,
+        window_ms: 0,
+        remaining: f.remaining(),
+        reset_after_ms: f.lapse_after_ms.unwrap_or(0),
     }
 }
 

@@ -10,7 +10,6 @@
 //! The spellings of the rule, any case: `10 concurrent`, `10 concurrently`,
 //! `10 in flight`, `10 in-flight`, `10 at once`, `10 at a time`.
 
-use crate::decision::RuleState;
 use crate::error::{Error, Result};
 
 /// Most leases one in-flight rule may allow at once.
@@ -97,17 +96,6 @@ impl InFlight {
     pub fn remaining(&self) -> u64 {
         self.limit.saturating_sub(self.held)
     }
-
-    /// The rule as a rule's state: its limit, the slots free, the time until
-    /// the soonest lease lapses, and no window (0).
-    pub fn state(&self) -> RuleState {
-        RuleState {
-            limit: self.limit,
-            window_ms: 0,
-            remaining: self.remaining(),
-            reset_after_ms: self.lapse_after_ms.unwrap_or(0),
-        }
-    }
 }
 
 /// What a store saw of a key's leases in a hold (or a peek).
@@ -132,16 +120,6 @@ pub struct Lease {
     pub taken_at_ms: u64,
     pub(crate) tag: Vec<u8>,
     pub(crate) scope: String,
-}
-
-/// A new lease id: the time it is taken at and 64 random bits, in hex.
-pub(crate) fn new_lease_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static TAKEN: AtomicU64 = AtomicU64::new(0);
-    let count = TAKEN.fetch_add(1, Ordering::Relaxed);
-    let mixed =
-        crate::limiter::wait::random() ^ count.rotate_left(32) ^ u64::from(std::process::id());
-    format!("{mixed:016x}")
 }
 
 /// A call on a key's leases ([`crate::store::LogStore::leases`]).
@@ -198,11 +176,5 @@ mod tests {
                 .to_string()
                 .contains("lease"));
         }
-    }
-
-    #[test]
-    fn lease_ids_differ() {
-        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_lease_id()).collect();
-        assert_eq!(ids.len(), 1000);
     }
 }

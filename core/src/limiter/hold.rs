@@ -14,7 +14,7 @@ use super::wait::Acquired;
 use super::{CheckOptions, Limiter};
 use crate::decision::Decision;
 use crate::error::{Error, Result};
-use crate::in_flight::{new_lease_id, Held, Lease, LeaseCall};
+use crate::in_flight::{Held, Lease, LeaseCall};
 use crate::store::Mode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -381,10 +381,29 @@ impl Limiter {
     }
 }
 
+/// A new lease id: 64 bits mixed of a per-thread random number, a count
+/// of this process's ids and its pid, in hex.
+fn new_lease_id() -> String {
+    static TAKEN: AtomicU64 = AtomicU64::new(0);
+    let count = TAKEN.fetch_add(1, Ordering::Relaxed);
+    let mixed = super::wait::random() ^ count.rotate_left(32) ^ u64::from(std::process::id());
+    format!("{mixed:016x}")
+}
+
 /// When the store took the hold's lease, the time it took it at.
 fn leased(outcome: &Result<crate::decision::Observation>) -> Option<u64> {
     match outcome {
         Ok(seen) if seen.leases.is_some_and(|l| l.taken) => Some(seen.now_ms),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lease_ids_differ() {
+        let ids: std::collections::HashSet<String> =
+            (0..1000).map(|_| super::new_lease_id()).collect();
+        assert_eq!(ids.len(), 1000);
     }
 }

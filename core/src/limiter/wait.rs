@@ -56,7 +56,7 @@ thread_local! {
 }
 
 /// A pseudo-random number for the jitter (xorshift, seeded per thread).
-pub(crate) fn random() -> u64 {
+pub(super) fn random() -> u64 {
     SEED.with(|seed| {
         let mut x = seed.get();
         if x == 0 {
