@@ -112,7 +112,8 @@ pub struct LeasesSeen {
 /// A lease a hold took: release it when the work ends ([`crate::Limiter::release`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
-    /// Its id, unique among the key's leases.
+    /// Its id, unique among the key's leases: when it was taken (ms), a
+    /// dash, and 64 random bits in hex (see [`lease_id`]).
     pub id: String,
     /// When it lapses unless extended (ms since the epoch, the store's clock).
     pub lapse_at_ms: u64,
@@ -120,6 +121,17 @@ pub struct Lease {
     pub taken_at_ms: u64,
     pub(crate) tag: Vec<u8>,
     pub(crate) scope: String,
+}
+
+/// A lease's id: the time it was taken at (ms), a dash, and the random part
+/// the hold gave (the store makes it so, as it takes the lease).
+pub fn lease_id(taken_at_ms: u64, random: &str) -> String {
+    format!("{taken_at_ms}-{random}")
+}
+
+/// When the lease `id` was taken (ms since the epoch), from the id.
+pub fn taken_at_of(id: &str) -> Option<u64> {
+    id.split_once('-')?.0.parse().ok()
 }
 
 /// A call on a key's leases ([`crate::store::LogStore::leases`]).

@@ -121,9 +121,10 @@ impl Entry {
 
 impl Inspection {
     /// `{safelist, blocklist, tier, override, address, scope,
-    /// scope_blocklist, now}`: each listing `{expires_at, reason}` or none;
+    /// scope_blocklist, leases, now}`: each listing `{expires_at, reason}` or none;
     /// `address` (for a key that is an IP) `{kind, expires_at, reason}` or
-    /// none; `scope_blocklist` the key's ban in the `scope` asked about.
+    /// none; `scope_blocklist` the key's ban in the `scope` asked about;
+    /// `leases` its live leases there, each `{id, since, lapse_at}` (seconds).
     pub fn plain(&self) -> Plain {
         let record = &self.record;
         map(vec![
@@ -168,6 +169,22 @@ impl Inspection {
                 self.scope_block
                     .as_ref()
                     .map_or(Plain::Null, |l| listing(l, None)),
+            ),
+            (
+                "leases",
+                Plain::List(
+                    self.leases
+                        .iter()
+                        .map(|(id, lapse_ms)| {
+                            let since = crate::in_flight::taken_at_of(id);
+                            map(vec![
+                                ("id", id.as_str().into()),
+                                ("since", since.map_or(Plain::Null, |ms| seconds(ms).into())),
+                                ("lapse_at", seconds(*lapse_ms).into()),
+                            ])
+                        })
+                        .collect(),
+                ),
             ),
             ("now", seconds(self.now_ms).into()),
         ])

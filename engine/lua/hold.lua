@@ -10,7 +10,8 @@
 --               rate
 -- ARGV[1]       "h" to hold (take a lease when a slot is free and the rates admit),
 --               "q" to peek (write nothing)
--- ARGV[2]       the in-flight rule's limit; ARGV[3] the lease's time (ms); ARGV[4] its id
+-- ARGV[2]       the in-flight rule's limit; ARGV[3] the lease's time (ms); ARGV[4] the
+--               random part of its id: the lease is "<now ms>-<ARGV[4]>", held since now
 -- ARGV[5]       now in ms, or "" to use the Redis server clock (TIME)
 -- ARGV[6 ..]    check.lua's ARGV (its mode "c" to hold, "p" to peek; its now is ARGV[5])
 --
@@ -51,7 +52,7 @@ local taken = 0
 if taking and admitted and live < limit then
   for _, write in ipairs(writes) do real.call(unpack(write)) end
   real.call('ZREMRANGEBYSCORE', leases, '-inf', at)
-  real.call('ZADD', leases, string.format('%d', now + lease_ms), id)
+  real.call('ZADD', leases, string.format('%d', now + lease_ms), at .. '-' .. id)
   if real.call('PTTL', leases) < lease_ms then real.call('PEXPIRE', leases, lease_ms) end
   taken = 1
 end

@@ -137,6 +137,34 @@ impl Twin for Removing {
     }
 }
 
+/// An operator's release of a key's lease (`release_lease`): whether it was held.
+struct Releasing {
+    key: Vec<u8>,
+    id: String,
+    scope: String,
+    reason: String,
+}
+
+impl Twin for Releasing {
+    type On = core::Admin;
+    type Out = bool;
+    fn waits(&self, admin: &core::Admin) -> bool {
+        admin.store().waits_on_io()
+    }
+    fn blocking(&self, admin: &core::Admin) -> core::Result<bool> {
+        admin.release_lease(&self.key, &self.scope, &self.id, &self.reason)
+    }
+    async fn awaited(&self, admin: &core::Admin) -> core::Result<bool> {
+        let s = self;
+        admin
+            .release_lease_async(&s.key, &s.scope, &s.id, &s.reason)
+            .await
+    }
+    fn deliver(&self, py: Python<'_>, _: &core::Admin, was: bool) -> PyResult<Py<PyAny>> {
+        Ok(PyBool::new(py, was).to_owned().into_any().unbind())
+    }
+}
+
 /// Every standing entry (`entries`).
 struct Listing {
     now: Option<f64>,
@@ -330,10 +358,23 @@ twins! {
         fn entries / aentries(self, py, now: Option<&Bound<'_, PyAny>>)
             on self.inner => Listing { now: convert::now(now)? };
 
+        /// Releases `key`'s lease `lease_id` in `scope` (a limiter's scope;
+        /// None: none), for a holder that hangs, saying why: True when it
+        /// was held. The release is recorded in the audit trail (`release`).
+        #[pyo3(signature = (key, lease_id, *, scope = None, reason = ""))]
+        fn release_lease / arelease_lease(self, py, key: &Bound<'_, PyAny>, lease_id: &str, scope: Option<&str>, reason: &str)
+            on self.inner => Releasing {
+                key: convert::key_bytes(key)?.into_owned(),
+                id: lease_id.to_owned(),
+                scope: scope.unwrap_or_default().to_owned(),
+                reason: reason.to_owned(),
+            };
+
         /// What is stored for `key`: a dict with `safelist` and `blocklist`
         /// (each None or {expires_at, reason}), `tier`, `override` (rules text),
         /// `address` (for a key that is an IP: how the address lists judge it),
-        /// `scope` and `scope_blocklist` (the key's ban in `scope`, when given) and `now`.
+        /// `scope` and `scope_blocklist` (the key's ban in `scope`, when given),
+        /// `leases` (its live leases in `scope`: {id, since, lapse_at}) and `now`.
         /// `tag=True` reads `key` as a key's stored form.
         #[pyo3(signature = (key, *, now = None, scope = None, tag = false))]
         fn inspect / ainspect(self, py, key: &Bound<'_, PyAny>, now: Option<&Bound<'_, PyAny>>, scope: Option<&str>, tag: bool)

@@ -344,6 +344,27 @@ def test_extend_the_switches_with_a_confirmation_and_a_keys_card(staff_client, a
     assert [c["action"] for c in admin.history(4)] == ["override", "override", "tier", "block"]
 
 
+def test_a_keys_card_shows_its_leases_and_releases_one(staff_client, admin, config):
+    """A job's limiter holds slots in the scope "export": the card shows them
+    when asked for that scope, and an operator releases one (recorded)."""
+    export = Limiter("2 concurrent", config["STORE"], prefix=config["PREFIX"], scope="export")
+    stuck = export.hold("job:7")
+    assert b"No lease is held." in staff_client.get("/ratekeeper/key", {"key": "job:7"}).content
+    card = staff_client.get("/ratekeeper/key", {"key": "job:7", "scope": "export"}).content.decode()
+    assert f'<td class="lease-id">{stuck.id}</td>' in card
+    done = staff_client.post("/ratekeeper/key", {"key": "job:7", "action": "release_lease", "lease_id": stuck.id,
+                                                 "scope": "export", "reason": "hung"})
+    assert done.status_code == 302 and done["Location"].endswith("key=job%3A7&scope=export")
+    assert f"Released lease {stuck.id} of job:7.".encode() in staff_client.get(done["Location"]).content
+    assert export.leases("job:7") == []
+    change = admin.history(1)[0]
+    assert (change["action"], change["target"], change["scope"], change["detail"], change["reason"]) == (
+        "release", "job:7", "export", stuck.id, "hung")
+    again = staff_client.post("/ratekeeper/key", {"key": "job:7", "action": "release_lease", "lease_id": stuck.id,
+                                                  "scope": "export"})
+    assert again.status_code == 400 and b"holds no lease" in again.content
+
+
 def test_the_new_forms_need_staff_and_the_csrf_token(config, admin):
     client = Client(enforce_csrf_checks=True)
     client.force_login(make_user(staff=True))

@@ -14,7 +14,7 @@ class TestOneSource < Minitest::Test
   def test_defaults_are_the_cores
     assert_equal({ store: "memory://", prefix: "rk", on_error: "allow", timeout: 0.25, connect_timeout: 0.25,
                    pool_size: 16, max_keys: 1_000_000, denial_cache: 1.0, scope: "", tiers: {},
-                   controls_refresh: 2.0, controls: true, redis_module: "auto" }, Ratekeeper::DEFAULTS)
+                   controls_refresh: 2.0, controls: true, redis_module: "auto", lease: 60.0 }, Ratekeeper::DEFAULTS)
     assert Ratekeeper::DEFAULTS.frozen?
   end
 

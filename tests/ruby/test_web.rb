@@ -241,6 +241,29 @@ class TestWeb < Minitest::Test
     assert_includes browser.get("/ops/key?key=203.0.113.40").body, "Cleared 203.0.113.40&#39;s override."
   end
 
+  # A job's limiter holds slots in the scope "export": the card shows them
+  # when asked for that scope, and an operator releases one (recorded).
+  def test_a_keys_card_shows_its_leases_and_releases_one
+    browser, admin, prefix = on_redis
+    export = Ratekeeper::Limiter.new("2 concurrent", store: redis_url, prefix: prefix, scope: "export")
+    stuck = export.hold("job:7")
+    assert_includes browser.get("/ops/key?key=job:7").body, "No lease is held."
+    card = browser.get("/ops/key?key=job:7&scope=export").body
+    assert_includes card, %(<td class="lease-id">#{stuck.id}</td>)
+    browser.post("/ops/key", { "csrf" => browser.token, "key" => "job:7", "action" => "release_lease",
+                               "lease_id" => stuck.id, "scope" => "export", "reason" => "hung" })
+    assert_equal "/ops/key?key=job%3A7&scope=export", browser.last["location"]
+    assert_includes browser.get(browser.last["location"]).body, "Released lease #{stuck.id} of job:7."
+    assert_empty export.leases("job:7")
+    change = admin.history(limit: 1).first
+    assert_equal ["release", "job:7", "export", stuck.id, "hung", "ops"],
+                 change.values_at(:action, :target, :scope, :detail, :reason, :actor)
+    browser.post("/ops/key", { "csrf" => browser.token, "key" => "job:7", "action" => "release_lease",
+                               "lease_id" => stuck.id, "scope" => "export" })
+    assert_equal 400, browser.last.status
+    assert_includes browser.last.body, "holds no lease"
+  end
+
   def test_the_memory_store_is_the_middlewares_and_a_url_cannot_name_one
     browser = signed_in(Browser.new(app))
     3.times { browser.get("/api/x", "REMOTE_ADDR" => "198.51.100.9") }

@@ -268,6 +268,7 @@ pub(super) async fn inspect_key(
         scope: scope.to_owned(),
         scope_block,
         now_ms,
+        leases: Vec::new(),
     })
 }
 

@@ -8,6 +8,7 @@
 //! ([`crate::audit`]) with who made it: the admin's actor.
 
 mod calls;
+mod leases;
 
 use self::calls::{add_entry, inspect_key, list_entries, named_key, remove_entry, top_denied};
 use crate::audit::{self, Change};
@@ -47,6 +48,9 @@ pub struct Inspection {
     pub scope_block: Option<Listing>,
     /// The store's time of the inspection (ms).
     pub now_ms: u64,
+    /// The key's live leases in `scope` (id, lapse time in ms): the slots
+    /// of an in-flight rule it holds.
+    pub leases: Vec<crate::in_flight::Held>,
 }
 
 /// Changes and reads the controls of one store (and prefix), each change
@@ -375,7 +379,15 @@ impl Admin {
         scope: &str,
         now: Option<f64>,
     ) -> Result<Inspection> {
-        in_place(inspect_key(&self.blocking(), key, tag, scope, now))
+        let mut seen = in_place(inspect_key(&self.blocking(), key, tag, scope, now))?;
+        let (_, tag) = named_key(key, tag)?;
+        seen.leases = self.store.leases(
+            &tag,
+            scope,
+            crate::in_flight::LeaseCall::List,
+            Some(seen.now_ms),
+        )?;
+        Ok(seen)
     }
 
     /// [`Admin::inspect_in`], awaited.
@@ -398,7 +410,14 @@ impl Admin {
         scope: &str,
         now: Option<f64>,
     ) -> Result<Inspection> {
-        inspect_key(&self.awaited(), key, tag, scope, now).await
+        let mut seen = inspect_key(&self.awaited(), key, tag, scope, now).await?;
+        let (_, tag) = named_key(key, tag)?;
+        let (list, at) = (crate::in_flight::LeaseCall::List, Some(seen.now_ms));
+        seen.leases = match self.store.as_async() {
+            Some(log) => log.leases_async(&tag, scope, list, at).await?,
+            None => self.store.leases(&tag, scope, list, at)?,
+        };
+        Ok(seen)
     }
 
     /// The global switches as stored.

@@ -237,7 +237,7 @@ impl Limiter {
         let lease = taken
             .filter(|_| decision.allowed())
             .map(|taken_at_ms| Lease {
-                id,
+                id: crate::in_flight::lease_id(taken_at_ms, &id),
                 lapse_at_ms: taken_at_ms + lease_ms,
                 taken_at_ms,
                 tag: tag.to_vec(),
@@ -381,8 +381,9 @@ impl Limiter {
     }
 }
 
-/// A new lease id: 64 bits mixed of a per-thread random number, a count
-/// of this process's ids and its pid, in hex.
+/// A new lease id's random part (the store puts the time it is taken at
+/// before it): 64 bits mixed of a per-thread random number, a count of
+/// this process's ids and its pid, in hex.
 fn new_lease_id() -> String {
     static TAKEN: AtomicU64 = AtomicU64::new(0);
     let count = TAKEN.fetch_add(1, Ordering::Relaxed);

@@ -39,6 +39,8 @@ fn slots_are_held_released_and_lapse_on_every_store() {
         );
         let (a, b) = (first.lease.unwrap(), second.lease.unwrap());
         assert_ne!(a.id, b.id, "{name}");
+        let since = ratekeeper_core::in_flight::taken_at_of(&a.id);
+        assert_eq!(since, Some(1_800_000_000_000), "{name}: the id says when");
         assert_eq!(a.lapse_at_ms, 1_800_000_010_000, "{name}");
         assert_eq!(second.decision.in_flight.unwrap().held, 2, "{name}");
         // full: refused until the soonest lease lapses (9 s from t + 1)
@@ -235,5 +237,87 @@ fn a_waiting_hold_takes_the_slot_a_release_frees() {
         );
         assert!(none.lease.is_none(), "{name}");
         limiter.release(&hold.lease.unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn an_operator_sees_and_releases_a_lease_and_the_trail_says_so() {
+    for (name, store) in common::all() {
+        let limiter = limiter(store.clone(), "1 concurrent");
+        let options = CheckOptions::default();
+        let lease = limiter
+            .hold(b"stuck", &options, Some(60_000))
+            .unwrap()
+            .lease
+            .unwrap();
+        let admin = ratekeeper_core::Admin::new(store).with_actor("ops");
+        let seen = admin.inspect_in(b"stuck", limiter.scope(), None).unwrap();
+        assert_eq!(seen.leases.len(), 1, "{name}");
+        assert_eq!(
+            seen.leases[0],
+            (lease.id.clone(), lease.lapse_at_ms),
+            "{name}"
+        );
+        assert!(
+            admin.inspect(b"stuck", None).unwrap().leases.is_empty(),
+            "{name}: another scope"
+        );
+        assert_eq!(
+            admin.leases(b"stuck", limiter.scope()).unwrap(),
+            seen.leases,
+            "{name}"
+        );
+        assert!(
+            !limiter
+                .hold(b"stuck", &options, None)
+                .unwrap()
+                .decision
+                .allowed(),
+            "{name}"
+        );
+        let scope = limiter.scope();
+        assert!(
+            admin
+                .release_lease(b"stuck", scope, &lease.id, "hung")
+                .unwrap(),
+            "{name}"
+        );
+        assert!(
+            !admin
+                .release_lease(b"stuck", scope, &lease.id, "again")
+                .unwrap(),
+            "{name}"
+        );
+        assert!(
+            limiter
+                .hold(b"stuck", &options, None)
+                .unwrap()
+                .decision
+                .allowed(),
+            "{name}"
+        );
+        let trail = admin.history(50).unwrap();
+        let released: Vec<_> = trail.iter().filter(|c| c.detail == lease.id).collect();
+        assert_eq!(released.len(), 1, "{name}: one release recorded");
+        let change = released[0];
+        assert_eq!(
+            (
+                change.action.as_str(),
+                change.actor.as_str(),
+                change.reason.as_str()
+            ),
+            ("release", "ops", "hung"),
+            "{name}"
+        );
+        assert_eq!(
+            (change.target.as_str(), change.scope.as_str()),
+            ("stuck", scope),
+            "{name}"
+        );
+        let bad = admin
+            .release_lease(b"", scope, "x", "")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("lease id"), "{bad}");
     }
 }

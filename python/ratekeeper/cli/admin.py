@@ -1,6 +1,6 @@
 """The admin commands of the ``ratekeeper`` tool: block, unblock, safelist,
-unsafelist, list, inspect, set-tier, set-override, clear-override, switch,
-history, top.
+unsafelist, list, inspect, release-lease, set-tier, set-override,
+clear-override, switch, history, top.
 
 Every command takes ``--store URL`` (default ``$RATEKEEPER_STORE`` or
 ``redis://127.0.0.1:6379/0``), ``--prefix`` (default ``$RATEKEEPER_PREFIX``
@@ -8,7 +8,8 @@ or ``rk``: the limiters' prefix), ``--actor`` and ``--json``. Every change
 is recorded in the store's audit trail, with ``--reason``, as made by
 ``--actor NAME``, else ``$RATEKEEPER_ACTOR``, else the OS user (``$USER``);
 ``history`` reads it back. Exit codes: 0 done, 1 the store failed, 2 bad arguments, 3
-not found (unblock or unsafelist of a target that is not listed).
+not found (unblock or unsafelist of a target that is not listed, release-lease
+of a lease not held).
 """
 
 import argparse
@@ -193,6 +194,14 @@ def _inspect(admin: Admin, args: argparse.Namespace) -> Any:
     return seen
 
 
+def _release_lease(admin: Admin, args: argparse.Namespace) -> Any:
+    if not admin.release_lease(args.key, args.lease_id, scope=args.scope, reason=args.reason):
+        where = f" in scope {printable(args.scope)}" if args.scope else ""
+        raise LookupError(f"{printable(args.key)} holds no lease {printable(args.lease_id)}{where} "
+                          "(it lapsed, or was released)")
+    return {"released": args.lease_id}
+
+
 def _set_tier(admin: Admin, args: argparse.Namespace) -> Any:
     admin.set_tier(args.key, args.tier, reason=args.reason)
     return {"key": args.key, "tier": args.tier}
@@ -312,8 +321,15 @@ def _inspect_args(parser: argparse.ArgumentParser) -> None:
     _tag(parser)
     parser.add_argument("--rules", help="the key's configured rules, to show its usage per rule")
     parser.add_argument("--scope", help="the limiter's scope (Django: default, path:/api/...; Rack: the throttle name); "
-                                        "also shows the key's ban in it")
+                                        "also shows the key's ban and leases in it")
     parser.add_argument("--tier-rules", nargs="*", metavar="NAME=RULES", help="the limiter's tiers")
+
+
+def _release_lease_args(parser: argparse.ArgumentParser) -> None:
+    _key(parser)
+    parser.add_argument("lease_id", help="the lease's id, as inspect shows it")
+    parser.add_argument("--scope", help="the limiter's scope the lease is held in (default: none)")
+    _reason(parser)
 
 
 def _tier_args(parser: argparse.ArgumentParser) -> None:
@@ -356,6 +372,8 @@ COMMANDS: List[Command] = [
     Command("unsafelist", "Remove a key, address or range from the safelist.", _unlisting_args, _unlisting("safe")),
     Command("list", "List blocks, safelists, tiers and overrides.", lambda p: None, lambda a, args: a.entries()),
     Command("inspect", "Show a key's listings, tier, override and usage.", _inspect_args, _inspect),
+    Command("release-lease", "Release a slot a key holds (a holder that hangs).", _release_lease_args,
+            _release_lease),
     Command("set-tier", "Store a key's tier (used from its next check).", _tier_args, _set_tier),
     Command("set-override", "Store a key's own rules (used from its next check).", _override_args, _set_override),
     Command("clear-override", "Remove a key's override: its configured rules apply again.", _clear_override_args,

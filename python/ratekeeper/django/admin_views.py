@@ -118,6 +118,11 @@ def _rows(entries: List[Dict[str, Any]], now: float) -> List[Dict[str, Any]]:
     return rows
 
 
+def _when(epoch: Optional[float]) -> Optional[datetime]:
+    """Epoch seconds as an aware time (the templates show it in the site's zone)."""
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
 def _card_query(tag: Optional[str]) -> str:
     """The query of a key's card, the key named by its stored form ("" for no key)."""
     return urlencode({"key": tag, "tag": "1"}) if tag else ""
@@ -344,17 +349,36 @@ def _usage(admin: Admin, key: str, tag: bool) -> List[Dict[str, Any]]:
 @csrf_protect
 def key_card(request: HttpRequest) -> HttpResponse:
     """A key's card (GET ?key=, with tag=1 a key's stored form as the
-    denied table links it): its usage per rule in each scope, its listings
-    and bans, tier and override; a POST sets or clears its tier (action
-    tier) or override (action override), then shows the card."""
+    denied table links it, and scope= a limiter's scope to show its leases
+    in): its usage per rule in each scope, its listings and bans, tier and
+    override, and the leases it holds; a POST sets or clears its tier
+    (action tier) or override (action override), or releases a lease
+    (action release_lease, with lease_id and scope), then shows the card."""
     given = request.POST if request.method == "POST" else request.GET
     key = given.get("key", "") or ""
     tag = given.get("tag") == "1"
+    lease_scope = (given.get("scope", "") or "").strip()
     if not key:
         return _page(request, errors=["Give a key to look up."], status=400)
     admin = _admin(request)
     errors: List[str] = []
-    if request.method == "POST" and tag:
+    if request.method == "POST" and request.POST.get("action") == "release_lease":
+        lease_id = request.POST.get("lease_id", "")
+        try:
+            released = admin.release_lease(key, lease_id, scope=lease_scope, reason=request.POST.get("reason", ""))
+        except ConfigurationError as exc:
+            errors.append(str(exc))
+        except StorageError as exc:
+            errors.append(f"The store could not be written: {exc}")
+        else:
+            if released:
+                messages.success(request, f"Released lease {lease_id} of {key}.")
+            else:
+                errors.append(f"{key} holds no lease {lease_id} (it lapsed, or was released).")
+        if not errors:
+            query = {"key": key, **({"scope": lease_scope} if lease_scope else {})}
+            return HttpResponseRedirect(f"{reverse('ratekeeper:key')}?{urlencode(query)}")
+    elif request.method == "POST" and tag:
         errors.append("A key named by its stored form takes no tier or override here: set them by the key itself.")
     elif request.method == "POST":
         action = request.POST.get("action")
@@ -378,13 +402,20 @@ def key_card(request: HttpRequest) -> HttpResponse:
     scopes = sorted(get_config().limiters())
     try:
         seen = admin.inspect(key, tag=tag)
-        bans = [(scope, admin.inspect(key, scope=scope, tag=tag)["scope_blocklist"]) for scope in scopes]
+        in_scopes = [admin.inspect(key, scope=scope, tag=tag) for scope in scopes]
+        bans = [(scope, s["scope_blocklist"]) for scope, s in zip(scopes, in_scopes)]
+        held = [(s["scope"] or "", lease) for s in [seen, *in_scopes] for lease in s["leases"]]
+        if lease_scope and lease_scope not in scopes:
+            held += [(lease_scope, lease) for lease in admin.inspect(key, scope=lease_scope, tag=tag)["leases"]]
+        leases = [(scope, dict(lease, since=_when(lease["since"]), lapse_at=_when(lease["lapse_at"])))
+                  for scope, lease in held]
         usage = _usage(admin, key, tag)
     except ConfigurationError as exc:
         return _page(request, errors=[str(exc)], status=400)
     except StorageError as exc:
         return _page(request, errors=[f"The store could not be read: {exc}"], status=503)
     context = {"key": key, "tag": tag, "seen": seen, "bans": [(s, b) for s, b in bans if b], "usage": usage,
+               "leases": leases, "lease_scope": lease_scope,
                "errors": errors, "flash": list(messages.get_messages(request)),
                "actions": [("tier", "Tier", "pro"), ("override", "Override", "100/minute; 5000/day")]}
     return _render(request, "ratekeeper/key.html", context, 400 if errors else 200)

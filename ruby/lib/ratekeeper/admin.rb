@@ -83,10 +83,18 @@ module Ratekeeper
     end
 
     # What is stored for +key+: {safelist:, blocklist:, tier:, override:,
-    # address:, scope:, scope_blocklist:, now:}; +scope+ asks for the key's
-    # ban in that scope; +tag: true+ reads +key+ as a key's stored form.
+    # address:, scope:, scope_blocklist:, leases:, now:}; +scope+ asks for the
+    # key's ban and its leases ({id:, since:, lapse_at:}) in that scope;
+    # +tag: true+ reads +key+ as a key's stored form.
     def inspect_key(key, now: nil, scope: nil, tag: false)
       _inspect(key, now, scope&.to_s, tag ? true : false)
+    end
+
+    # Releases +key+'s lease +lease_id+ in +scope+ (a limiter's scope; nil:
+    # none), for a holder that hangs, saying why: true when it was held. The
+    # release is recorded in the audit trail (+release+).
+    def release_lease(key, lease_id, scope: nil, reason: "")
+      _release_lease(key, lease_id.to_s, scope&.to_s, reason.to_s)
     end
 
     # What +key+ has used of each of +rules+ in +scope+, as a limiter of those

@@ -393,29 +393,52 @@ module Ratekeeper
       end
 
       # A key's card (tag=1: the key named by its stored form, as the denied
-      # table links it); a POST sets or clears its tier or override.
+      # table links it; scope=: a limiter's scope to show its leases in); a
+      # POST sets or clears its tier or override, or releases a lease.
       def key_card
         key = @request.post? ? field("key") : @request.GET["key"].to_s
         tag = @request.post? ? tag? : @request.GET["tag"] == "1"
+        lease_scope = (@request.post? ? field("scope") : @request.GET["scope"].to_s).strip
         return index(errors: ["Give a key to look up."], status: 400) if key.empty?
 
         errors = []
-        errors = tag ? [BY_TAG] : assign(key) if @request.post?
+        if @request.post?
+          errors = if field("action") == "release_lease" then release_lease(key, lease_scope)
+                   else tag ? [BY_TAG] : assign(key)
+                   end
+        end
         if @request.post? && errors.empty?
-          @session[FLASH] = "#{field("value").strip.empty? ? "Cleared" : "Set"} #{key}'s #{field("action")}."
-          card = "#{@request.script_name}/key?#{::Rack::Utils.build_query("key" => key)}"
+          unless field("action") == "release_lease"
+            @session[FLASH] = "#{field("value").strip.empty? ? "Cleared" : "Set"} #{key}'s #{field("action")}."
+          end
+          query = { "key" => key }.merge(lease_scope.empty? ? {} : { "scope" => lease_scope })
+          card = "#{@request.script_name}/key?#{::Rack::Utils.build_query(query)}"
           return [303, GUARD.merge("location" => card), []]
         end
 
         usage = @scopes.map { |scope, rules| [scope, admin.usage(key, rules, scope: scope, tag: tag).rules] }
-        bans = @scopes.filter_map do |scope, _rules|
-          ban = admin.inspect_key(key, scope: scope, tag: tag)[:scope_blocklist]
-          [scope, ban] if ban
-        end
-        page(errors.empty? ? 200 : 400, "key", key: key, tag: tag, seen: admin.inspect_key(key, tag: tag), usage: usage,
-                                               bans: bans, errors: errors, flash: @session.delete(FLASH))
+        seen_in = @scopes.to_h { |scope, _rules| [scope, admin.inspect_key(key, scope: scope, tag: tag)] }
+        bans = seen_in.filter_map { |scope, seen| [scope, seen[:scope_blocklist]] if seen[:scope_blocklist] }
+        seen = admin.inspect_key(key, tag: tag)
+        seen_in[lease_scope] ||= admin.inspect_key(key, scope: lease_scope, tag: tag) unless lease_scope.empty?
+        leases = [["", seen], *seen_in.to_a].flat_map { |scope, s| s[:leases].map { |lease| [scope, lease] } }
+        page(errors.empty? ? 200 : 400, "key", key: key, tag: tag, seen: seen, usage: usage, bans: bans,
+                                               leases: leases, lease_scope: lease_scope, errors: errors,
+                                               flash: @session.delete(FLASH))
       rescue ConfigurationError => e
         index(errors: [e.message], status: 400)
+      end
+
+      # Releases the lease posted (a holder that hangs); the errors.
+      def release_lease(key, scope)
+        id = field("lease_id")
+        return ["#{key} holds no lease #{id} (it lapsed, or was released)."] unless
+          admin.release_lease(key, id, scope: scope, reason: field("reason"))
+
+        @session[FLASH] = "Released lease #{id} of #{key}."
+        []
+      rescue ConfigurationError => e
+        [e.message]
       end
 
       # Sets or clears +key+'s tier or override as posted; the errors.

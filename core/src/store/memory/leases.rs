@@ -111,11 +111,8 @@ impl MemoryStore {
         let taken = taking && seen.allowed;
         if taken {
             let lapse = seen.now_ms + lease_ms;
-            shard
-                .held
-                .entry(key)
-                .or_default()
-                .push((id.to_owned(), lapse));
+            let id = crate::in_flight::lease_id(seen.now_ms, id);
+            shard.held.entry(key).or_default().push((id, lapse));
         }
         seen.allowed &= room;
         seen.leases = Some(LeasesSeen {

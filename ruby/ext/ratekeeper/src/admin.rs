@@ -153,6 +153,21 @@ impl Admin {
         to_hash(ruby, &seen.plain())
     }
 
+    /// `_release_lease(key, lease_id, scope, reason)`: whether it was held.
+    fn release_lease(
+        ruby: &Ruby,
+        rb_self: &Self,
+        key: Value,
+        id: String,
+        scope: Option<String>,
+        reason: String,
+    ) -> Result<bool, Error> {
+        let key = convert::key_bytes(ruby, key)?;
+        let admin = &rb_self.inner;
+        let scope = scope.unwrap_or_default();
+        run_core(ruby, true, || admin.release_lease(&key, &scope, &id, &reason))
+    }
+
     /// `_set_tier(key, tier, reason)`: nil removes it.
     fn set_tier(
         ruby: &Ruby,
@@ -244,6 +259,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("_usage", method!(Admin::usage, 4))?;
     class.define_method("_entries", method!(Admin::entries, 1))?;
     class.define_method("_inspect", method!(Admin::inspect, 4))?;
+    class.define_method("_release_lease", method!(Admin::release_lease, 4))?;
     class.define_method("_set_tier", method!(Admin::set_tier, 3))?;
     class.define_method("_set_override", method!(Admin::set_override, 3))?;
     class.define_method("switches", method!(Admin::switches, 0))?;
