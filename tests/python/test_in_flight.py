@@ -136,8 +136,10 @@ def test_the_awaited_forms(store):
 
 
 class SlowUpstream(BaseHTTPRequestHandler):
-    """Answers after 50 ms, recording the most calls it had in flight at
+    """Answers after DELAY, recording the most calls it had in flight at
     once and each call's start and end."""
+
+    DELAY = 0.05
 
     lock = threading.Lock()
     now = 0
@@ -149,7 +151,7 @@ class SlowUpstream(BaseHTTPRequestHandler):
             SlowUpstream.now += 1
             SlowUpstream.most = max(SlowUpstream.most, SlowUpstream.now)
         start = time.monotonic()
-        time.sleep(0.05)
+        time.sleep(self.DELAY)
         with self.lock:
             SlowUpstream.now -= 1
             SlowUpstream.calls.append((start, time.monotonic()))
@@ -221,17 +223,22 @@ def ruby_env():
 
 def test_processes_of_both_languages_share_three_slots(redis_url):
     """Three Python processes and one Ruby process, four threads each, call a
-    slow upstream through one key of "3 concurrent": it never sees more than
-    3 at once, and about 3 while callers queue (slots are reused at once)."""
+    slow upstream (100 ms a call) through one key of "3 concurrent": it never
+    sees more than 3 at once, and at least 2.5 on average while callers
+    queue (slots are reused at once)."""
     SlowUpstream.now = SlowUpstream.most = 0
     SlowUpstream.calls = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowUpstream)
+
+    class Slower(SlowUpstream):
+        DELAY = 0.1
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slower)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/call"
     scope = unique_prefix()
-    callers = [subprocess.Popen([sys.executable, "-c", PYTHON_CALLER, url, redis_url, scope, "60"],
+    callers = [subprocess.Popen([sys.executable, "-c", PYTHON_CALLER, url, redis_url, scope, "40"],
                                 stdout=subprocess.PIPE, text=True) for _ in range(3)]
-    callers.append(subprocess.Popen(["ruby", "-e", RUBY_CALLER, url, redis_url, scope, "60"],
+    callers.append(subprocess.Popen(["ruby", "-e", RUBY_CALLER, url, redis_url, scope, "40"],
                                     stdout=subprocess.PIPE, text=True, env=ruby_env()))
     try:
         outs = [caller.communicate(timeout=120)[0] for caller in callers]
@@ -241,12 +248,12 @@ def test_processes_of_both_languages_share_three_slots(redis_url):
         server.shutdown()
     assert all(out.strip() == "done" for out in outs), outs
     calls = sorted(SlowUpstream.calls)
-    assert len(calls) == 240
+    assert len(calls) == 160
     assert SlowUpstream.most == 3
-    # while every caller has calls to make (from the 40th call's start to
-    # the 200th's), slots are reused at once: the calls in flight, averaged
+    # while every caller has calls to make (from the 30th call's start to
+    # the 130th's), slots are reused at once: the calls in flight, averaged
     # over that time
-    since, until = calls[40][0], calls[200][0]
+    since, until = calls[30][0], calls[130][0]
     busy = sum(max(0.0, min(end, until) - max(start, since)) for start, end in calls)
     average = busy / (until - since)
     print(f"in flight on average: {average:.2f}")
@@ -330,13 +337,18 @@ def test_the_shell_runs_a_command_holding_a_slot(redis_url):
     ran = ratekeeper_cli("wait", *common, "--hold", "--", sys.executable, "-c", "raise SystemExit(3)")
     assert ran.returncode == 3, ran.stderr  # the command's status
     # a command that outlives its lease (1 s) keeps its slot: the lease is extended while it runs
+    # (the tool's prefix: $RATEKEEPER_PREFIX, which conftest sets)
+    export = ratekeeper.Limiter("1 concurrent", redis_url, scope=scope, prefix=os.environ["RATEKEEPER_PREFIX"])
     slow = subprocess.Popen([sys.executable, "-m", "ratekeeper", "wait", *common, "--lease", "1", "--hold", "--",
-                             sys.executable, "-c", "import time; time.sleep(2.5)"])
+                             sys.executable, "-c", "import time; time.sleep(4)"])
     try:
-        time.sleep(1.8)
+        deadline = time.monotonic() + 20
+        while export.peek("export").in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # past the first lease's lapse
         busy = ratekeeper_cli("wait", *common, "--timeout", "0.2", "--hold", "--", "true")
         assert busy.returncode == 1 and "denied" in busy.stdout, busy
-        assert slow.wait(timeout=20) == 0
+        assert slow.wait(timeout=30) == 0
     finally:
         slow.kill()
     free = ratekeeper_cli("wait", *common, "--timeout", "2", "--hold", "--", "true")
