@@ -165,7 +165,9 @@ impl Admin {
         let key = convert::key_bytes(ruby, key)?;
         let admin = &rb_self.inner;
         let scope = scope.unwrap_or_default();
-        run_core(ruby, true, || admin.release_lease(&key, &scope, &id, &reason))
+        run_core(ruby, true, || {
+            admin.release_lease(&key, &scope, &id, &reason)
+        })
     }
 
     /// `_set_tier(key, tier, reason)`: nil removes it.
