@@ -12,10 +12,11 @@
 use super::pipeline::{finish, Prepared};
 use super::wait::Acquired;
 use super::{CheckOptions, Limiter};
-use crate::decision::Decision;
+use crate::controls::Shared;
+use crate::decision::{Decision, Observation};
 use crate::error::{Error, Result};
 use crate::in_flight::{Held, Lease, LeaseCall};
-use crate::store::Mode;
+use crate::store::{Mode, Request};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -99,7 +100,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         lease_ms: Option<u64>,
     ) -> Result<Hold> {
-        let id = new_lease_id();
+        let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
         crate::store::one_wait::within(|| {
             let now_ms = self.holding_time(options)?;
             match self.prepare(key, options, now_ms, Mode::Check)? {
@@ -110,14 +111,10 @@ impl Limiter {
                 Prepared::Ask {
                     tag, rules, shared, ..
                 } => {
-                    let lease_ms = lease_ms.unwrap_or(self.lease_ms);
                     let request =
                         self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Check);
                     let outcome = self.warden.store.hold(&request, &id, lease_ms);
-                    let taken = leased(&outcome);
-                    let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
-                    self.noted(&decision, Mode::Check, &tag, options.ip);
-                    Ok(self.held(decision, taken, &tag, id.clone(), lease_ms))
+                    self.hold_of(&request, options, outcome, &shared, &id, lease_ms)
                 }
             }
         })
@@ -131,7 +128,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         lease_ms: Option<u64>,
     ) -> Result<Hold> {
-        let id = new_lease_id();
+        let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
         crate::store::one_wait::within_async(async {
             let now_ms = self.holding_time(options)?;
             match self.prepare(key, options, now_ms, Mode::Check)? {
@@ -142,21 +139,34 @@ impl Limiter {
                 Prepared::Ask {
                     tag, rules, shared, ..
                 } => {
-                    let lease_ms = lease_ms.unwrap_or(self.lease_ms);
                     let request =
                         self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Check);
                     let outcome = match self.warden.store.as_async() {
                         Some(log) => log.hold_async(&request, &id, lease_ms).await,
                         None => self.warden.store.hold(&request, &id, lease_ms),
                     };
-                    let taken = leased(&outcome);
-                    let decision = finish(self.conclude(&request, options.tier, outcome)?, &shared);
-                    self.noted(&decision, Mode::Check, &tag, options.ip);
-                    Ok(self.held(decision, taken, &tag, id.clone(), lease_ms))
+                    self.hold_of(&request, options, outcome, &shared, &id, lease_ms)
                 }
             }
         })
         .await
+    }
+
+    /// The hold the store's answer to `request` comes to (counted and
+    /// noted as a check is), with its lease when the store took one.
+    fn hold_of(
+        &self,
+        request: &Request<'_>,
+        options: &CheckOptions<'_>,
+        outcome: Result<Observation>,
+        shared: &Shared,
+        id: &str,
+        lease_ms: u64,
+    ) -> Result<Hold> {
+        let taken = leased(&outcome);
+        let decision = finish(self.conclude(request, options.tier, outcome)?, shared);
+        self.noted(&decision, Mode::Check, request.tag, options.ip);
+        Ok(self.held(decision, taken, request.tag, id, lease_ms))
     }
 
     /// What a hold would decide now, taking nothing (a limiter's peek).
@@ -231,13 +241,13 @@ impl Limiter {
         decision: Decision,
         taken: Option<u64>,
         tag: &[u8],
-        id: String,
+        id: &str,
         lease_ms: u64,
     ) -> Hold {
         let lease = taken
             .filter(|_| decision.allowed())
             .map(|taken_at_ms| Lease {
-                id: crate::in_flight::lease_id(taken_at_ms, &id),
+                id: crate::in_flight::lease_id(taken_at_ms, id),
                 lapse_at_ms: taken_at_ms + lease_ms,
                 taken_at_ms,
                 tag: tag.to_vec(),
@@ -392,7 +402,7 @@ fn new_lease_id() -> String {
 }
 
 /// When the store took the hold's lease, the time it took it at.
-fn leased(outcome: &Result<crate::decision::Observation>) -> Option<u64> {
+fn leased(outcome: &Result<Observation>) -> Option<u64> {
     match outcome {
         Ok(seen) if seen.leases.is_some_and(|l| l.taken) => Some(seen.now_ms),
         _ => None,
