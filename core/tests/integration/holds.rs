@@ -321,3 +321,114 @@ fn an_operator_sees_and_releases_a_lease_and_the_trail_says_so() {
         assert!(bad.contains("lease id"), "{bad}");
     }
 }
+
+#[test]
+fn hostile_keys_hold_their_own_slots_and_a_reset_frees_them() {
+    let keys: [&[u8]; 5] = [
+        b"\xff\xfe not utf-8",
+        b"nul\0inside",
+        b"cr\r\nlf",
+        b"{braces}",
+        b"",
+    ];
+    for (name, store) in common::all() {
+        let limiter = limiter(store, "1 concurrent");
+        for key in keys {
+            let first = limiter.hold(key, &CheckOptions::default(), None).unwrap();
+            assert!(first.decision.allowed(), "{name}: {key:?}");
+            let second = limiter.hold(key, &CheckOptions::default(), None).unwrap();
+            assert!(
+                !second.decision.allowed(),
+                "{name}: {key:?} holds its own slot"
+            );
+        }
+        for key in keys {
+            limiter.reset(key).unwrap();
+            let after = limiter.hold(key, &CheckOptions::default(), None).unwrap();
+            assert!(
+                after.decision.allowed(),
+                "{name}: {key:?}: a reset forgets the leases"
+            );
+        }
+    }
+}
+
+#[test]
+fn threads_released_at_once_never_hold_more_than_the_limit() {
+    for (name, store) in common::all() {
+        let limiter = Arc::new(limiter(store, "3 concurrent"));
+        let start = Arc::new(std::sync::Barrier::new(16));
+        let workers: Vec<_> = (0..16)
+            .map(|_| {
+                let (limiter, start) = (Arc::clone(&limiter), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    let hold = limiter
+                        .hold(b"cold", &CheckOptions::default(), None)
+                        .unwrap();
+                    hold.lease
+                })
+            })
+            .collect();
+        let leases: Vec<_> = workers
+            .into_iter()
+            .filter_map(|w| w.join().unwrap())
+            .collect();
+        assert_eq!(leases.len(), 3, "{name}: exactly the limit taken");
+        assert_eq!(limiter.leases(b"cold").unwrap().len(), 3, "{name}");
+        for lease in &leases {
+            assert!(limiter.release(lease).unwrap(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_frozen_redis_answers_a_hold_within_its_timeout_as_on_error_says() {
+    let timeout = Duration::from_millis(250);
+    let redis = common::OwnRedis::start(&[]);
+    let options = ratekeeper_core::StoreOptions {
+        prefix: common::unique_prefix(),
+        timeout,
+        connect_timeout: timeout,
+        ..ratekeeper_core::StoreOptions::default()
+    };
+    let open = |on_error| {
+        Limiter::open(
+            RuleSet::parse("2 concurrent; 100/minute").unwrap(),
+            &redis.url(),
+            &options,
+            on_error,
+        )
+        .unwrap()
+    };
+    let (allow, deny, raise) = (
+        open(OnError::Allow),
+        open(OnError::Deny),
+        open(OnError::Raise),
+    );
+    assert!(allow
+        .hold(b"k", &CheckOptions::default(), None)
+        .unwrap()
+        .lease
+        .is_some());
+    redis.freeze();
+    for (limiter, allowed) in [(&allow, Some(true)), (&deny, Some(false)), (&raise, None)] {
+        let started = std::time::Instant::now();
+        let held = limiter.hold(b"k", &CheckOptions::default(), None);
+        // one round trip, waited on once (see store::one_wait)
+        assert!(
+            started.elapsed() < timeout + Duration::from_millis(150),
+            "{:?}",
+            started.elapsed()
+        );
+        match allowed {
+            Some(allowed) => {
+                let held = held.unwrap();
+                assert_eq!(held.decision.allowed(), allowed);
+                assert!(held.decision.degraded() && held.lease.is_none());
+            }
+            None => assert!(held.is_err()),
+        }
+    }
+    redis.thaw();
+}
