@@ -25,6 +25,10 @@ that raises keeps its estimate.
     @llm.limited("openai", cost={"requests": 1, "tokens": 2000},
                  settle=lambda reply: {"tokens": reply.usage.total_tokens})
     def complete(prompt): ...
+
+A limiter with an in-flight rule (``"5 concurrent; 100/minute"``) holds a
+slot for each call's whole run (``hold`` / ``ahold``, waiting as above),
+released when the call returns or raises.
 """
 
 import functools
@@ -48,6 +52,9 @@ def limited(limiter: Limiter, key: Any, cost: Union[int, Mapping[str, int], None
 
             @functools.wraps(func)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
+                if limiter.in_flight is not None and settle is None:
+                    async with limiter.ahold(key_of(args, kwargs), cost, wait=wait, timeout=timeout):
+                        return await func(*args, **kwargs)
                 if settle is None:
                     await limiter.aacquire(key_of(args, kwargs), cost, timeout if wait else 0)
                     return await func(*args, **kwargs)
@@ -61,6 +68,9 @@ def limited(limiter: Limiter, key: Any, cost: Union[int, Mapping[str, int], None
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
+            if limiter.in_flight is not None and settle is None:
+                with limiter.hold(key_of(args, kwargs), cost, wait=wait, timeout=timeout):
+                    return func(*args, **kwargs)
             if settle is None:
                 limiter.acquire(key_of(args, kwargs), cost, timeout if wait else 0)  # no wait: a timeout of 0
                 return func(*args, **kwargs)

@@ -90,6 +90,31 @@ def test_calls_that_would_keep_a_slot_are_refused():
         ratekeeper.Limiter({"calls": "2 concurrent", "tokens": "100/minute"})
 
 
+def test_a_limited_function_holds_a_slot_for_its_run(redis_url):
+    one = limiter("1 concurrent", redis_url)
+    inside = []
+
+    @one.limited("partner")
+    def call():
+        inside.append(one.peek("partner").in_flight)
+        return "done"
+
+    @one.limited("partner", wait=False)
+    async def call_async():
+        inside.append((await one.apeek("partner")).in_flight)
+        raise KeyError("boom")
+
+    assert call() == "done"
+    with pytest.raises(KeyError):
+        asyncio.run(call_async())
+    assert inside == [1, 1] and one.peek("partner").in_flight == 0, "held while running, released after"
+    with one.hold("partner"):
+        with pytest.raises(ratekeeper.RateLimitExceeded):
+            one.limited("partner", wait=False)(lambda: None)()
+        with pytest.raises(ratekeeper.RateLimitExceeded):
+            one.limited("partner", timeout=0.2)(lambda: None)()
+
+
 def test_a_waiting_hold_takes_the_slot_a_release_frees(store):
     one = limiter("1 concurrent", store)
     held = one.hold("w", lease=60)

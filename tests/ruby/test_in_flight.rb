@@ -56,6 +56,16 @@ class TestInFlight < Minitest::Test
     waited.release
   end
 
+  def test_within_limit_holds_a_slot_for_the_block
+    one = Ratekeeper::Limiter.new("1 concurrent", store: redis_url, prefix: unique_prefix, on_error: :raise)
+    inside = one.within_limit("partner") { one.peek("partner").in_flight }
+    assert_equal [1, 0], [inside, one.peek("partner").in_flight]
+    one.hold("partner") do
+      assert_raises(Ratekeeper::RateLimitExceeded) { one.within_limit("partner", wait: false) { flunk "ran" } }
+      assert_raises(Ratekeeper::RateLimitExceeded) { one.within_limit("partner", wait: 0.2) { flunk "ran" } }
+    end
+  end
+
   PYTHON = <<~PY
     import sys
     import ratekeeper

@@ -106,9 +106,12 @@ module Ratekeeper
     # Runs the block within the limit for +key+: +wait+ true waits for a slot
     # as long as it takes, a number waits at most that many seconds, false
     # checks once; a call with no slot raises Ratekeeper::RateLimitExceeded.
-    # Returns the block's value.
-    def within_limit(key, cost: 1, wait: true)
+    # With an in-flight rule, the block holds a slot for its whole run (#hold),
+    # released when it ends. Returns the block's value.
+    def within_limit(key, cost: 1, wait: true, &block)
       timeout = if wait == true then nil elsif wait then wait else 0 end # no wait: a timeout of 0
+      return hold(key, cost: cost, wait: wait != false, timeout: timeout, &block) if in_flight
+
       acquire(key, cost: cost, timeout: timeout)
       yield
     end
