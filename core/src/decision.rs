@@ -190,10 +190,7 @@ impl Decision {
             InFlight {
                 limit,
                 held: seen.held + u64::from(seen.taken),
-                lapse_after_ms: seen
-                    .soonest_lapse_ms
-                    .map(|at| at.saturating_sub(now))
-                    .or(seen.taken.then_some(0)),
+                lapse_after_ms: seen.soonest_lapse_ms.map(|at| at.saturating_sub(now)),
             }
         });
         let retry_after_ms = if obs.allowed {

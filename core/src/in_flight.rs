@@ -103,7 +103,8 @@ impl InFlight {
 pub struct LeasesSeen {
     /// Live leases before this hold.
     pub held: u64,
-    /// When the soonest live lease lapses (ms since the epoch).
+    /// When the soonest live lease lapses (ms since the epoch), the one
+    /// this hold took included.
     pub soonest_lapse_ms: Option<u64>,
     /// Whether this hold took a lease.
     pub taken: bool,

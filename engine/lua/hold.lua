@@ -20,7 +20,8 @@
 -- nothing. A listed key (check.lua's kind 1 or 2) takes no lease.
 --
 -- Returns {check.lua's reply (0 without rates), live leases before this hold, 1 when a
--- lease was taken else 0, the time the soonest live lease lapses (-1: none), now (ms)}.
+-- lease was taken else 0, the time the soonest live lease lapses, the one taken
+-- included (-1: none), now (ms)}.
 
 local real = redis
 local WRITES = {SET = true, SETRANGE = true, PEXPIRE = true}
@@ -55,5 +56,6 @@ if taking and admitted and live < limit then
   real.call('ZADD', leases, string.format('%d', now + lease_ms), at .. '-' .. id)
   if real.call('PTTL', leases) < lease_ms then real.call('PEXPIRE', leases, lease_ms) end
   taken = 1
+  soonest = soonest or now + lease_ms
 end
 return {reply, live, taken, soonest and tonumber(soonest) or -1, now}

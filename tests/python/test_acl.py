@@ -82,6 +82,12 @@ def test_the_admin_user_runs_admin_and_the_cli(users):
     assert [c["action"] for c in admin.history(6)] == ["switches", "switches", "override", "tier", "safelist", "block"]
     assert admin.inspect("user:4") is not None
     assert admin.switches()["enabled"]
+    # a key's leases, read and released (the holder is the app's user)
+    export = Limiter("1 concurrent", url["ratekeeper-app"], prefix=prefix, on_error="raise", scope="export")
+    stuck = export.hold("job:1")
+    assert [lease["id"] for lease in admin.inspect("job:1", scope="export")["leases"]] == [stuck.id]
+    assert admin.release_lease("job:1", stuck.id, scope="export", reason="acl test")
+    assert export.peek("job:1").in_flight == 0
     listed = subprocess.run(["ratekeeper", "list", "--json", "--store", url["ratekeeper-admin"], "--prefix", prefix],
                             capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr

@@ -43,6 +43,17 @@ fn slots_are_held_released_and_lapse_on_every_store() {
         assert_eq!(since, Some(1_800_000_000_000), "{name}: the id says when");
         assert_eq!(a.lapse_at_ms, 1_800_000_010_000, "{name}");
         assert_eq!(second.decision.in_flight.unwrap().held, 2, "{name}");
+        let alone = first.decision.in_flight.unwrap();
+        assert_eq!(
+            alone.lapse_after_ms,
+            Some(10_000),
+            "{name}: its own lease's lapse"
+        );
+        assert_eq!(
+            first.decision.binding_state().reset_after_ms,
+            10_000,
+            "{name}"
+        );
         // full: refused until the soonest lease lapses (9 s from t + 1)
         let third = hold(&limiter, key, t + 1.0, 10_000);
         assert!(!third.decision.allowed() && third.lease.is_none(), "{name}");

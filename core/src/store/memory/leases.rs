@@ -109,10 +109,12 @@ impl MemoryStore {
             return Ok(seen); // a listed key holds no slot
         }
         let taken = taking && seen.allowed;
+        let mut soonest_lapse_ms = soonest_lapse_ms;
         if taken {
             let lapse = seen.now_ms + lease_ms;
             let id = crate::in_flight::lease_id(seen.now_ms, id);
             shard.held.entry(key).or_default().push((id, lapse));
+            soonest_lapse_ms = soonest_lapse_ms.or(Some(lapse));
         }
         seen.allowed &= room;
         seen.leases = Some(LeasesSeen {
