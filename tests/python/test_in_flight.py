@@ -6,6 +6,7 @@ languages calling a slow upstream on loopback through one key, one of them
 killed with SIGKILL while it holds slots."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -395,3 +396,21 @@ def test_the_pages_first_example_runs_as_written():
     ran = subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, timeout=30)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["1", "0"], ran.stdout
+
+
+def test_an_operator_sees_and_releases_a_lease_from_the_shell(redis_url):
+    scope = unique_prefix()
+    export = ratekeeper.Limiter("1 concurrent", redis_url, scope=scope, prefix=os.environ["RATEKEEPER_PREFIX"])
+    stuck = export.hold("job:7")
+    where = ["--scope", scope, "--store", redis_url]
+    seen = ratekeeper_cli("inspect", "job:7", *where)
+    assert seen.returncode == 0 and f"leases: {stuck.id} (since " in seen.stdout, seen
+    released = ratekeeper_cli("release-lease", "job:7", stuck.id, *where, "--reason", "hung", "--actor", "ops")
+    assert released.returncode == 0, released.stderr
+    assert export.hold("job:7").allowed, "the slot is free again"
+    again = ratekeeper_cli("release-lease", "job:7", stuck.id, *where)
+    assert again.returncode == 3 and "holds no lease" in again.stderr, again
+    history = ratekeeper_cli("history", "--limit", "1", "--json", "--store", redis_url)
+    (change,) = json.loads(history.stdout)
+    assert (change["action"], change["detail"], change["actor"], change["reason"]) == ("release", stuck.id, "ops", "hung")
+

@@ -143,6 +143,9 @@ def _show(value: Any) -> str:
             if isinstance(item, dict):
                 item = ", ".join(f"{k}={_left(v) + ' left' if k == 'expires_at' else printable(v)}"
                                  for k, v in item.items())
+            elif isinstance(item, list) and name == "leases":  # a key's leases: id, since when, lapsing when
+                item = "; ".join(f"{printable(x['id'])} (since {utc(x['since']) if x['since'] else '-'}, "
+                                 f"lapses {utc(x['lapse_at'])})" for x in item) or "none"
             elif isinstance(item, list):
                 item = "; ".join(printable(x) for x in item)
             out.append(f"{name}: {'-' if item is None else printable(item)}")
