@@ -100,24 +100,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
         lease_ms: Option<u64>,
     ) -> Result<Hold> {
-        let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
-        crate::store::one_wait::within(|| {
-            let now_ms = self.holding_time(options)?;
-            match self.prepare(key, options, now_ms, Mode::Check)? {
-                Prepared::Decided(decision) => Ok(Hold {
-                    decision,
-                    lease: None,
-                }),
-                Prepared::Ask {
-                    tag, rules, shared, ..
-                } => {
-                    let request =
-                        self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Check);
-                    let outcome = self.warden.store.hold(&request, &id, lease_ms);
-                    self.hold_of(&request, options, outcome, &shared, &id, lease_ms)
-                }
-            }
-        })
+        self.holding(key, options, lease_ms, Mode::Check)
     }
 
     /// [`Limiter::hold`], awaiting the store where it has an awaitable log.
@@ -128,10 +111,41 @@ impl Limiter {
         options: &CheckOptions<'_>,
         lease_ms: Option<u64>,
     ) -> Result<Hold> {
+        self.holding_async(key, options, lease_ms, Mode::Check)
+            .await
+    }
+
+    /// What a hold would decide now, taking nothing (a limiter's peek).
+    pub(crate) fn peek_held(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
+        Ok(self.holding(key, options, None, Mode::Peek)?.decision)
+    }
+
+    /// [`Limiter::peek_held`], awaited.
+    #[cfg(feature = "async")]
+    pub(crate) async fn peek_held_async(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+    ) -> Result<Decision> {
+        Ok(self
+            .holding_async(key, options, None, Mode::Peek)
+            .await?
+            .decision)
+    }
+
+    /// A hold ([`Mode::Check`]) or a peek of one ([`Mode::Peek`], which
+    /// takes nothing), blocking on the store.
+    fn holding(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        lease_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Hold> {
         let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
-        crate::store::one_wait::within_async(async {
+        crate::store::one_wait::within(|| {
             let now_ms = self.holding_time(options)?;
-            match self.prepare(key, options, now_ms, Mode::Check)? {
+            match self.prepare(key, options, now_ms, mode)? {
                 Prepared::Decided(decision) => Ok(Hold {
                     decision,
                     lease: None,
@@ -139,8 +153,35 @@ impl Limiter {
                 Prepared::Ask {
                     tag, rules, shared, ..
                 } => {
-                    let request =
-                        self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Check);
+                    let request = self.request(&tag, &rules, &[], options.cost, now_ms, mode);
+                    let outcome = self.warden.store.hold(&request, &id, lease_ms);
+                    self.hold_of(&request, options, outcome, &shared, &id, lease_ms)
+                }
+            }
+        })
+    }
+
+    /// [`Limiter::holding`], awaiting the store where it has an awaitable log.
+    #[cfg(feature = "async")]
+    async fn holding_async(
+        &self,
+        key: &[u8],
+        options: &CheckOptions<'_>,
+        lease_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Hold> {
+        let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
+        crate::store::one_wait::within_async(async {
+            let now_ms = self.holding_time(options)?;
+            match self.prepare(key, options, now_ms, mode)? {
+                Prepared::Decided(decision) => Ok(Hold {
+                    decision,
+                    lease: None,
+                }),
+                Prepared::Ask {
+                    tag, rules, shared, ..
+                } => {
+                    let request = self.request(&tag, &rules, &[], options.cost, now_ms, mode);
                     let outcome = match self.warden.store.as_async() {
                         Some(log) => log.hold_async(&request, &id, lease_ms).await,
                         None => self.warden.store.hold(&request, &id, lease_ms),
@@ -153,7 +194,8 @@ impl Limiter {
     }
 
     /// The hold the store's answer to `request` comes to (counted and
-    /// noted as a check is), with its lease when the store took one.
+    /// noted as a check is, a hold's but not a peek's), with its lease when
+    /// the store took one.
     fn hold_of(
         &self,
         request: &Request<'_>,
@@ -165,57 +207,8 @@ impl Limiter {
     ) -> Result<Hold> {
         let taken = leased(&outcome);
         let decision = finish(self.conclude(request, options.tier, outcome)?, shared);
-        self.noted(&decision, Mode::Check, request.tag, options.ip);
+        self.noted(&decision, request.mode, request.tag, options.ip);
         Ok(self.held(decision, taken, request.tag, id, lease_ms))
-    }
-
-    /// What a hold would decide now, taking nothing (a limiter's peek).
-    pub(crate) fn peek_held(&self, key: &[u8], options: &CheckOptions<'_>) -> Result<Decision> {
-        crate::store::one_wait::within(|| {
-            let now_ms = self.holding_time(options)?;
-            match self.prepare(key, options, now_ms, Mode::Peek)? {
-                Prepared::Decided(decision) => Ok(decision),
-                Prepared::Ask {
-                    tag, rules, shared, ..
-                } => {
-                    let request = self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Peek);
-                    let outcome = self.warden.store.hold(&request, "", self.lease_ms);
-                    Ok(finish(
-                        self.conclude(&request, options.tier, outcome)?,
-                        &shared,
-                    ))
-                }
-            }
-        })
-    }
-
-    /// [`Limiter::peek_held`], awaited.
-    #[cfg(feature = "async")]
-    pub(crate) async fn peek_held_async(
-        &self,
-        key: &[u8],
-        options: &CheckOptions<'_>,
-    ) -> Result<Decision> {
-        crate::store::one_wait::within_async(async {
-            let now_ms = self.holding_time(options)?;
-            match self.prepare(key, options, now_ms, Mode::Peek)? {
-                Prepared::Decided(decision) => Ok(decision),
-                Prepared::Ask {
-                    tag, rules, shared, ..
-                } => {
-                    let request = self.request(&tag, &rules, &[], options.cost, now_ms, Mode::Peek);
-                    let outcome = match self.warden.store.as_async() {
-                        Some(log) => log.hold_async(&request, "", self.lease_ms).await,
-                        None => self.warden.store.hold(&request, "", self.lease_ms),
-                    };
-                    Ok(finish(
-                        self.conclude(&request, options.tier, outcome)?,
-                        &shared,
-                    ))
-                }
-            }
-        })
-        .await
     }
 
     /// A hold's time (see [`Limiter::check_time`]), on a limiter with an
