@@ -24,9 +24,9 @@ import inspect
 from functools import partial
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
-from ratekeeper._ratekeeper import Answer, Decision, Limiter, Verdict
+from ratekeeper._ratekeeper import Answer, Decision, Limiter
 from ratekeeper.body import MAX_BODY, field, readable_length, unreadable
-from ratekeeper.doors import atell_status, door_gate, log_verdict
+from ratekeeper.doors import atell_end, door_gate, log_verdict
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -180,9 +180,19 @@ class RateLimitMiddleware:
             return
         if scope["type"] == "http":
             send = verdict.answer.asgi_send(send)
-            if verdict.awaits_status:
-                send = status_told(verdict, send)
-        await self.app(scope, receive, send)
+        if not verdict.awaits_end:
+            await self.app(scope, receive, send)
+            return
+        # a slot the request holds (a websocket's: while it is open), or a
+        # unit a throttle counts only for some responses, is given back when
+        # the app returns: its response sent, the client gone, or raised
+        statuses: List[int] = []
+        try:
+            await self.app(scope, receive, status_seen(send, statuses))
+        except BaseException:
+            await atell_end(verdict, None)
+            raise
+        await atell_end(verdict, statuses[0] if statuses else None)
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
                      answer: Answer, denied: bool) -> None:
@@ -199,13 +209,12 @@ class RateLimitMiddleware:
         await send_answer(answer, send)
 
 
-def status_told(verdict: Verdict, send: Send) -> Send:
-    """``send``, telling the gate the response's status as it starts (a
-    throttle that counts only some responses learns this one's)."""
+def status_seen(send: Send, statuses: List[int]) -> Send:
+    """``send``, noting the response's status in `statuses` as it starts."""
 
     async def sending(message: Any) -> None:
         if message["type"] == "http.response.start":
-            await atell_status(verdict, message["status"])
+            statuses[:] = [message["status"]]
         await send(message)
 
     return sending

@@ -4,8 +4,9 @@ arguments describe, and the logging of a verdict. What they answer
 (``ratekeeper.Gate``) and ``ratekeeper.Responses``.
 """
 
+import asyncio
 import logging
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Union
 
 from ratekeeper._ratekeeper import Decision, Gate, Limiter, RateKeeperError, Responses, Verdict
 
@@ -103,20 +104,34 @@ def exempt_paths(exempt: Union[Sequence[str], Callable[..., bool]]) -> Sequence[
     return (exempt,) if isinstance(exempt, str) else tuple(exempt)
 
 
-def tell_status(verdict: Verdict, status: int) -> None:
-    """Tells the gate the status of the response to a request it let
-    through (``verdict.finish``: a throttle that counts only some responses
-    gives back what this one does not count); a store that fails to take it
-    back is logged, never the response's problem."""
+def tell_end(verdict: Verdict, status: Optional[int]) -> None:
+    """Tells the gate that the response to a request it let through ended,
+    with its status (None: the application raised) (``verdict.finish``: the
+    slots the request held are released, and a throttle that counts only
+    some responses gives back what this one does not count); a store that
+    fails to take them back is logged, never the response's problem (a slot
+    not given back lapses with its lease)."""
     try:
         verdict.finish(status)
     except RateKeeperError as exc:
-        logging.getLogger("ratekeeper").warning("ratekeeper: a response's status was not told (%s)", exc)
+        logging.getLogger("ratekeeper").warning("ratekeeper: a response's end was not told (%s)", exc)
 
 
-async def atell_status(verdict: Verdict, status: int) -> None:
-    """``tell_status``, awaited."""
+async def atell_end(verdict: Verdict, status: Optional[int]) -> None:
+    """``tell_end``, awaited, and carried through when the request's task is
+    cancelled (a client that hung up): the gate is told in a task of its own."""
+    telling = asyncio.ensure_future(_atell_end(verdict, status))
+    _TELLING.add(telling)
+    telling.add_done_callback(_TELLING.discard)
+    await asyncio.shield(telling)
+
+
+# The tellings under way (a task is kept only weakly by its loop).
+_TELLING: Set["asyncio.Future[None]"] = set()
+
+
+async def _atell_end(verdict: Verdict, status: Optional[int]) -> None:
     try:
         await verdict.afinish(status)
     except RateKeeperError as exc:
-        logging.getLogger("ratekeeper").warning("ratekeeper: a response's status was not told (%s)", exc)
+        logging.getLogger("ratekeeper").warning("ratekeeper: a response's end was not told (%s)", exc)

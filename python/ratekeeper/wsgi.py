@@ -15,11 +15,11 @@ Every limited response carries the rate-limit headers; a denied request gets
 
 import io
 from http import HTTPStatus
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ratekeeper._ratekeeper import Answer, Decision, Limiter
 from ratekeeper.body import UNREADABLE, Found, field, readable_length
-from ratekeeper.doors import door_gate, log_verdict, tell_status
+from ratekeeper.doors import door_gate, log_verdict, tell_end
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -140,17 +140,48 @@ class RateLimitMiddleware:
         if answer.status is not None:
             return self.render(answer, start_response)
         extra = list(answer.headers.items())
-        awaits_status = verdict.awaits_status
-        if not extra and not awaits_status:
+        awaits_end = verdict.awaits_end
+        if not extra and not awaits_end:
             return self.app(environ, start_response)
-        told: List[bool] = []
+        statuses: List[int] = []
 
         def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
-            if awaits_status and not told:  # a throttle that counts only some responses learns this one's
-                told.append(True)
-                tell_status(verdict, int(status[:3]))
+            statuses[:] = [int(status[:3])]
             present = {name.lower() for name, _ in headers}
             headers = list(headers) + [(n, v) for n, v in extra if n.lower() not in present]
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
-        return self.app(environ, start_with_headers)
+        if not awaits_end:
+            return self.app(environ, start_with_headers)
+        # a slot the request holds, or a unit a throttle counts only for some
+        # responses, is given back when the server closes the body: after its
+        # last byte, or when the client hung up
+        try:
+            body = self.app(environ, start_with_headers)
+        except BaseException:
+            tell_end(verdict, None)
+            raise
+        return Ended(body, lambda: tell_end(verdict, statuses[0] if statuses else None))
+
+
+class Ended:
+    """A WSGI body that calls `ended` once when the server closes it (PEP
+    3333: after the last byte is sent, or when sending failed), after the
+    body's own ``close``."""
+
+    def __init__(self, body: Iterable[bytes], ended: Callable[[], None]) -> None:
+        self.body = body
+        self.ended: Optional[Callable[[], None]] = ended
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.body)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            ended, self.ended = self.ended, None
+            if ended is not None:
+                ended()

@@ -374,3 +374,7 @@ def test_check_config_names_the_problem(tmp_path):
     counted.write_text('[[throttle]]\nscope = "logins"\nrules = "5/5min"\nkey = "ip"\ncount = "failures"\n')
     run = subprocess.run([binary, "--config", str(counted), "--check-config"], capture_output=True, text=True)
     assert run.returncode == 2 and "throttle 'logins' counts only some responses" in run.stderr, run
+    held = tmp_path / "held.toml"  # (forward auth and Envoy never learn when a request ends)
+    held.write_text('[[throttle]]\nscope = "exports"\nrules = "2 concurrent; 100/minute"\nkey = "ip"\n')
+    run = subprocess.run([binary, "--config", str(held), "--check-config"], capture_output=True, text=True)
+    assert run.returncode == 2 and "throttle 'exports' holds a slot while a request is under way" in run.stderr, run

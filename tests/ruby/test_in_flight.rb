@@ -75,6 +75,34 @@ class TestInFlight < Minitest::Test
     print(lease.allowed, lease.decision.in_flight, export.hold("shared").allowed)
   PY
 
+  # The Rack door: a throttle of "1 concurrent" holds its slot until the
+  # server closes the body (a BodyProxy), and gives it back when the app
+  # raises; the DSL and a throttle's tiers or count say what cannot be held.
+  def test_the_rack_door_holds_a_slot_until_the_body_is_closed
+    app = Ratekeeper::Rack::Middleware.new(->(env) { env["PATH_INFO"] == "/boom" ? raise("boom") : [200, {}, ["ok"]] },
+                                           store: "memory://", prefix: unique_prefix) do |rk|
+      rk.log_level = nil
+      rk.throttle("exports", rules: "1 concurrent; 100/minute") { |req| req.ip }
+    end
+    env = ->(path) { Rack::MockRequest.env_for(path, "REMOTE_ADDR" => "203.0.113.9") }
+    status, _headers, body = app.call(env.call("/export"))
+    assert_equal [200, 429], [status, app.call(env.call("/export")).first]
+    body.close
+    assert_equal 200, app.call(env.call("/export")).first, "closing the body gave the slot back"
+    app = Ratekeeper::Rack::Middleware.new(->(env) { env["PATH_INFO"] == "/boom" ? raise("boom") : [200, {}, ["ok"]] },
+                                           store: "memory://", prefix: unique_prefix) do |rk|
+      rk.throttle("exports", rules: "1 concurrent") { |req| req.ip }
+    end
+    2.times { assert_raises(RuntimeError) { app.call(env.call("/boom")) } }
+    assert_equal 200, app.call(env.call("/export")).first, "a raising app gave its slot back"
+    error = assert_raises(Ratekeeper::ConfigurationError) do
+      Ratekeeper::Rack::Middleware.new(->(_) {}, store: "memory://") do |rk|
+        rk.throttle("logins", rules: "1 concurrent", count: :failures) { |req| req.ip }
+      end.call(env.call("/"))
+    end
+    assert_includes error.message, "counts every request while it is under way"
+  end
+
   def test_python_and_ruby_share_the_slots
     prefix = unique_prefix
     export = Ratekeeper::Limiter.new("2 concurrent", store: redis_url, prefix: prefix, on_error: :raise)

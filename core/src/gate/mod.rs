@@ -25,6 +25,7 @@
 //! store; [`Gate::run`] or [`Gate::run_async`] makes the store calls and
 //! concludes.
 
+mod ending;
 pub mod envoy;
 pub mod source;
 pub mod spec;
@@ -35,11 +36,11 @@ pub use spec::{BanSpec, Counted, EnvoySpec, ListSpec, RequestMatch, Spec, Thrott
 pub use verdict::{Checked, Ending, Named, Reason, Verdict};
 
 use crate::controls::List;
-use crate::decision::Decision;
 use crate::error::Result;
 use crate::http::Answer;
 use crate::limiter::{BatchItem, Limiter, Listed, Offender, Warden};
 use crate::settings::Settings;
+use ending::Taken;
 use std::sync::Arc;
 
 /// A policy bound to its store: the store's [`Warden`], which screens
@@ -368,8 +369,8 @@ impl Gate {
             if plan.checks.is_empty() {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
-            let decisions = crate::limiter::check_batch(&self.items(&plan), None)?;
-            let verdict = self.conclude(plan, decisions);
+            let taken = self.taken(&plan)?;
+            let verdict = self.conclude(plan, taken);
             self.given_back(&verdict)?;
             Ok(verdict)
         })
@@ -399,8 +400,8 @@ impl Gate {
             if plan.checks.is_empty() {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
-            let decisions = crate::limiter::check_batch_async(&self.items(&plan), None).await?;
-            let verdict = self.conclude(plan, decisions);
+            let taken = self.taken_async(&plan).await?;
+            let verdict = self.conclude(plan, taken);
             self.given_back_async(&verdict).await?;
             Ok(verdict)
         })
@@ -418,9 +419,11 @@ impl Gate {
         })
     }
 
-    fn items<'p>(&'p self, plan: &'p Plan) -> Vec<BatchItem<'p>> {
+    /// The batch items of the plan's checks whose throttles `batched` lets in.
+    fn items<'p>(&'p self, plan: &'p Plan, batched: impl Fn(usize) -> bool) -> Vec<BatchItem<'p>> {
         plan.checks
             .iter()
+            .filter(|s| batched(s.throttle))
             .map(|s| BatchItem {
                 tier: s.tier.as_deref(),
                 ip: s.ip.as_deref(),
@@ -433,13 +436,13 @@ impl Gate {
     /// throttle's decision is taken in shadow mode: what it would refuse is
     /// reported (the verdict's reason, when nothing else refuses the
     /// request) and logged, never answered, and it shows no headers.
-    fn conclude(&self, plan: Plan, decisions: Vec<Decision>) -> Verdict {
+    fn conclude(&self, plan: Plan, taken: Vec<Taken>) -> Verdict {
         let responses = &self.spec.responses;
         let checked: Vec<Checked> = plan
             .checks
             .into_iter()
-            .zip(decisions)
-            .map(|(s, decision)| Checked {
+            .zip(taken)
+            .map(|(s, (decision, lease))| Checked {
                 throttle: s.throttle,
                 origin: s.origin,
                 decision: if self.spec.throttles[s.throttle].shadow {
@@ -449,6 +452,7 @@ impl Gate {
                 },
                 key: s.key,
                 cost: s.cost,
+                lease,
             })
             .collect();
         let warnings = checked
@@ -507,89 +511,9 @@ impl Gate {
             verdict.reason = Reason::Shadowed(Some(c.throttle));
             verdict.log = log(c).map(|line| line.shadowed());
         }
-        verdict.awaits_status = checked.iter().any(|c| self.counted_for_now(c));
+        verdict.awaits_end = checked.iter().any(|c| self.held_for_now(c));
         verdict.checked = checked;
         verdict
-    }
-
-    /// Whether check `c` logged a unit its throttle may give back once the
-    /// response's status is known (its `count`).
-    fn counted_for_now(&self, c: &Checked) -> bool {
-        self.spec.throttles[c.throttle].count.is_some()
-            && c.decision.outcome == crate::decision::Outcome::Admitted
-    }
-
-    /// The reservations a verdict's checks give back: each whose throttle
-    /// counts only some responses (its `count`) and does not count this one
-    /// (`counts` says, of the throttle's `count`), by the throttle's limiter.
-    fn uncounted(
-        &self,
-        verdict: &Verdict,
-        counts: impl Fn(&Counted) -> bool,
-    ) -> Result<Vec<(&Limiter, crate::limiter::Reservation)>> {
-        let mut out = Vec::new();
-        for c in verdict.checked.iter().filter(|c| self.counted_for_now(c)) {
-            let counted = self.spec.throttles[c.throttle].count.as_ref();
-            if counted.is_some_and(|counted| !counts(counted)) {
-                let limiter = &self.throttles[c.throttle];
-                out.push((
-                    limiter.as_ref(),
-                    limiter.reservation_of(&c.key, c.decision.clone(), c.cost)?,
-                ));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Tells the gate the status of the response to a request it let
-    /// through: each throttle that does not count that response (its
-    /// `count`, say "failures" and a 200) gives back the unit it counted,
-    /// one round trip each. A door calls it when `verdict.awaits_status`
-    /// (else it does nothing); a request the application raised on, with no
-    /// response, is never told and stays counted.
-    pub fn finish(&self, verdict: &Verdict, status: u16) -> Result<()> {
-        if !verdict.awaits_status {
-            return Ok(());
-        }
-        for (limiter, reservation) in self.uncounted(verdict, |c| c.counts(status))? {
-            limiter.settle(&reservation, 0, None)?;
-        }
-        Ok(())
-    }
-
-    /// A request the gate refuses never reaches the application: what a
-    /// throttle that counts only some responses counted of it (before
-    /// another throttle or a listing refused it) is given back at once.
-    fn given_back(&self, verdict: &Verdict) -> Result<()> {
-        if verdict.ending != Ending::Pass {
-            for (limiter, reservation) in self.uncounted(verdict, |_| false)? {
-                limiter.settle(&reservation, 0, None)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Gate::finish`], awaiting the store where it has an awaitable form.
-    #[cfg(feature = "async")]
-    pub async fn finish_async(&self, verdict: &Verdict, status: u16) -> Result<()> {
-        if !verdict.awaits_status {
-            return Ok(());
-        }
-        for (limiter, reservation) in self.uncounted(verdict, |c| c.counts(status))? {
-            limiter.settle_async(&reservation, 0, None).await?;
-        }
-        Ok(())
-    }
-
-    /// [`Gate::given_back`], awaited.
-    #[cfg(feature = "async")]
-    async fn given_back_async(&self, verdict: &Verdict) -> Result<()> {
-        if verdict.ending != Ending::Pass {
-            for (limiter, reservation) in self.uncounted(verdict, |_| false)? {
-                limiter.settle_async(&reservation, 0, None).await?;
-            }
-        }
-        Ok(())
     }
 }
 

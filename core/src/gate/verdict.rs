@@ -3,6 +3,7 @@
 
 use crate::decision::Decision;
 use crate::http::{Answer, DenialLog, Responses};
+use crate::in_flight::Lease;
 
 /// How a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +109,9 @@ pub struct Checked {
     pub cost: u64,
     /// What the throttle decided.
     pub decision: Decision,
+    /// The slot it holds until the response ends (a throttle with an
+    /// in-flight rule that admitted the request).
+    pub lease: Option<Lease>,
 }
 
 /// The names a gate's policy gives a verdict's parts ([`super::Gate::named`]).
@@ -143,10 +147,11 @@ pub struct Verdict {
     pub checked: Vec<Checked>,
     /// Outage warnings the store's first fallback decisions carry (log each once).
     pub warnings: Vec<String>,
-    /// Whether the door is to tell the gate the response's status
-    /// ([`super::Gate::finish`]): a throttle that counts only some
-    /// responses (its `count`) counted this request.
-    pub awaits_status: bool,
+    /// Whether the door is to tell the gate when the response ends, and its
+    /// status ([`super::Gate::finish`]): a throttle with an in-flight rule
+    /// holds a slot for this request, or one that counts only some
+    /// responses (its `count`) counted it.
+    pub awaits_end: bool,
 }
 
 impl Verdict {
@@ -160,7 +165,7 @@ impl Verdict {
             log: None,
             checked: Vec::new(),
             warnings: Vec::new(),
-            awaits_status: false,
+            awaits_end: false,
         }
     }
 

@@ -50,13 +50,13 @@ fn good_logins_pass_and_the_sixth_bad_one_is_refused_on_every_store() {
         for i in 0..100 {
             let verdict = gate.decide(&login("ann@example.com")).unwrap();
             assert_eq!(verdict.ending, Ending::Pass, "{url}: good login {i}");
-            assert!(verdict.awaits_status, "{url}");
-            gate.finish(&verdict, 200).unwrap();
+            assert!(verdict.awaits_end, "{url}");
+            gate.finish(&verdict, Some(200)).unwrap();
         }
         for i in 0..5 {
             let verdict = gate.decide(&login("ann@example.com")).unwrap();
             assert_eq!(verdict.ending, Ending::Pass, "{url}: bad login {i}");
-            gate.finish(&verdict, 401).unwrap();
+            gate.finish(&verdict, Some(401)).unwrap();
         }
         let sixth = gate.decide(&login("ann@example.com")).unwrap();
         assert_eq!(
@@ -64,7 +64,7 @@ fn good_logins_pass_and_the_sixth_bad_one_is_refused_on_every_store() {
             Ending::Deny,
             "{url}: the sixth failure is refused"
         );
-        assert!(!sixth.awaits_status, "{url}: a refusal gives nothing back");
+        assert!(!sixth.awaits_end, "{url}: a refusal gives nothing back");
         let other = gate.decide(&login("bob@example.com")).unwrap();
         assert_eq!(other.ending, Ending::Pass, "{url}: another e-mail address");
     }
@@ -80,11 +80,11 @@ fn a_list_of_statuses_counts_those_alone() {
     for status in [200, 500, 404, 302, 500, 200] {
         let verdict = gate.decide(&login("k")).unwrap();
         assert_eq!(verdict.ending, Ending::Pass, "{status}");
-        gate.finish(&verdict, status).unwrap();
+        gate.finish(&verdict, Some(status)).unwrap();
     }
     for _ in 0..5 {
         let verdict = gate.decide(&login("k")).unwrap();
-        gate.finish(&verdict, 403).unwrap();
+        gate.finish(&verdict, Some(403)).unwrap();
     }
     assert_eq!(gate.decide(&login("k")).unwrap().ending, Ending::Deny);
     // a response never told (the application raised) stays counted
@@ -137,7 +137,7 @@ fn a_request_another_throttle_refuses_is_not_counted_as_a_failure() {
     for _ in 0..3 {
         let verdict = gate.decide(&login("k")).unwrap();
         assert_eq!(verdict.ending, Ending::Pass);
-        gate.finish(&verdict, 401).unwrap();
+        gate.finish(&verdict, Some(401)).unwrap();
     }
     for _ in 0..5 {
         let refused = gate.decide(&login("k")).unwrap();
@@ -146,7 +146,7 @@ fn a_request_another_throttle_refuses_is_not_counted_as_a_failure() {
             Ending::Deny,
             "the client's own throttle refuses"
         );
-        assert!(!refused.awaits_status, "the gate gave its unit back itself");
+        assert!(!refused.awaits_end, "the gate gave its unit back itself");
     }
     let logins = &gate.limiters()[1];
     let left = logins.peek(b"k", 1, None).unwrap();

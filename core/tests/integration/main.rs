@@ -13,6 +13,7 @@ mod controls;
 mod engine_differential;
 mod failures;
 mod gate_count;
+mod gate_in_flight;
 mod holds;
 mod meters;
 mod module_server;

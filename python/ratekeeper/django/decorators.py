@@ -23,7 +23,7 @@ from django.http import HttpRequest
 
 from ratekeeper._ratekeeper import ConfigurationError, Gate, parse_rules
 from ratekeeper.django.conf import Config, get_config
-from ratekeeper.django.limiting import aadd_headers, aconclude, adecide, add_headers, conclude, decide
+from ratekeeper.django.limiting import aconclude, adecide, arespond, conclude, decide, respond
 
 ALL = None
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -69,7 +69,7 @@ def ratelimit(
                 ended = await aconclude(request, config, verdict, block)
                 if ended is not None:
                     return ended
-                return await aadd_headers(await view(request, *args, **kwargs), verdict)
+                return await arespond(verdict, lambda: view(request, *args, **kwargs))
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -82,7 +82,7 @@ def ratelimit(
             ended = conclude(request, config, verdict, block)
             if ended is not None:
                 return ended
-            return add_headers(view(request, *args, **kwargs), verdict)
+            return respond(verdict, lambda: view(request, *args, **kwargs))
 
         return wrapper  # type: ignore[return-value]
 

@@ -4,7 +4,7 @@ and an async one that awaits the store on the event loop (the user is read
 with ``request.auser()`` first; only a callable of the application's own,
 which may touch the database, makes the whole decision run in a thread)."""
 
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -14,7 +14,7 @@ from ratekeeper.django.conf import Config, get_config
 from ratekeeper.django.exceptions import Ratelimited
 from ratekeeper.django.keys import body_field
 from ratekeeper.django.signals import rate_limited
-from ratekeeper.doors import atell_status, log_verdict, tell_status
+from ratekeeper.doors import atell_end, log_verdict, tell_end
 
 
 def _user(request: HttpRequest) -> Optional[str]:
@@ -131,21 +131,49 @@ def _with_denial_headers(config: Config, decision: Optional[Decision], response:
     return response  # type: ignore[no-any-return]
 
 
-def add_headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:
-    """Tells the gate the response's status when it awaits it (a throttle
-    that counts only some responses), and adds a pass's rate-limit headers
-    (in the configured style; none for a listed client), keeping any the
-    view set."""
-    if verdict is not None and verdict.awaits_status:
-        tell_status(verdict, response.status_code)
+def respond(verdict: Optional[Verdict], view: Callable[[], HttpResponseBase]) -> HttpResponseBase:
+    """The response `view` gives, with a pass's rate-limit headers (in the
+    configured style; none for a listed client), keeping any the view set.
+    When the verdict awaits the response's end (a slot the request holds, or
+    a throttle that counts only some responses), the gate is told when the
+    server closes the response (after its last byte, a streamed one's too,
+    or when the client hung up), or at once when the view raises."""
+    if verdict is None or not verdict.awaits_end:
+        return _headers(view(), verdict)
+    try:
+        response = view()
+    except BaseException:
+        tell_end(verdict, None)
+        raise
+    _told_at_close(response, verdict)
     return _headers(response, verdict)
 
 
-async def aadd_headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:
-    """``add_headers``, the status told on the event loop."""
-    if verdict is not None and verdict.awaits_status:
-        await atell_status(verdict, response.status_code)
+async def arespond(verdict: Optional[Verdict], view: Callable[[], Awaitable[HttpResponseBase]]) -> HttpResponseBase:
+    """``respond``, for a view awaited on the event loop."""
+    if verdict is None or not verdict.awaits_end:
+        return _headers(await view(), verdict)
+    try:
+        response = await view()
+    except BaseException:
+        await atell_end(verdict, None)
+        raise
+    _told_at_close(response, verdict)
     return _headers(response, verdict)
+
+
+def _told_at_close(response: HttpResponseBase, verdict: Verdict) -> None:
+    """Makes closing `response` (as Django's WSGI and ASGI handlers and its
+    test client do, once it is sent) tell the gate its end."""
+    closing = response.close
+
+    def close() -> None:
+        try:
+            closing()
+        finally:
+            tell_end(verdict, response.status_code)
+
+    response.close = close  # type: ignore[method-assign]
 
 
 def _headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResponseBase:

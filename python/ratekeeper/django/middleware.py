@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponseBase
 
 from ratekeeper._ratekeeper import ConfigurationError, Verdict
 from ratekeeper.django.conf import get_config
-from ratekeeper.django.limiting import aadd_headers, aconclude, adecide, add_headers, conclude, decide
+from ratekeeper.django.limiting import aconclude, adecide, arespond, conclude, decide, respond
 
 GetResponse = Callable[[HttpRequest], Union[HttpResponseBase, Awaitable[HttpResponseBase]]]
 Outcome = Tuple[Optional[Verdict], Optional[HttpResponseBase]]
@@ -47,7 +47,7 @@ class RateLimitMiddleware:
         verdict, ended = self.decide(request)
         if ended is not None:
             return ended
-        return add_headers(self.get_response(request), verdict)  # type: ignore[arg-type]
+        return respond(verdict, lambda: self.get_response(request))  # type: ignore[arg-type,return-value]
 
     async def adecide(self, request: HttpRequest) -> Outcome:
         """``decide``, awaited on the event loop."""
@@ -60,5 +60,4 @@ class RateLimitMiddleware:
         verdict, ended = await self.adecide(request)
         if ended is not None:
             return ended
-        response = await self.get_response(request)  # type: ignore[misc]
-        return await aadd_headers(response, verdict)
+        return await arespond(verdict, lambda: self.get_response(request))  # type: ignore[arg-type,return-value]

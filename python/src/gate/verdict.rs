@@ -46,17 +46,17 @@ pub(super) fn verdict(
     })
 }
 
-/// A response's status told to the gate (see `Verdict.finish`).
+/// A response's end told to the gate (see `Verdict.finish`).
 struct Finishing {
     verdict: Arc<core::gate::Verdict>,
-    status: u16,
+    status: Option<u16>,
 }
 
 impl Twin for Finishing {
     type On = Arc<core::gate::Gate>;
     type Out = ();
     fn waits(&self, gate: &Self::On) -> bool {
-        self.verdict.awaits_status && gate.warden().waits_on_io()
+        self.verdict.awaits_end && gate.warden().waits_on_io()
     }
     fn blocking(&self, gate: &Self::On) -> core::Result<()> {
         gate.finish(&self.verdict, self.status)
@@ -71,25 +71,28 @@ impl Twin for Finishing {
 
 twins! {
     impl Verdict {
-        /// Tells the gate the status of the response to a request it let
-        /// through: a throttle that counts only some responses (`count`,
-        /// say "failures") gives back the unit it counted when this one is
-        /// not among them. A door calls it when `awaits_status` (else it does
-        /// nothing); a request the application raised on stays counted.
+        /// Tells the gate that the response to a request it let through
+        /// ended (its last byte sent, or the client gone), with its status
+        /// (None: the application raised): every slot the request held is
+        /// released, and a throttle that counts only some responses
+        /// (`count`, say "failures") gives back the unit it counted when
+        /// this one is not among them (a request the application raised on
+        /// stays counted). A door calls it once, when `awaits_end` (else it
+        /// does nothing).
         #[pyo3(signature = (status))]
-        fn finish / afinish(self, py, status: u16)
+        fn finish / afinish(self, py, status: Option<u16>)
             on self.gate => Finishing { verdict: self.inner.clone(), status };
     }
 }
 
 #[pymethods]
 impl Verdict {
-    /// Whether the door is to tell the gate the response's status
-    /// (`finish`): a throttle that counts only some responses counted this
-    /// request.
+    /// Whether the door is to tell the gate when the response ends
+    /// (`finish`): a throttle with an in-flight rule holds a slot for this
+    /// request, or one that counts only some responses counted it.
     #[getter]
-    fn awaits_status(&self) -> bool {
-        self.inner.awaits_status
+    fn awaits_end(&self) -> bool {
+        self.inner.awaits_end
     }
 
     /// How the request ends: "pass", "deny" or "block".

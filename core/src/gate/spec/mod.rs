@@ -123,16 +123,26 @@ impl Spec {
     /// Checks that a door that never sees the response (the edge server's
     /// forward auth and Envoy, a FastAPI dependency) can hold this policy:
     /// no throttle counts only some responses (`count`), which such a door
-    /// could not give back.
+    /// could not give back, and none holds a slot while a request is under
+    /// way (an in-flight rule), which such a door could not release.
     pub fn check_unanswered(&self) -> Result<()> {
-        match self.throttles.iter().find(|t| t.count.is_some()) {
-            None => Ok(()),
-            Some(t) => Err(Error::config(format!(
-                "throttle '{}' counts only some responses (count), but this door never sees the response: \
-                 give it to a door that does (Django, Rack, or the WSGI or ASGI middleware)",
-                t.scope
-            ))),
+        let door = "give it to a door that does (Django, Rack, or the WSGI or ASGI middleware)";
+        for t in &self.throttles {
+            if t.count.is_some() {
+                return Err(Error::config(format!(
+                    "throttle '{}' counts only some responses (count), but this door never sees the response: {door}",
+                    t.scope
+                )));
+            }
+            if let Some(limit) = t.rules.in_flight() {
+                return Err(Error::config(format!(
+                    "throttle '{}' holds a slot while a request is under way ('{limit} concurrent'), \
+                     but this door never sees the response end to give it back: {door}",
+                    t.scope
+                )));
+            }
         }
+        Ok(())
     }
 
     /// Checks a policy file's text.

@@ -197,8 +197,14 @@ pub(super) fn throttle(
             .as_str()
             .ok_or_else(|| format!("tiers.{name}: give rules as a string, as \"100/minute\""))?;
         tiers.retain(|(given, _)| given != name);
-        tiers.push((name.clone(), rules(&format!("tiers.{name}"), text)?));
+        let what = format!("tiers.{name}");
+        let tier = rules(&what, text)?;
+        tier.without_in_flight("a tier")
+            .map_err(|e| format!("{what}: {e}"))?;
+        tiers.push((name.clone(), tier));
     }
+    let count = t.count.as_ref().map(Counted::parse).transpose()?;
+    held(&main, &tiers, count.as_ref())?;
     crate::controls::check_tiers(&tiers).map_err(|e| e.to_string())?;
     let key = t
         .key
@@ -244,8 +250,36 @@ pub(super) fn throttle(
         matcher: matcher(t.matcher.as_deref(), callables)?,
         envoy,
         shadow: t.shadow.unwrap_or(false),
-        count: t.count.as_ref().map(Counted::parse).transpose()?,
+        count,
     })
+}
+
+/// A throttle with an in-flight rule ("3 concurrent") holds a slot from
+/// the request's admission until its response ends, one key's slot each:
+/// it takes no tiers (a tier's rules could not hold the same slots) and
+/// counts every response (a slot is given back at the end whatever the
+/// status, so `count` would have nothing to choose).
+fn held(
+    main: &RuleSet,
+    tiers: &[(String, RuleSet)],
+    count: Option<&Counted>,
+) -> std::result::Result<(), String> {
+    let Some(limit) = main.in_flight() else {
+        return Ok(());
+    };
+    if !tiers.is_empty() {
+        return Err(format!(
+            "rules: a throttle with an in-flight rule ('{limit} concurrent') takes no tiers: \
+             give each tier a throttle of its own"
+        ));
+    }
+    if count.is_some() {
+        return Err(format!(
+            "count: a throttle with an in-flight rule ('{limit} concurrent') counts every request \
+             while it is under way: give `count` to a throttle of rates alone"
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn envoy(e: EnvoyFile) -> std::result::Result<EnvoySpec, String> {

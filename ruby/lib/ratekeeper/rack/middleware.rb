@@ -173,18 +173,33 @@ module Ratekeeper
       end
 
       # On to the app, with the rate-limit headers of the throttle that has
-      # least left; a throttle that counts only some responses learns this
-      # one's status (a request the app raises on stays counted).
+      # least left. When the verdict awaits the response's end (a slot the
+      # request holds, or a throttle that counts only some responses), the
+      # gate is told when the server closes the body (after its last byte,
+      # a streamed one's too, or when the client hung up), or at once when
+      # the app raises (a request the app raises on stays counted).
       def passed(env, verdict)
-        status, headers, body = @app.call(env)
-        told(verdict, status) if verdict.awaits_status?
+        return with_pass_headers(@app.call(env), verdict) unless verdict.awaits_end?
+
+        begin
+          status, headers, body = @app.call(env)
+        rescue Exception # rubocop:disable Lint/RescueException
+          told(verdict, nil)
+          raise
+        end
+        body = ::Rack::BodyProxy.new(body) { told(verdict, status.to_i) }
+        with_pass_headers([status, headers, body], verdict)
+      end
+
+      def with_pass_headers(response, verdict)
+        status, headers, body = response
         [status, with_headers(headers, verdict.answer.headers), body]
       end
 
       def told(verdict, status)
-        verdict.finish(status.to_i)
+        verdict.finish(status)
       rescue Ratekeeper::Error => e
-        Ratekeeper.logger.warn("ratekeeper: a response's status was not told (#{e.message})")
+        Ratekeeper.logger.warn("ratekeeper: a response's end was not told (#{e.message})")
       end
 
       def refused(request, verdict, event, rule, decision = nil)

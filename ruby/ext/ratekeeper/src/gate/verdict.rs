@@ -32,20 +32,24 @@ impl Verdict {
         }
     }
 
-    /// `awaits_status?`: whether the door is to tell the gate the
-    /// response's status (`finish`): a throttle that counts only some
-    /// responses counted this request.
-    fn awaits_status(&self) -> bool {
-        self.inner.awaits_status
+    /// `awaits_end?`: whether the door is to tell the gate when the
+    /// response ends (`finish`): a throttle with an in-flight rule holds a
+    /// slot for this request, or one that counts only some responses
+    /// counted it.
+    fn awaits_end(&self) -> bool {
+        self.inner.awaits_end
     }
 
-    /// `finish(status)`: tells the gate the status of the response to a
-    /// request it let through: a throttle that counts only some responses
-    /// (`count`, say "failures") gives back the unit it counted when this one
-    /// is not among them. A door calls it when `awaits_status?` (else it
-    /// does nothing); a request the application raised on stays counted.
-    fn finish(ruby: &Ruby, rb_self: &Self, status: u16) -> Result<(), Error> {
-        let waits = rb_self.inner.awaits_status && rb_self.gate.warden().waits_on_io();
+    /// `finish(status)`: tells the gate that the response to a request it
+    /// let through ended (its last byte sent, or the client gone), with its
+    /// status (`nil`: the application raised): every slot the request held
+    /// is released, and a throttle that counts only some responses
+    /// (`count`, say "failures") gives back the unit it counted when this
+    /// one is not among them (a request the application raised on stays
+    /// counted). A door calls it once, when `awaits_end?` (else it does
+    /// nothing).
+    fn finish(ruby: &Ruby, rb_self: &Self, status: Option<u16>) -> Result<(), Error> {
+        let waits = rb_self.inner.awaits_end && rb_self.gate.warden().waits_on_io();
         run_core(ruby, waits, || rb_self.gate.finish(&rb_self.inner, status))
     }
 
@@ -140,7 +144,7 @@ pub(super) fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     verdict.define_method("blocklist", method!(Verdict::blocklist, 0))?;
     verdict.define_method("log", method!(Verdict::log, 0))?;
     verdict.define_method("checked", method!(Verdict::checked, 0))?;
-    verdict.define_method("awaits_status?", method!(Verdict::awaits_status, 0))?;
+    verdict.define_method("awaits_end?", method!(Verdict::awaits_end, 0))?;
     verdict.define_method("finish", method!(Verdict::finish, 1))?;
     verdict.define_method("inspect", method!(Verdict::inspect, 0))?;
     Ok(())

@@ -1,10 +1,15 @@
 # frozen_string_literal: true
 
-# Every route: "ok"; a request with password=wrong is a failed login (401).
+require "net/http"
+
+# Every route: "ok"; a request with password=wrong is a failed login (401);
+# /call, when UPSTREAM is set, answers after calling it (the in-flight tests).
 class PagesController < ActionController::Base
   skip_forgery_protection # the test posts without a page
 
   def show
+    return render(plain: Net::HTTP.get(URI(ENV.fetch("UPSTREAM")))) if request.path == "/call" && ENV["UPSTREAM"]
+
     failed = params[:password] == "wrong"
     render plain: failed ? "no" : "ok", status: failed ? 401 : 200
   end

@@ -1,0 +1,213 @@
+"""In-flight throttles at the doors, as deployed: one policy file's throttle
+"partner" ("3 concurrent; 6000/minute" per account) applied by Django under
+gunicorn, the WSGI middleware under gunicorn (2 workers x 4 threads each),
+FastAPI behind the ASGI middleware under uvicorn (2 workers), a Rack app and
+a Rails 6.1 app under puma (2 workers x 4 threads), on one Redis, over real
+HTTP. A slow upstream behind them never sees more than 3 calls at once and
+sees nearly 3 while clients queue; a streamed body, a client that hangs up
+in the middle of one, and an app that raises each give their slot back."""
+
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+import ratekeeper
+from conftest import ROOT, free_port, http_servers, unique_prefix
+from test_in_flight import SlowUpstream
+
+SERVERS = os.path.join(ROOT, "tests", "python", "servers")
+RUBY_SERVERS = os.path.join(ROOT, "tests", "ruby", "servers")
+RULES = "3 concurrent; 6000/minute"
+POLICY = """
+exempt_paths = ["/health"]
+
+[store]
+url = "{url}"
+prefix = "{prefix}"
+
+[[throttle]]
+scope = "partner"
+rules = "{rules}"
+key = "query:account"
+paths = ["/call", "/stream", "/boom"]
+"""
+# door: (its server, the streamed path, the raising path, the scope its slots are held under)
+STREAMING_DOORS = {
+    "django": ("django", "/stream", "/boom", "partner"),
+    "django @ratelimit": ("django", "/dstream", "/dboom", "view:dstream"),
+    "wsgi": ("wsgi", "/stream", "/boom", "partner"),
+    "asgi": ("asgi", "/stream", "/boom", "partner"),
+    "rack": ("rack", "/stream", "/boom", "partner"),
+}
+
+
+class Upstream(SlowUpstream):
+    DELAY = 0.1
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory):
+    """The five doors' base URLs, the upstream's, and the throttle's limiter
+    (to read its leases), on the test Redis under a prefix of their own."""
+    redis_url = os.environ.get("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
+    tmp = tmp_path_factory.mktemp("in_flight_doors")
+    prefix = unique_prefix()
+    policy = tmp / "policy.toml"
+    policy.write_text(POLICY.format(url=redis_url, prefix=prefix, rules=RULES))
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    env = {**os.environ, "IN_FLIGHT_POLICY": str(policy), "EDGE_POLICY": str(policy),
+           "UPSTREAM": f"http://127.0.0.1:{upstream.server_address[1]}/upstream",
+           "RUBYLIB": os.path.join(ROOT, "ruby", "lib") + os.pathsep + os.environ.get("RUBYLIB", "")}
+    ports = {name: free_port() for name in ("django", "wsgi", "asgi", "rack", "rails")}
+    gunicorn = [sys.executable, "-m", "gunicorn", "-w", "2", "-k", "gthread", "--threads", "4", "--chdir", SERVERS,
+                "--log-level", "warning"]
+    puma = ["puma", "-q", "-w", "2", "-t", "4:4"]
+    commands = {
+        "django": ["env", "IN_FLIGHT_DOOR=django", *gunicorn, "-b", f"127.0.0.1:{ports['django']}",
+                   "in_flight_doors:django"],
+        "wsgi": ["env", "IN_FLIGHT_DOOR=wsgi", *gunicorn, "-b", f"127.0.0.1:{ports['wsgi']}", "in_flight_doors:wsgi"],
+        "asgi": ["env", "IN_FLIGHT_DOOR=asgi", sys.executable, "-m", "uvicorn", "--workers", "2", "--app-dir", SERVERS,
+                 "--log-level", "warning", "--port", str(ports["asgi"]), "in_flight_doors:asgi"],
+        "rack": [*puma, "-b", f"tcp://127.0.0.1:{ports['rack']}", os.path.join(RUBY_SERVERS, "in_flight.ru")],
+        "rails": [*puma, "-b", f"tcp://127.0.0.1:{ports['rails']}",
+                  os.path.join(RUBY_SERVERS, "rails_policy", "config.ru")],
+    }
+    limiters = {scope: ratekeeper.Limiter("3 concurrent", redis_url, scope=scope, prefix=prefix, on_error="raise")
+                for scope in ("partner", "view:dstream")}
+    try:
+        with http_servers(commands, ports, env, tmp, probe="/health") as urls:
+            yield urls, limiters
+    finally:
+        upstream.shutdown()
+
+
+def status_of(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def within(seconds: float, done) -> float:
+    """How long `done()` took to come true (polled every 20 ms); fails past `seconds`."""
+    start = time.monotonic()
+    while not done():
+        if time.monotonic() - start > seconds:
+            pytest.fail(f"not within {seconds} s")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_the_upstream_never_sees_more_than_three_calls_at_once(doors):
+    """Fifteen clients, three per door, call /call for one account until 300
+    calls went through, trying again 5 ms after a 429: the upstream (100 ms
+    a call) never sees more than 3 at once, each door let some through, and
+    while every client queues the slots are reused at once (at least 2.5 in
+    flight on average)."""
+    urls, _ = doors
+    Upstream.now = Upstream.most = 0
+    SlowUpstream.calls = []
+    wanted, served, errors = 300, {name: 0 for name in urls}, []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 90
+
+    def client(door: str) -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                if sum(served.values()) >= wanted:
+                    return
+            status = status_of(urls[door] + "/call?account=partner")
+            if status == 200:
+                with lock:
+                    served[door] += 1
+            elif status == 429:
+                time.sleep(0.005)
+            else:
+                errors.append((door, status))
+                return
+
+    threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    calls = sorted(SlowUpstream.calls)
+    print(f"served by door: {served}; upstream calls {len(calls)}; most at once {SlowUpstream.most}")
+    assert sum(served.values()) >= wanted, served
+    assert len(calls) == sum(served.values())
+    assert SlowUpstream.most == 3
+    assert all(count > 0 for count in served.values()), served
+    since, until = calls[30][0], calls[-30][0]
+    busy = sum(max(0.0, min(end, until) - max(start, since)) for start, end in calls)
+    average = busy / (until - since)
+    print(f"in flight on average: {average:.2f}")
+    assert average >= 2.5, average
+
+
+def hang_up_in_the_middle(base: str, path: str) -> None:
+    """Asks for a streamed body, reads its first chunk, and resets the connection."""
+    port = int(base.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        got = b""
+        while b"chunk 0" not in got:
+            part = sock.recv(4096)
+            assert part, f"the stream ended before its first chunk: {got!r}"
+            got += part
+        assert got.startswith(b"HTTP/1.1 200"), got[:40]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+@pytest.mark.parametrize("door", STREAMING_DOORS)
+def test_a_streamed_body_a_client_that_hangs_up_and_a_raising_app_give_the_slot_back(doors, door):
+    urls, limiters = doors
+    server, stream, boom, scope = STREAMING_DOORS[door]
+    base, held = urls[server], limiters[scope]
+    account = door.replace(" @", "-")
+    leases = lambda: held.leases(account.encode())  # noqa: E731
+    # a body read to its end: held while it streams, given back at its end
+    with urllib.request.urlopen(f"{base}{stream}?account={account}", timeout=30) as response:
+        assert response.readline() == b"chunk 0\n"
+        assert len(leases()) == 1, "held while the body streams"
+        response.read()
+    within(3, lambda: not leases())
+    # a client that hangs up after the first of 20 chunks (2 s in all)
+    hang_up_in_the_middle(base, f"{stream}?account={account}")
+    took = within(1.5, lambda: not leases())
+    print(f"{door}: the slot came back {took:.2f} s after the client hung up")
+    # an app that raises: a 500, and the slot back
+    assert status_of(f"{base}{boom}?account={account}") == 500
+    within(3, lambda: not leases())
+    # three slots at once, the fourth refused with the throttle's 429
+    streams = [urllib.request.urlopen(f"{base}{stream}?account={account}", timeout=30) for _ in range(3)]
+    try:
+        assert len(leases()) == 3
+        assert status_of(f"{base}{stream}?account={account}") == 429
+    finally:
+        for response in streams:
+            response.close()
+    within(3, lambda: not leases())
+
+
+def test_a_door_that_never_sees_the_response_end_refuses_a_held_slot():
+    """A FastAPI dependency returns before the response is sent: it refuses
+    an in-flight throttle at once, naming it and the doors that can hold it."""
+    import ratekeeper.fastapi
+
+    policy = {"throttle": [{"scope": "exports", "rules": "2 concurrent", "key": "ip"}]}
+    with pytest.raises(ratekeeper.ConfigurationError) as refused:
+        ratekeeper.fastapi.policy(policy)
+    assert "throttle 'exports' holds a slot while a request is under way" in str(refused.value)
+    assert "the WSGI or ASGI middleware" in str(refused.value)
