@@ -231,8 +231,8 @@ def metered(url, n, prefix, via):
 
 def holds(url, n, prefix, via):
     """What a hold of an in-flight rule costs on Redis (`via` "": the
-    script, "_module": a Redis with the module, where holds and releases
-    are scripts too), batches alternating: a hold of "10 concurrent;
+    script, "_module": a Redis with the module, whose RATEKEEPER.HOLD and
+    RATEKEEPER.LEASES hold and release), batches alternating: a hold of "10 concurrent;
     100000/minute" and its release against one check of "100000/minute"."""
     keys = [f"h:{i}" for i in range(KEYS)]
     options = {"prefix": f"{prefix}-h{via}", "redis_module": "require" if via else "off"}

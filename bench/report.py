@@ -44,7 +44,7 @@ ROWS = [
     ("a check of two meters (`requests`, `tokens`), Redis (script), batches alternating", "py_metered_two_meters", "py_metered_one_meter", "a check of one meter", 1.2, "le"),
     ("**module:** a check of two meters (`requests`, `tokens`), batches alternating", "py_metered_two_meters_module", "py_metered_one_meter_module", "a check of one meter", 1.2, "le"),
     ("a hold of `10 concurrent; 100000/minute` and its release, Redis (script), batches alternating", "py_in_flight_hold_release", "py_in_flight_check", "one check of `100000/minute`", 2.1, "le"),
-    ("**module:** a hold and its release (both scripts), batches alternating", "py_in_flight_hold_release_module", "py_in_flight_check_module", "one check of `100000/minute` (the module's command)", 2.1, "le"),
+    ("**module:** a hold and its release (`RATEKEEPER.HOLD`, `RATEKEEPER.LEASES`), batches alternating", "py_in_flight_hold_release_module", "py_in_flight_check_module", "one check of `100000/minute` (the module's command)", 2.1, "le"),
     ("a cost-1 check of 4 rules through the script, redis-py `EVALSHA`", "py_evalsha_current_script", "py_evalsha_previous_script", "the previous release's script (a timestamp per unit), batches alternating", 1.05, "le"),
     ("Redis CPU per cost-1 check of 4 rules through the script (`usec_per_call`)", "redis_usec_per_check_current_script", "redis_usec_per_check_previous_script", "the previous release's script, runs alternating", 1.05, "le"),
     ("FastAPI + ASGI middleware under uvicorn, `wrk -c32` p50", "fastapi_ratekeeper_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),

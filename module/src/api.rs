@@ -26,6 +26,8 @@ macro_rules! api {
     };
 }
 
+mod zset;
+
 /// The bytes of a Redis string; valid while the string is.
 pub fn bytes<'a>(s: *mut raw::RedisModuleString) -> Result<&'a [u8], ApiError> {
     let ptr_len = api!(RedisModule_StringPtrLen);
@@ -53,6 +55,8 @@ pub enum Kind {
     Text,
     /// A hash.
     Hash,
+    /// A sorted set.
+    Sorted,
     /// Anything else.
     Other,
 }
@@ -87,6 +91,7 @@ impl Key {
             raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
             raw::REDISMODULE_KEYTYPE_STRING => Kind::Text,
             raw::REDISMODULE_KEYTYPE_HASH => Kind::Hash,
+            raw::REDISMODULE_KEYTYPE_ZSET => Kind::Sorted,
             _ => Kind::Other,
         })
     }

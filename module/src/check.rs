@@ -7,9 +7,11 @@
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
 use crate::guard::{self, Failure};
-use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Item, Reply};
+use ratekeeper_engine::command::{
+    listed_reply, number, CheckArgs, CheckedReply, Item, Reply, Selected,
+};
 use ratekeeper_engine::packed::{pack_reply, parse_packed};
-use ratekeeper_engine::{check_in, parse_check, select, Check, Record, Scratch, Selected, Write};
+use ratekeeper_engine::{check_in, parse_check, select, Check, Record, Scratch, Write};
 use std::os::raw::c_int;
 
 /// The command's entry point.
@@ -51,16 +53,66 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     };
     let clock = api::clock_ms()?;
     let now = parsed.now.unwrap_or(clock);
-
-    // the key's record, and the record of the bans it earned in the
-    // check's scope (the third key, when given)
-    let open = |at: usize| -> Result<Option<Key>, Failure> {
-        match numkeys + 2 > at {
-            true => Ok(Some(Key::open(ctx, argv[at], false)?)),
-            false => Ok(None),
+    let outcome = with_selected(ctx, &argv[2..2 + numkeys], &parsed, now, |selected| {
+        let (rules, detail) = match selected {
+            Selected::Listed {
+                kind,
+                reason,
+                until,
+            } => return send(ctx, packed, &listed_reply(now, kind, reason, until)[..]),
+            Selected::Rules { rules, detail } => (rules, detail),
+        };
+        let mut log = Key::open(ctx, argv[2], parsed.writing)?;
+        let stored = stored(&log)?;
+        let stored_len = stored.len();
+        let (seen, write) = check_in(
+            Check {
+                stored,
+                rules: &rules,
+                cost: parsed.cost,
+                now,
+                clock: parsed.now.is_none().then_some(clock),
+                writing: parsed.writing,
+                exact: parsed.exact,
+                settle: parsed.settle,
+            },
+            scratch,
+        )?;
+        apply(ctx, &mut log, stored_len, &write, clock)?;
+        let reply = CheckedReply {
+            seen: &seen,
+            detail: &detail,
+        };
+        send(ctx, packed, &reply)?;
+        scratch.keep(seen, write);
+        if let std::borrow::Cow::Owned(rules) = rules {
+            scratch.keep_rules(rules);
         }
+        Ok(())
+    });
+    scratch.keep_args(parsed);
+    outcome
+}
+
+/// Gives `body` what a check of `keys` (its log, then the key's record and
+/// the record of the bans it earned in the check's scope, when given) at
+/// `now` comes to by the records: the key's listing, or the rules it is
+/// checked against (the caller's, a tier's or an override) and what the
+/// reply's detail says of them.
+pub fn with_selected<R>(
+    ctx: Ctx,
+    keys: &[Arg],
+    parsed: &CheckArgs<'_>,
+    now: i64,
+    body: impl FnOnce(Selected<'_>) -> Result<R, Failure>,
+) -> Result<R, Failure> {
+    let open = |at: usize| -> Result<Option<Key>, Failure> {
+        keys.get(at)
+            .map(|name| Key::open(ctx, *name, false))
+            .transpose()
+            .map_err(Failure::from)
     };
-    let (record_key, scope_key) = (open(3)?, open(4)?);
+    let (record_key, scope_key) = (open(1)?, open(2)?);
     let read = |key: &Option<Key>| -> Result<_, Failure> {
         match key {
             Some(key) => match key.kind()? {
@@ -90,43 +142,12 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
         }),
         false => None,
     };
-    let (rules, detail) = match select(&parsed.rules, parsed.tier_rules(), record.as_ref(), now)? {
-        Selected::Listed {
-            kind,
-            reason,
-            until,
-        } => return send(ctx, packed, &listed_reply(now, kind, reason, until)[..]),
-        Selected::Rules { rules, detail } => (rules, detail),
-    };
-
-    let mut log = Key::open(ctx, argv[2], parsed.writing)?;
-    let stored = stored(&log)?;
-    let stored_len = stored.len();
-    let (seen, write) = check_in(
-        Check {
-            stored,
-            rules: &rules,
-            cost: parsed.cost,
-            now,
-            clock: parsed.now.is_none().then_some(clock),
-            writing: parsed.writing,
-            exact: parsed.exact,
-            settle: parsed.settle,
-        },
-        scratch,
-    )?;
-    apply(ctx, &mut log, stored_len, &write, clock)?;
-    let reply = CheckedReply {
-        seen: &seen,
-        detail: &detail,
-    };
-    send(ctx, packed, &reply)?;
-    scratch.keep(seen, write);
-    if let std::borrow::Cow::Owned(rules) = rules {
-        scratch.keep_rules(rules);
-    }
-    scratch.keep_args(parsed);
-    Ok(())
+    body(select(
+        &parsed.rules,
+        parsed.tier_rules(),
+        record.as_ref(),
+        now,
+    )?)
 }
 
 /// The bytes a log key holds (none when it is empty), or the error of a

@@ -15,6 +15,10 @@
 //! * `RATEKEEPER.METERS numkeys log... packed...`: `meters.lua` as clients
 //!   send it: a key's several meters, one packed check per meter's log, all
 //!   or nothing, answered with one packed reply each.
+//! * `RATEKEEPER.HOLD numkeys leases [log [record [scope-record]]] h|q
+//!   limit lease-ms id now [check]`: `hold.lua` (an in-flight rule's slot
+//!   taken with the rates' check, its writes made only when a lease is), and
+//!   `RATEKEEPER.LEASES 1 leases r|e|l id lease-ms now`: `leases.lua`.
 //! * `RATEKEEPER.POLICY 1 key set now field [value]` and
 //!   `RATEKEEPER.POLICY 1 key strike now maxretry findtime`: `record.lua`.
 //!
@@ -31,6 +35,8 @@
 mod api;
 mod check;
 mod guard;
+mod hold;
+mod leases;
 mod meters;
 mod record;
 mod replication;
@@ -117,6 +123,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     for (name, handler) in [
         (c"ratekeeper.check", check::command as Handler),
         (c"ratekeeper.meters", meters::command as Handler),
+        (c"ratekeeper.hold", hold::command as Handler),
+        (c"ratekeeper.leases", leases::command as Handler),
         (c"ratekeeper.policy", record::command as Handler),
     ] {
         if register(ctx, name, handler, flags) == Status::Err {

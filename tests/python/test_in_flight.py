@@ -16,9 +16,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import redis
 
 import ratekeeper
-from conftest import ROOT, unique_prefix
+from conftest import ROOT, configured, unique_prefix
 
 
 def limiter(rules, store, **options):
@@ -50,6 +51,32 @@ def test_slots_are_held_released_and_refused_on_every_store(store):
     # the with block released the first
     assert export.peek("user:1").in_flight == 0
     assert first.released is True
+
+
+@pytest.mark.parametrize("server", ["script", "module"])
+def test_a_hold_and_its_release_are_one_call_each(server, own_redis):
+    """One EVALSHA each on a Redis without the module; with it, one
+    RATEKEEPER.HOLD and one RATEKEEPER.LEASES, and no script."""
+    url = f"redis://127.0.0.1:{own_redis[0]}/0" if server == "script" else configured("RATEKEEPER_TEST_REDIS_MODULE")
+    con = redis.Redis.from_url(url)
+    export = limiter("2 concurrent; 100/minute", url)
+    export.hold("warm").release()
+
+    def calls():
+        stats = con.info("commandstats")
+        return {k[len("cmdstat_"):]: v["calls"] for k, v in stats.items()
+                if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_ratekeeper.hold", "cmdstat_ratekeeper.leases")}
+
+    before = calls()
+    lease = export.hold("k")
+    held = calls()
+    assert lease.release()
+    released = calls()
+    asked = ("evalsha", "evalsha") if server == "script" else ("ratekeeper.hold", "ratekeeper.leases")
+    grew = lambda a, b: {k: b.get(k, 0) - a.get(k, 0) for k in b if b.get(k, 0) != a.get(k, 0)}  # noqa: E731
+    assert grew(before, held) == {asked[0]: 1}
+    assert grew(held, released) == {asked[1]: 1}
+    assert export.peek("k").in_flight == 0
 
 
 def test_a_lease_lapses_and_extends(redis_url):

@@ -14,6 +14,7 @@ mod engine_differential;
 mod failures;
 mod gate_count;
 mod gate_in_flight;
+mod hold_differential;
 mod holds;
 mod meters;
 mod module_server;

@@ -54,6 +54,44 @@ fn metered_admit(limiter: &Limiter, key: &[u8], tokens: i128, n: usize) -> usize
         .count()
 }
 
+/// A limiter of "2 concurrent; 10/minute" on `store`.
+fn in_flight(store: Arc<dyn Store>) -> Limiter {
+    Limiter::with_store(
+        RuleSet::parse("2 concurrent; 10/minute").unwrap(),
+        store,
+        OnError::Raise,
+    )
+}
+
+/// A hold of `key` by `limiter`.
+fn hold(limiter: &Limiter, key: &[u8]) -> ratekeeper_core::Hold {
+    let options = ratekeeper_core::CheckOptions::default();
+    limiter.hold(key, &options, None).unwrap()
+}
+
+/// A lease key's members, each with its score.
+type Members = Vec<(Vec<u8>, String)>;
+
+/// The leases a server holds: each lease key's members and scores.
+fn leases(con: &mut redis::Connection) -> Vec<(Vec<u8>, Members)> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*:f").query(con).unwrap();
+    let mut out: Vec<_> = keys
+        .into_iter()
+        .map(|k| {
+            let members: Members = redis::cmd("ZRANGE")
+                .arg(&k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(con)
+                .unwrap();
+            (k, members)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The logs (and policy records) a store's prefix holds: key -> bytes.
 fn logs(con: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*:l").query(con).unwrap();
@@ -311,6 +349,12 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
         w.clone(),
         b"set".to_vec(),
         b"strike".to_vec(),
+        b"h".to_vec(),
+        b"q".to_vec(),
+        b"r".to_vec(),
+        b"e".to_vec(),
+        b"l".to_vec(),
+        b"60000".to_vec(),
         b"1000".to_vec(),
         vec![0xff; 7],
         hash.clone().into_bytes(),
@@ -318,9 +362,11 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
     ];
     let (mut errors, mut replies) = (0, 0);
     for _ in 0..3000 {
-        let name = match next() % 3 {
+        let name = match next() % 5 {
             0 => "RATEKEEPER.CHECK",
             1 => "RATEKEEPER.POLICY",
+            2 => "RATEKEEPER.HOLD",
+            3 => "RATEKEEPER.LEASES",
             _ => "RATEKEEPER.METERS",
         };
         let count = next() % 14;
@@ -395,6 +441,81 @@ fn the_module_declares_its_keys() {
         .query(&mut con)
         .unwrap();
     assert_eq!(keys, ["rk:{u}:@requests:l", "rk:{u}:@tokens:l"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RATEKEEPER.HOLD")
+        .arg(3)
+        .arg("rk:{u}:f")
+        .arg("rk:{u}:l")
+        .arg("rk:{u}:r")
+        .arg(&["h", "2", "60000", "id", "", "packed"][..])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["rk:{u}:f", "rk:{u}:l", "rk:{u}:r"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RATEKEEPER.LEASES")
+        .arg(1)
+        .arg("rk:{u}:f")
+        .arg(&["l", "", "0", ""][..])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["rk:{u}:f"]);
+    // the lease commands' bad arguments are named, never a crash
+    for (name, args, want) in [
+        ("RATEKEEPER.HOLD", vec!["5"], "numkeys"),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["1", "rk:{u}:f", "h"],
+            "wrong number of arguments",
+        ),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["1", "rk:{u}:f", "x", "2", "1000", "id", ""],
+            "give h (hold) or q",
+        ),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["1", "rk:{u}:f", "h", "0", "1000", "id", ""],
+            "in-flight limit",
+        ),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["1", "rk:{u}:f", "h", "2", "86400001", "id", ""],
+            "lease time",
+        ),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["1", "rk:{u}:f", "h", "2", "1000", "", ""],
+            "lease id",
+        ),
+        (
+            "RATEKEEPER.HOLD",
+            vec!["2", "rk:{u}:f", "rk:{u}:l", "h", "2", "1000", "id", ""],
+            "wrong number of arguments",
+        ),
+        (
+            "RATEKEEPER.LEASES",
+            vec!["1", "rk:{u}:f", "x", "id", "0", ""],
+            "give r (release)",
+        ),
+        (
+            "RATEKEEPER.LEASES",
+            vec!["1", "rk:{u}:f", "e", "id", "0", ""],
+            "lease time",
+        ),
+        (
+            "RATEKEEPER.LEASES",
+            vec!["1", "rk:{u}:f", "r"],
+            "wrong number of arguments",
+        ),
+    ] {
+        let err = redis::cmd(name)
+            .arg(&args)
+            .query::<Value>(&mut con)
+            .expect_err(&format!("{name} {args:?} was accepted"));
+        assert!(err.to_string().contains(want), "{name} {args:?}: {err}");
+    }
     // the meters command's bad arguments are named, never a crash
     for (args, want) in [
         (vec!["0"], "numkeys"),
@@ -480,6 +601,12 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         3,
         "tokens: 100/minute"
     );
+    // holds (RATEKEEPER.HOLD) and a release (RATEKEEPER.LEASES): the rates'
+    // log and the leases' sorted set
+    let held = in_flight(store.clone());
+    let holds: Vec<_> = (0..3).map(|_| hold(&held, b"export")).collect();
+    assert_eq!(holds.iter().filter(|h| h.lease.is_some()).count(), 2);
+    assert!(held.release(holds[0].lease.as_ref().unwrap()).unwrap());
     assert_eq!(store.stats().path, "module");
     assert_eq!(store.stats().script_calls, 0);
 
@@ -487,8 +614,14 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         acknowledged(&mut mcon, 10_000),
         "the replica did not acknowledge the writes"
     );
+    assert_eq!(
+        leases(&mut rcon),
+        leases(&mut mcon),
+        "the replica's leases differ"
+    );
+    assert_eq!(leases(&mut mcon).len(), 1);
     let on_master = logs(&mut mcon);
-    assert_eq!(on_master.len(), 44);
+    assert_eq!(on_master.len(), 45, "44 logs and the holds' one");
     let on_replica = logs(&mut rcon);
     let differ: Vec<String> = on_master
         .iter()
@@ -542,6 +675,13 @@ fn a_replica_and_an_aof_hold_the_same_logs_and_a_server_without_the_module_goes_
         1,
         "90 of 100 tokens spent"
     );
+    let still = leases(&mut mcon);
+    assert_eq!(still.len(), 1, "the lease the AOF kept");
+    assert!(
+        hold(&held, b"export").lease.is_some(),
+        "one slot of two is free"
+    );
+    assert!(hold(&held, b"export").lease.is_none(), "both are held");
     let stats = store.stats();
     assert_eq!(stats.path, "script", "{stats:?}");
     assert!(stats.script_calls >= 10, "{stats:?}");

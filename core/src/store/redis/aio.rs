@@ -273,7 +273,7 @@ impl RedisStore {
     /// makes it: through the module when this process uses it (the script
     /// on a server without one), else by the script's SHA-1, and by its
     /// source on NOSCRIPT.
-    async fn script_async(
+    pub(super) async fn script_async(
         &self,
         route: Option<&[u8]>,
         command: impl Fn(Via) -> Cmd,

@@ -1,10 +1,13 @@
 //! A key's leases in Redis ([`crate::in_flight`]): a sorted set beside its
 //! log (`<prefix>:{<tag>}:f`, lease ids scored by their lapse times), held
 //! and checked with the rates by the hold script ([`HOLD_SCRIPT`]), released,
-//! extended and listed by the leases script ([`LEASES_SCRIPT`]). Both are
-//! scripts on every server: the module has no command for leases, so a
-//! Redis with the module runs them as one without.
+//! extended and listed by the leases script ([`LEASES_SCRIPT`]); on a
+//! Redis with the module, by its twins `RATEKEEPER.HOLD` (the check's
+//! arguments packed, as `RATEKEEPER.CHECK` takes them) and
+//! `RATEKEEPER.LEASES`, which take the same keys and give the same replies
+//! (a module without them sends the calls through the scripts).
 
+use super::module::{HOLD_COMMAND, LEASES_COMMAND};
 use super::wire::{check_args, parse_reply, Lua, Via};
 use super::RedisStore;
 use crate::controls::{Applied, DecidedBy};
@@ -29,8 +32,8 @@ pub(super) struct LeaseScripts {
 impl Default for LeaseScripts {
     fn default() -> LeaseScripts {
         LeaseScripts {
-            hold: Lua::new(HOLD_SCRIPT, None),
-            calls: Lua::new(LEASES_SCRIPT, None),
+            hold: Lua::new(HOLD_SCRIPT, Some(HOLD_COMMAND)),
+            calls: Lua::new(LEASES_SCRIPT, Some(LEASES_COMMAND)),
         }
     }
 }
@@ -60,7 +63,7 @@ impl RedisStore {
             None => cmd.arg(""),
         };
         if rates {
-            check_args(&mut cmd, r, Via::Sha);
+            check_args(&mut cmd, r, via);
         }
         cmd
     }
@@ -95,7 +98,10 @@ impl RedisStore {
         id: &str,
         lease_ms: u64,
     ) -> Result<Observation> {
-        let reply: Value = self.lua(|via| self.hold_command(request, id, lease_ms, via))?;
+        let route = self.route(request);
+        let reply: Value = self.script(route.as_deref(), |via| {
+            self.hold_command(request, id, lease_ms, via)
+        })?;
         parse_hold(&reply, request)
     }
 
@@ -107,7 +113,10 @@ impl RedisStore {
         call: LeaseCall<'_>,
         now_ms: Option<u64>,
     ) -> Result<Vec<Held>> {
-        let reply: Value = self.lua(|via| self.leases_command(tag, scope, call, now_ms, via))?;
+        let route = self.cluster.then(|| lease_key(&self.prefix, tag, scope));
+        let reply: Value = self.script(route.as_deref(), |via| {
+            self.leases_command(tag, scope, call, now_ms, via)
+        })?;
         parse_held(&reply)
     }
 
@@ -119,8 +128,11 @@ impl RedisStore {
         id: &str,
         lease_ms: u64,
     ) -> Result<Observation> {
+        let route = self.route(request);
         let reply = self
-            .lua_async(|via| self.hold_command(request, id, lease_ms, via))
+            .script_async(route.as_deref(), |via| {
+                self.hold_command(request, id, lease_ms, via)
+            })
             .await?;
         parse_hold(&reply, request)
     }
@@ -134,8 +146,11 @@ impl RedisStore {
         call: LeaseCall<'_>,
         now_ms: Option<u64>,
     ) -> Result<Vec<Held>> {
+        let route = self.cluster.then(|| lease_key(&self.prefix, tag, scope));
         let reply = self
-            .lua_async(|via| self.leases_command(tag, scope, call, now_ms, via))
+            .script_async(route.as_deref(), |via| {
+                self.leases_command(tag, scope, call, now_ms, via)
+            })
             .await?;
         parse_held(&reply)
     }

@@ -343,7 +343,7 @@ impl RedisStore {
     }
 
     /// Runs a script's call by its SHA-1, and once more by its source on
-    /// NOSCRIPT (a script the module has no command for runs only so).
+    /// NOSCRIPT (the script of a call the module does not answer).
     fn lua<T: redis::FromRedisValue>(&self, command: impl Fn(Via) -> redis::Cmd) -> Result<T> {
         match self.run(&command(Via::Sha), None)? {
             Err(e) if is_noscript(&e) => self.run(&command(Via::Source), None)?,

@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 pub const CHECK_COMMAND: &str = "RATEKEEPER.CHECK";
 /// The module's command that checks a key's several meters together.
 pub const METERS_COMMAND: &str = "RATEKEEPER.METERS";
+/// The module's hold command (an in-flight rule's slot, with the rates).
+pub const HOLD_COMMAND: &str = "RATEKEEPER.HOLD";
+/// The module's command that releases, extends or lists a key's leases.
+pub const LEASES_COMMAND: &str = "RATEKEEPER.LEASES";
 /// The module's record command.
 pub const RECORD_COMMAND: &str = "RATEKEEPER.POLICY";
 /// How long a process that found no module uses the script before it asks again.
