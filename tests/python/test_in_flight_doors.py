@@ -3,19 +3,22 @@
 gunicorn, the WSGI middleware under gunicorn (2 workers x 4 threads each),
 FastAPI behind the ASGI middleware under uvicorn (2 workers), a Rack app and
 a Rails 6.1 app under puma (2 workers x 4 threads), on one Redis, over real
-HTTP. A slow upstream behind them never sees more than 3 calls at once and
-sees nearly 3 while clients queue; a streamed body, a client that hangs up
-in the middle of one, and an app that raises each give their slot back."""
+HTTP, with a Celery prefork worker and a Ruby process holding slots of the
+same key. A slow upstream behind them never sees more than 3 calls at once
+and sees nearly 3 while clients queue; a streamed body, a client that hangs
+up in the middle of one, and an app that raises each give their slot back."""
 
 import os
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from http.server import ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,13 +53,28 @@ STREAMING_DOORS = {
 
 
 class Upstream(SlowUpstream):
+    """The slow upstream, noting who called by the path's first part
+    (/upstream: a door; /celery, /ruby: a job)."""
+
     DELAY = 0.1
+    callers: list = []
+
+    def do_GET(self):
+        super().do_GET()
+        with self.lock:
+            Upstream.callers.append(self.path.lstrip("/").split("?")[0])
+
+    @classmethod
+    def by(cls, who: str) -> int:
+        with cls.lock:
+            return cls.callers.count(who)
 
 
 @pytest.fixture(scope="module")
 def doors(tmp_path_factory):
-    """The five doors' base URLs, the upstream's, and the throttle's limiter
-    (to read its leases), on the test Redis under a prefix of their own."""
+    """The five doors' base URLs, the limiters of their throttles' scopes (to
+    read their leases), the store and prefix, the upstream's base URL and the
+    servers' environment, on the test Redis under a prefix of their own."""
     redis_url = os.environ.get("RATEKEEPER_TEST_REDIS", "redis://127.0.0.1:6379/0")
     tmp = tmp_path_factory.mktemp("in_flight_doors")
     prefix = unique_prefix()
@@ -83,9 +101,11 @@ def doors(tmp_path_factory):
     }
     limiters = {scope: ratekeeper.Limiter("3 concurrent", redis_url, scope=scope, prefix=prefix, on_error="raise")
                 for scope in ("partner", "view:dstream")}
+    base = f"http://127.0.0.1:{upstream.server_address[1]}"
     try:
         with http_servers(commands, ports, env, tmp, probe="/health") as urls:
-            yield urls, limiters
+            yield SimpleNamespace(urls=urls, limiters=limiters, store=redis_url, prefix=prefix, upstream=base,
+                                  env=env)
     finally:
         upstream.shutdown()
 
@@ -109,18 +129,65 @@ def within(seconds: float, done) -> float:
     return time.monotonic() - start
 
 
-def test_the_upstream_never_sees_more_than_three_calls_at_once(doors):
-    """Fifteen clients, three per door, call /call for one account until 300
-    calls went through, trying again 5 ms after a 429: the upstream (100 ms
-    a call) never sees more than 3 at once, each door let some through, and
-    while every client queues the slots are reused at once (at least 2.5 in
-    flight on average)."""
-    urls, _ = doors
-    Upstream.now = Upstream.most = 0
-    SlowUpstream.calls = []
+RUBY_HOLDER = """
+require "net/http"
+require "ratekeeper"
+url, store, prefix, calls = ARGV
+partner = Ratekeeper::Limiter.new("3 concurrent; 6000/minute", store: store, scope: "partner", prefix: prefix,
+                                  on_error: :raise)
+queue = Queue.new
+calls.to_i.times { queue << 1 }
+queue.close
+threads = 4.times.map do
+  Thread.new do
+    while queue.pop
+      partner.hold("partner", wait: true, timeout: 120) { Net::HTTP.get(URI(url)) }
+    end
+  end
+end
+threads.each(&:join)
+puts "done"
+"""
+
+
+def celery_worker(tmp_path, env):
+    """A Celery worker (the default prefork pool, 4 children) whose task
+    holds a slot of the doors' throttle (its scope and key) while it calls
+    the upstream, its broker a Redis of its own; stopped by the caller."""
+    from conftest import start_redis
+
+    broker = free_port()
+    start_redis(tmp_path, "--port", str(broker))
+    env = {**env, "RK_BROKER": f"redis://127.0.0.1:{broker}/0", "RK_RULES": RULES, "RK_SCOPE": "partner",
+           "RK_KEY": "partner", "PYTHONPATH": os.pathsep.join(filter(None, [SERVERS, os.environ.get("PYTHONPATH")]))}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    log = open(tmp_path / "celery.log", "w")
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "in_flight_celery", "worker", "-P", "prefork",
+                               "-c", "4", "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
+                              env=env, stdout=log, stderr=subprocess.STDOUT, cwd=SERVERS)
+    return worker, log, env
+
+
+def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path):
+    """On one key of "3 concurrent": fifteen HTTP clients, three per door,
+    call /call until 300 calls went through (trying again 5 ms after a 429),
+    while a Celery worker runs 40 tasks and a Ruby process's four threads
+    make 40 holds, each calling the upstream (100 ms a call) while it holds
+    its slot. The upstream never sees more than 3 at once, every door and
+    job has its calls, and while the clients queue the slots are reused at
+    once (at least 2.5 in flight on average)."""
+    pytest.importorskip("celery")
+    urls = doors.urls
+    SlowUpstream.now = SlowUpstream.most = 0
+    SlowUpstream.calls, Upstream.callers = [], []
     wanted, served, errors = 300, {name: 0 for name in urls}, []
     lock = threading.Lock()
     deadline = time.monotonic() + 90
+    worker, log, env = celery_worker(tmp_path, {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
+                                                 "RK_UPSTREAM": doors.upstream + "/celery"})
+    ruby = subprocess.Popen(["ruby", "-e", RUBY_HOLDER, doors.upstream + "/ruby", doors.store, doors.prefix, "40"],
+                            stdout=subprocess.PIPE, text=True, env=doors.env)
+    saved = dict(os.environ)
 
     def client(door: str) -> None:
         while time.monotonic() < deadline:
@@ -137,19 +204,40 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors):
                 errors.append((door, status))
                 return
 
-    threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    try:
+        sys.path.insert(0, SERVERS)
+        os.environ.update({k: v for k, v in env.items() if k.startswith("RK_")})
+        import in_flight_celery
+
+        for n in range(40):
+            in_flight_celery.upstream.delay(n)
+        threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        ruby_out = ruby.communicate(timeout=120)[0]
+        while Upstream.by("celery") < 40 and time.monotonic() < deadline + 30:
+            time.sleep(0.2)
+    finally:
+        ruby.kill()
+        worker.terminate()
+        worker.wait(timeout=30)
+        log.close()
+        sys.path.remove(SERVERS)
+        os.environ.clear()
+        os.environ.update(saved)
     assert not errors, errors
+    assert ruby_out.strip() == "done", ruby_out
     calls = sorted(SlowUpstream.calls)
-    print(f"served by door: {served}; upstream calls {len(calls)}; most at once {SlowUpstream.most}")
+    by = {who: Upstream.by(who) for who in ("celery", "ruby")}
+    print(f"served by door: {served}; by jobs: {by}; upstream calls {len(calls)}; most at once {SlowUpstream.most}")
     assert sum(served.values()) >= wanted, served
-    assert len(calls) == sum(served.values())
+    assert by == {"celery": 40, "ruby": 40}, (by, (tmp_path / "celery.log").read_text()[-3000:])
+    assert len(calls) == sum(served.values()) + 80
     assert SlowUpstream.most == 3
     assert all(count > 0 for count in served.values()), served
-    since, until = calls[30][0], calls[-30][0]
+    since, until = calls[30][0], calls[250][0]
     busy = sum(max(0.0, min(end, until) - max(start, since)) for start, end in calls)
     average = busy / (until - since)
     print(f"in flight on average: {average:.2f}")
@@ -172,9 +260,8 @@ def hang_up_in_the_middle(base: str, path: str) -> None:
 
 @pytest.mark.parametrize("door", STREAMING_DOORS)
 def test_a_streamed_body_a_client_that_hangs_up_and_a_raising_app_give_the_slot_back(doors, door):
-    urls, limiters = doors
     server, stream, boom, scope = STREAMING_DOORS[door]
-    base, held = urls[server], limiters[scope]
+    base, held = doors.urls[server], doors.limiters[scope]
     account = door.replace(" @", "-")
     leases = lambda: held.leases(account.encode())  # noqa: E731
     # a body read to its end: held while it streams, given back at its end

@@ -15,7 +15,10 @@
 //!    refused, an allow2ban one when its strike bans;
 //! 5. every throttle that applies (hosts, paths, methods, required headers,
 //!    and a key the request has) is checked in ONE round trip, each
-//!    atomically on its own: each that admits the request counts it;
+//!    atomically on its own: each that admits the request counts it; a
+//!    throttle with an in-flight rule ("3 concurrent") holds a slot in one
+//!    more, given back when the response ends ([`Gate::finish`], in
+//!    `ending.rs`) or at once when the request is refused;
 //! 6. in throttle order, the first listed key (blocked: 403; safelisted:
 //!    pass, unmarked) or denial (429, logged) answers; else the request
 //!    passes with the headers of the throttle that has least left.
