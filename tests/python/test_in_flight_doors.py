@@ -150,14 +150,11 @@ puts "done"
 """
 
 
-def celery_worker(tmp_path, env):
+def celery_worker(tmp_path, own_redis, env):
     """A Celery worker (the default prefork pool, 4 children) whose task
     holds a slot of the doors' throttle (its scope and key) while it calls
-    the upstream, its broker a Redis of its own; stopped by the caller."""
-    from conftest import start_redis
-
-    broker = free_port()
-    start_redis(tmp_path, "--port", str(broker))
+    the upstream, its broker a Redis of its own (`own_redis`)."""
+    broker, _ = own_redis
     env = {**env, "RK_BROKER": f"redis://127.0.0.1:{broker}/0", "RK_RULES": RULES, "RK_SCOPE": "partner",
            "RK_KEY": "partner", "PYTHONPATH": os.pathsep.join(filter(None, [SERVERS, os.environ.get("PYTHONPATH")]))}
     env.pop("DJANGO_SETTINGS_MODULE", None)
@@ -168,7 +165,7 @@ def celery_worker(tmp_path, env):
     return worker, log, env
 
 
-def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path):
+def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, own_redis):
     """On one key of "3 concurrent": fifteen HTTP clients, three per door,
     call /call until 300 calls went through (trying again 5 ms after a 429),
     while a Celery worker runs 40 tasks and a Ruby process's four threads
@@ -183,8 +180,9 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path):
     wanted, served, errors = 300, {name: 0 for name in urls}, []
     lock = threading.Lock()
     deadline = time.monotonic() + 90
-    worker, log, env = celery_worker(tmp_path, {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
-                                                 "RK_UPSTREAM": doors.upstream + "/celery"})
+    jobs_env = {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
+                "RK_UPSTREAM": doors.upstream + "/celery"}
+    worker, log, env = celery_worker(tmp_path, own_redis, jobs_env)
     ruby = subprocess.Popen(["ruby", "-e", RUBY_HOLDER, doors.upstream + "/ruby", doors.store, doors.prefix, "40"],
                             stdout=subprocess.PIPE, text=True, env=doors.env)
     saved = dict(os.environ)

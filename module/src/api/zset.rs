@@ -37,8 +37,36 @@ impl Key {
     /// `after` `None`), lowest score first: each member's bytes and score.
     /// An empty key has none.
     pub fn scored(&self, after: Option<f64>, upto: f64) -> Result<Vec<(Vec<u8>, f64)>, ApiError> {
+        let mut out = Vec::new();
+        self.each_scored(after, upto, |member, score| {
+            out.push((super::bytes(member)?.to_vec(), score));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// How many members are scored above `after`, and the lowest such score.
+    pub fn count_above(&self, after: f64) -> Result<(i64, Option<f64>), ApiError> {
+        let (mut count, mut lowest) = (0, None);
+        self.each_scored(Some(after), f64::INFINITY, |_, score| {
+            count += 1;
+            lowest.get_or_insert(score);
+            Ok(())
+        })?;
+        Ok((count, lowest))
+    }
+
+    /// Calls `each` with every member (a string Redis frees after the
+    /// call) scored above `after` (or at most `upto`), and its score,
+    /// lowest first.
+    fn each_scored(
+        &self,
+        after: Option<f64>,
+        upto: f64,
+        mut each: impl FnMut(Arg, f64) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
         if self.ptr.is_null() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let first = api!(RedisModule_ZsetFirstInScoreRange);
         let current = api!(RedisModule_ZsetRangeCurrentElement);
@@ -50,32 +78,25 @@ impl Key {
             Some(after) => (after, 1),
             None => (f64::NEG_INFINITY, 0),
         };
-        let mut out = Vec::new();
         if unsafe { first(self.ptr, min, upto, minex as c_int, 0) } != raw::REDISMODULE_OK as c_int
         {
-            return Ok(out);
+            return Ok(());
         }
-        while unsafe { ended(self.ptr) } == 0 {
+        let mut outcome = Ok(());
+        while outcome.is_ok() && unsafe { ended(self.ptr) } == 0 {
             let mut score = 0.0;
             let member = unsafe { current(self.ptr, &mut score) };
             if member.is_null() {
                 break;
             }
-            let bytes = super::bytes(member).map(<[u8]>::to_vec);
+            outcome = each(member, score);
             unsafe { free(self.ctx, member) };
-            out.push((bytes?, score));
             if unsafe { next(self.ptr) } == 0 {
                 break;
             }
         }
         unsafe { stop(self.ptr) };
-        Ok(out)
-    }
-
-    /// How many members are scored above `after`, and the lowest such score.
-    pub fn count_above(&self, after: f64) -> Result<(i64, Option<f64>), ApiError> {
-        let live = self.scored(Some(after), f64::INFINITY)?;
-        Ok((live.len() as i64, live.first().map(|(_, score)| *score)))
+        outcome
     }
 
     /// A member's score, when it is one.
