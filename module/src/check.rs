@@ -11,7 +11,9 @@ use ratekeeper_engine::command::{
     listed_reply, number, CheckArgs, CheckedReply, Item, Reply, Selected,
 };
 use ratekeeper_engine::packed::{pack_reply, parse_packed};
-use ratekeeper_engine::{check_in, parse_check, select, Check, Record, Scratch, Write};
+use ratekeeper_engine::{
+    check_in, parse_check, select, Check, Record, Rules, Scratch, Seen, Write,
+};
 use std::os::raw::c_int;
 
 /// The command's entry point.
@@ -63,21 +65,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
             Selected::Rules { rules, detail } => (rules, detail),
         };
         let mut log = Key::open(ctx, argv[2], parsed.writing)?;
-        let stored = stored(&log)?;
-        let stored_len = stored.len();
-        let (seen, write) = check_in(
-            Check {
-                stored,
-                rules: &rules,
-                cost: parsed.cost,
-                now,
-                clock: parsed.now.is_none().then_some(clock),
-                writing: parsed.writing,
-                exact: parsed.exact,
-                settle: parsed.settle,
-            },
-            scratch,
-        )?;
+        let (stored_len, seen, write) = check_log(&log, &parsed, &rules, (now, clock), scratch)?;
         apply(ctx, &mut log, stored_len, &write, clock)?;
         let reply = CheckedReply {
             seen: &seen,
@@ -148,6 +136,33 @@ pub fn with_selected<R>(
         record.as_ref(),
         now,
     )?)
+}
+
+/// The engine's check of `log` against `rules` at `now` (the server's
+/// `clock` read once for the call), as `parsed` asks: the bytes the log
+/// held, what the check saw, and what it is to write ([`apply`]).
+pub fn check_log(
+    log: &Key,
+    parsed: &CheckArgs<'_>,
+    rules: &Rules,
+    (now, clock): (i64, i64),
+    scratch: &mut Scratch,
+) -> Result<(usize, Seen, Write), Failure> {
+    let stored = stored(log)?;
+    let (seen, write) = check_in(
+        Check {
+            stored,
+            rules,
+            cost: parsed.cost,
+            now,
+            clock: parsed.now.is_none().then_some(clock),
+            writing: parsed.writing,
+            exact: parsed.exact,
+            settle: parsed.settle,
+        },
+        scratch,
+    )?;
+    Ok((stored.len(), seen, write))
 }
 
 /// The bytes a log key holds (none when it is empty), or the error of a

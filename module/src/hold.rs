@@ -10,11 +10,11 @@
 //! commands.
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
-use crate::check::{apply, send, stored, with_selected};
+use crate::check::{apply, check_log, send, with_selected};
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Selected};
 use ratekeeper_engine::packed::parse_packed;
-use ratekeeper_engine::{check_in, parse_check, ArgError, Check, Scratch};
+use ratekeeper_engine::{parse_check, ArgError, Scratch};
 use std::os::raw::c_int;
 
 /// The longest lease (a day, in ms), as the client bounds it.
@@ -123,21 +123,8 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             Selected::Rules { rules, detail } => (rules, detail),
         };
         let mut log = Key::open(ctx, keys[0], parsed.writing)?;
-        let stored = stored(&log)?;
-        let stored_len = stored.len();
-        let (seen, write) = check_in(
-            Check {
-                stored,
-                rules: &rules,
-                cost: parsed.cost,
-                now,
-                clock: parsed.now.is_none().then_some(clock),
-                writing: parsed.writing,
-                exact: parsed.exact,
-                settle: parsed.settle,
-            },
-            &mut scratch,
-        )?;
+        let (stored_len, seen, write) =
+            check_log(&log, &parsed, &rules, (now, clock), &mut scratch)?;
         // the check's writes wait for the lease: a hold refused for want
         // of a slot logs nothing
         let leased = take(ctx, argv[2], &hold, (seen.now, clock), seen.allowed, || {

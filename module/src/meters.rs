@@ -7,11 +7,11 @@
 //! packed reply, in order.
 
 use crate::api::{self, reply, Arg, Ctx, Key};
-use crate::check::{apply, send, stored};
+use crate::check::{apply, check_log, send};
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{number, CheckedReply, MAX_RULES};
 use ratekeeper_engine::packed::parse_packed;
-use ratekeeper_engine::{check_in, Check, Scratch, Seen, Write};
+use ratekeeper_engine::{Scratch, Seen, Write};
 use std::os::raw::c_int;
 
 /// The command's entry point.
@@ -43,21 +43,9 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         let parsed = parse_packed(api::bytes(argv[2 + meters + i])?, &mut scratch)?;
         settles |= parsed.settle.is_some();
         let log = Key::open(ctx, argv[2 + i], parsed.writing)?;
-        let stored = stored(&log)?;
-        let stored_len = stored.len();
-        let (seen, write) = check_in(
-            Check {
-                stored,
-                rules: &parsed.rules,
-                cost: parsed.cost,
-                now: parsed.now.unwrap_or(clock),
-                clock: parsed.now.is_none().then_some(clock),
-                writing: parsed.writing,
-                exact: parsed.exact,
-                settle: parsed.settle,
-            },
-            &mut scratch,
-        )?;
+        let now = parsed.now.unwrap_or(clock);
+        let (stored_len, seen, write) =
+            check_log(&log, &parsed, &parsed.rules, (now, clock), &mut scratch)?;
         checked.push(Checked {
             log,
             stored_len,

@@ -241,8 +241,9 @@ print("done", flush=True)
 RUBY_CALLER = """
 require "net/http"
 require "ratekeeper"
-url, store, scope, calls = ARGV
-partner = Ratekeeper::Limiter.new("3 concurrent; 6000/minute", store: store, scope: scope, on_error: :raise)
+url, store, scope, calls, prefix = ARGV
+partner = Ratekeeper::Limiter.new("3 concurrent; 6000/minute", store: store, scope: scope, on_error: :raise,
+                                  **(prefix ? { prefix: prefix } : {}))
 queue = Queue.new
 calls.to_i.times { queue << 1 }
 queue.close

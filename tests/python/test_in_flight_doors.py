@@ -24,7 +24,7 @@ import pytest
 
 import ratekeeper
 from conftest import ROOT, free_port, http_servers, unique_prefix
-from test_in_flight import SlowUpstream
+from test_in_flight import RUBY_CALLER, SlowUpstream
 
 SERVERS = os.path.join(ROOT, "tests", "python", "servers")
 RUBY_SERVERS = os.path.join(ROOT, "tests", "ruby", "servers")
@@ -129,27 +129,6 @@ def within(seconds: float, done) -> float:
     return time.monotonic() - start
 
 
-RUBY_HOLDER = """
-require "net/http"
-require "ratekeeper"
-url, store, prefix, calls = ARGV
-partner = Ratekeeper::Limiter.new("3 concurrent; 6000/minute", store: store, scope: "partner", prefix: prefix,
-                                  on_error: :raise)
-queue = Queue.new
-calls.to_i.times { queue << 1 }
-queue.close
-threads = 4.times.map do
-  Thread.new do
-    while queue.pop
-      partner.hold("partner", wait: true, timeout: 120) { Net::HTTP.get(URI(url)) }
-    end
-  end
-end
-threads.each(&:join)
-puts "done"
-"""
-
-
 def celery_worker(tmp_path, own_redis, env):
     """A Celery worker (the default prefork pool, 4 children) whose task
     holds a slot of the doors' throttle (its scope and key) while it calls
@@ -183,8 +162,8 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     jobs_env = {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
                 "RK_UPSTREAM": doors.upstream + "/celery"}
     worker, log, env = celery_worker(tmp_path, own_redis, jobs_env)
-    ruby = subprocess.Popen(["ruby", "-e", RUBY_HOLDER, doors.upstream + "/ruby", doors.store, doors.prefix, "40"],
-                            stdout=subprocess.PIPE, text=True, env=doors.env)
+    ruby = subprocess.Popen(["ruby", "-e", RUBY_CALLER, doors.upstream + "/ruby", doors.store, "partner", "40",
+                             doors.prefix], stdout=subprocess.PIPE, text=True, env=doors.env)
     saved = dict(os.environ)
 
     def client(door: str) -> None:

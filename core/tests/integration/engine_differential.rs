@@ -20,19 +20,19 @@ use ratekeeper_core::store::REDIS_SCRIPT;
 use redis::Value;
 
 /// A small deterministic generator (xorshift), so a failure names its seed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
@@ -61,7 +61,9 @@ fn rule_set(rng: &mut Rng) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn rule_args(args: &mut Vec<Vec<u8>>, rules: &[(u64, u64)]) {
+/// A check's rules as the check script takes them (after its mode, cost and
+/// now): their count, their windows packed, limits, windows.
+pub(crate) fn rule_args(args: &mut Vec<Vec<u8>>, rules: &[(u64, u64)]) {
     args.push(rules.len().to_string().into_bytes());
     args.push(
         rules
@@ -104,8 +106,13 @@ fn call_packed(con: &mut redis::Connection, keys: &[&str], packed: &[u8]) -> Res
     let Value::BulkString(bytes) = reply else {
         panic!("a packed check's reply is one string: {reply:?}");
     };
-    let items = unpack_reply(&bytes).expect("a packed reply");
-    Ok(Value::Array(
+    Ok(unpacked_array(&bytes))
+}
+
+/// A packed check reply read back into the script's array.
+pub(crate) fn unpacked_array(bytes: &[u8]) -> Value {
+    let items = unpack_reply(bytes).expect("a packed reply");
+    Value::Array(
         items
             .into_iter()
             .map(|item| match item {
@@ -113,7 +120,7 @@ fn call_packed(con: &mut redis::Connection, keys: &[&str], packed: &[u8]) -> Res
                 Item::Bytes(b) => Value::BulkString(b.to_vec()),
             })
             .collect(),
-    ))
+    )
 }
 
 /// Rules as the engine takes them.

@@ -10,46 +10,17 @@
 //! Runs on `RATEKEEPER_TEST_REDIS_MODULE` (scripts/test starts it).
 
 use crate::common;
+use crate::engine_differential::{rule_args, unpacked_array, Rng};
 
-use ratekeeper_core::engine::command::Item;
 use ratekeeper_core::engine::lua::{HOLD_SCRIPT, LEASES_SCRIPT};
-use ratekeeper_core::engine::packed::{pack_check, unpack_reply};
+use ratekeeper_core::engine::packed::pack_check;
 use ratekeeper_core::engine::Rules;
 use redis::Value;
-
-/// A small deterministic generator (xorshift), so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// One side's keys: the leases, then the log.
 struct Side {
     leases: String,
     log: String,
-}
-
-/// A check's arguments as the check script takes them (after its mode,
-/// cost and now): the rules' count, their windows packed, limits, windows.
-fn rule_args(args: &mut Vec<Vec<u8>>, rules: &[(u64, u64)]) {
-    args.push(rules.len().to_string().into_bytes());
-    args.push(
-        rules
-            .iter()
-            .flat_map(|r| r.1.to_be_bytes()[3..].to_vec())
-            .collect(),
-    );
-    args.extend(rules.iter().map(|r| r.0.to_string().into_bytes()));
-    args.extend(rules.iter().map(|r| r.1.to_string().into_bytes()));
 }
 
 /// A reply with every packed check reply (a module's) read back into the
@@ -58,16 +29,7 @@ fn unpacked(reply: Value) -> Value {
     match reply {
         Value::Array(mut parts) if !parts.is_empty() => {
             if let Value::BulkString(bytes) = &parts[0] {
-                let items = unpack_reply(bytes).expect("a packed reply");
-                parts[0] = Value::Array(
-                    items
-                        .into_iter()
-                        .map(|item| match item {
-                            Item::Int(n) => Value::Int(n),
-                            Item::Bytes(b) => Value::BulkString(b.to_vec()),
-                        })
-                        .collect(),
-                );
+                parts[0] = unpacked_array(bytes);
             }
             Value::Array(parts)
         }
