@@ -134,6 +134,36 @@ def test_a_path_rule_applies_to_any_http_method_it_names(settings_override):
         assert c.get("/dav/x")["X-RateLimit-Limit"] != "2", "GET is not under the PROPFIND rule"
 
 
+def test_an_in_flight_path_holds_its_slot_until_the_response_is_closed(settings_override, monkeypatch):
+    """"1 concurrent" on a path: a response not yet closed holds the slot
+    (a second request is 429); closing it gives the slot back, once however
+    often it is closed; the test client closes every response it gets."""
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from ratekeeper.django import limiting
+    from ratekeeper.django.middleware import RateLimitMiddleware
+
+    told = []
+    tell_end = limiting.tell_end
+    monkeypatch.setattr(limiting, "tell_end", lambda verdict, status: (told.append(status), tell_end(verdict, status)))
+    paths = [{"path": "/export/", "rules": "1 concurrent; 100/minute", "key": "ip"}]
+    with override_settings(RATEKEEPER=dict(settings_override, PATHS=paths)):
+        middleware = RateLimitMiddleware(lambda request: HttpResponse("ok"))
+        factory = RequestFactory(REMOTE_ADDR="198.18.0.7")
+        first = middleware(factory.get("/export/a"))
+        assert first.status_code == 200
+        assert middleware(factory.get("/export/a")).status_code == 429, "the slot is held until the close"
+        first.close()
+        first.close()
+        assert told == [200], "told once, with the response's status"
+        (limiter,) = [held for scope, held in get_config().gate.limiters().items() if "export" in scope]
+        assert limiter.leases("198.18.0.7") == []
+        c = client("198.18.0.7")
+        assert 429 not in [c.get("/export/a").status_code for _ in range(3)]
+        assert limiter.leases("198.18.0.7") == [], "the test client closed each response"
+
+
 def test_a_path_rule_in_shadow_mode_logs_what_it_would_deny_and_denies_nothing(settings_override, caplog):
     """A PATHS entry with "shadow": True is tried in production: it counts,
     its denials are logged (shadow=true) and let through with none of its

@@ -164,14 +164,17 @@ async def arespond(verdict: Optional[Verdict], view: Callable[[], Awaitable[Http
 
 def _told_at_close(response: HttpResponseBase, verdict: Verdict) -> None:
     """Makes closing `response` (as Django's WSGI and ASGI handlers and its
-    test client do, once it is sent) tell the gate its end."""
+    test client do, once it is sent) tell the gate its end, once."""
     closing = response.close
+    told: list = []
 
     def close() -> None:
         try:
             closing()
         finally:
-            tell_end(verdict, response.status_code)
+            if not told:
+                told.append(True)
+                tell_end(verdict, response.status_code)
 
     response.close = close  # type: ignore[method-assign]
 
