@@ -158,11 +158,13 @@ impl Gate {
     /// A request the gate refuses never reaches the application: the slots
     /// it took and what a throttle that counts only some responses counted
     /// of it (before another throttle or a listing refused it) are given
-    /// back at once.
-    pub(super) fn given_back(&self, verdict: &Verdict) -> Result<()> {
-        match verdict.ending {
-            Ending::Pass => Ok(()),
-            _ => self.end(verdict, |_| false),
+    /// back at once. The refusal stands when the store fails to take them
+    /// back; the verdict then carries a warning (a slot lapses with its
+    /// lease).
+    pub(super) fn given_back(&self, verdict: &mut Verdict) {
+        if verdict.ending != Ending::Pass {
+            let outcome = self.end(verdict, |_| false);
+            not_given_back(verdict, outcome);
         }
     }
 
@@ -192,10 +194,10 @@ impl Gate {
 
     /// [`Gate::given_back`], awaited.
     #[cfg(feature = "async")]
-    pub(super) async fn given_back_async(&self, verdict: &Verdict) -> Result<()> {
-        match verdict.ending {
-            Ending::Pass => Ok(()),
-            _ => self.end_async(verdict, |_| false).await,
+    pub(super) async fn given_back_async(&self, verdict: &mut Verdict) {
+        if verdict.ending != Ending::Pass {
+            let outcome = self.end_async(verdict, |_| false).await;
+            not_given_back(verdict, outcome);
         }
     }
 
@@ -212,6 +214,16 @@ impl Gate {
             limiter.settle_async(&reservation, 0, None).await?;
         }
         failed.map_or(Ok(()), Err)
+    }
+}
+
+/// Notes on a refused verdict what its store did not give back.
+fn not_given_back(verdict: &mut Verdict, outcome: Result<()>) {
+    if let Err(e) = outcome {
+        verdict.warnings.push(format!(
+            "ratekeeper: a refused request's slot or unit was not given back \
+             (a slot lapses with its lease): {e}"
+        ));
     }
 }
 

@@ -373,8 +373,8 @@ impl Gate {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let taken = self.taken(&plan)?;
-            let verdict = self.conclude(plan, taken);
-            self.given_back(&verdict)?;
+            let mut verdict = self.conclude(plan, taken);
+            self.given_back(&mut verdict);
             Ok(verdict)
         })
     }
@@ -404,8 +404,8 @@ impl Gate {
                 return Ok(Verdict::unmarked(Reason::Admitted));
             }
             let taken = self.taken_async(&plan).await?;
-            let verdict = self.conclude(plan, taken);
-            self.given_back_async(&verdict).await?;
+            let mut verdict = self.conclude(plan, taken);
+            self.given_back_async(&mut verdict).await;
             Ok(verdict)
         })
         .await
