@@ -535,12 +535,17 @@ fn run_sequence(con: &mut redis::Connection, sha: &str, seed: u64, stats: &mut [
 fn module_redis() -> Option<(redis::Connection, String)> {
     let url = common::configured("RATEKEEPER_TEST_REDIS_MODULE")?;
     let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(REDIS_SCRIPT)
-        .query(&mut con)
-        .unwrap();
+    let sha = loaded(&mut con, REDIS_SCRIPT);
     Some((con, sha))
+}
+
+/// Loads a script's `source` into the server; its SHA-1.
+pub(crate) fn loaded(con: &mut redis::Connection, source: &str) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(con)
+        .unwrap()
 }
 
 #[test]
@@ -650,16 +655,9 @@ fn the_previous_release_and_this_one_share_a_redis() {
     ] {
         let Some(url) = url else { continue };
         let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let load = |con: &mut redis::Connection, source: &str| -> String {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(source)
-                .query(con)
-                .unwrap()
-        };
         let (previous, this) = (
-            load(&mut con, PREVIOUS_SCRIPT),
-            load(&mut con, REDIS_SCRIPT),
+            loaded(&mut con, PREVIOUS_SCRIPT),
+            loaded(&mut con, REDIS_SCRIPT),
         );
         let key = format!("{}:upgrade", common::unique_prefix());
         let args = |cost: u64, now: u64| {

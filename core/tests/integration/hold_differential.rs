@@ -10,7 +10,7 @@
 //! Runs on `RATEKEEPER_TEST_REDIS_MODULE` (scripts/test starts it).
 
 use crate::common;
-use crate::engine_differential::{rule_args, unpacked_array, Rng};
+use crate::engine_differential::{loaded, rule_args, unpacked_array, Rng};
 
 use ratekeeper_core::engine::lua::{HOLD_SCRIPT, LEASES_SCRIPT};
 use ratekeeper_core::engine::packed::pack_check;
@@ -207,14 +207,10 @@ fn the_scripts_and_the_module_hold_and_release_alike() {
         return;
     };
     let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let load = |con: &mut redis::Connection, source: &str| -> String {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(source)
-            .query(con)
-            .unwrap()
-    };
-    let shas = (load(&mut con, HOLD_SCRIPT), load(&mut con, LEASES_SCRIPT));
+    let shas = (
+        loaded(&mut con, HOLD_SCRIPT),
+        loaded(&mut con, LEASES_SCRIPT),
+    );
     let mut total = [0u64; 3];
     for seed in 1..=120 {
         let stats = run_sequence(&mut con, &shas, seed);
