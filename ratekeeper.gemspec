@@ -5,8 +5,11 @@ require_relative "ruby/lib/ratekeeper/version"
 # RATEKEEPER_NATIVE, the extension compiled for this machine's Ruby
 # (scripts/dist puts it at ruby/lib/ratekeeper/ratekeeper.so): the platform
 # gem, which holds it and builds nothing on install. Else the source gem,
-# whose extension cargo builds on install.
+# whose extension cargo builds on install. RATEKEEPER_PLATFORM names the
+# platform of an extension compiled for another machine (scripts/dist's
+# aarch64-linux), else it is this machine's.
 native = ENV["RATEKEEPER_NATIVE"].to_s
+platform = ENV["RATEKEEPER_PLATFORM"].to_s
 
 Gem::Specification.new do |spec|
   spec.name = "ratekeeper"
@@ -21,7 +24,7 @@ Gem::Specification.new do |spec|
   spec.require_paths = ["ruby/lib"]
   spec.add_dependency "rack", ">= 2.0", "< 4"
   unless native.empty?
-    spec.platform = Gem::Platform.local
+    spec.platform = platform.empty? ? Gem::Platform.local : Gem::Platform.new(platform)
     # an extension works with the Ruby it was compiled for
     spec.required_ruby_version = "~> #{RUBY_VERSION[/\A\d+\.\d+/]}.0"
     spec.files = Dir["Cargo.toml", "LICENSE", "README.md", "CHANGELOG.md", "ruby/lib/**/*.rb", "ruby/lib/ratekeeper/web/*.erb",

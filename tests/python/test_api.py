@@ -181,9 +181,13 @@ def test_one_version_from_the_cargo_workspace():
     import os
     import subprocess
     import sys
-    import tomllib
 
     from conftest import ROOT
+
+    try:
+        import tomllib
+    except ImportError:  # CPython 3.9 and 3.10: the matrix installs tomli
+        import tomli as tomllib
 
     with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
         version = tomllib.load(f)["workspace"]["package"]["version"]

@@ -148,9 +148,10 @@ def run_suite(suite: Path, side: str, settings: str) -> Dict[str, str]:
     run = subprocess.run([sys.executable, "-m", "django", "test", "django_ratelimit", "-v", "2", "--noinput"],
                          cwd=str(suite / side), env=env, capture_output=True, text=True, timeout=300)
     results: Dict[str, str] = {}
-    # "test_x (django_ratelimit.tests.Class.test_x)", a docstring's line maybe, " ... ok"
-    for klass, name, outcome in re.findall(r"\(django_ratelimit\.tests\.(\w+)\.(test\w+)\)(?:\n[^\n]*?)? \.\.\. (\w+)",
-                                           run.stderr):
+    # "test_x (django_ratelimit.tests.Class.test_x)" (CPython 3.11 and later)
+    # or "test_x (django_ratelimit.tests.Class)", a docstring's line maybe, " ... ok"
+    for name, klass, outcome in re.findall(
+            r"^(test\w+) \(django_ratelimit\.tests\.(\w+)(?:\.test\w+)?\)(?:\n[^\n]*?)? \.\.\. (\w+)", run.stderr, re.M):
         results[f"{klass}.{name}"] = outcome
     total = re.search(r"^Ran (\d+) tests?", run.stderr, re.M)
     assert total and int(total.group(1)) == len(results) >= 50, f"{side}: {run.stderr[-3000:]}"

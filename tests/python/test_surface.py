@@ -4,6 +4,7 @@ every member, every parameter by name, and nothing public beyond it."""
 
 import inspect
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,11 @@ SURFACE = json.loads((Path(__file__).parent.parent / "cases" / "surface.json").r
 def parameters(target) -> list:
     """A callable's parameter names, without self."""
     return [name for name in inspect.signature(target).parameters if name != "self"]
+
+
+# PyO3 gives a class its constructor's signature on CPython 3.10 and later
+# only (3.9's types carry no __text_signature__); the stubs say it there
+CLASS_SIGNATURES = sys.version_info >= (3, 10)
 
 
 FUNCTIONS = {**SURFACE["functions"], **SURFACE["python_only_functions"]}
@@ -48,10 +54,11 @@ def test_class(name):
     for member, about in members.items():
         if "params" in about:
             assert sorted(parameters(getattr(cls, member))) == sorted(about["params"]), f"{name}.{member}"
-    if "new" in spec:
+    if "new" in spec and CLASS_SIGNATURES:
         assert sorted(parameters(cls)) == sorted(spec["new"]["params"]), f"{name}()"
 
 
+@pytest.mark.skipif(not CLASS_SIGNATURES, reason="CPython 3.9's classes carry no constructor signature")
 def test_limiter_options_are_the_cores():
     """Limiter's keywords are exactly the options the core names (its
     defaults), then the old names of the renamed ones."""
