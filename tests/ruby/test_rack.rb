@@ -52,6 +52,36 @@ class TestRack < Minitest::Test
     assert_equal 200, last_response.status, "another client has its own quota"
   end
 
+  # The rate-limit headers go onto a copy of the app's headers, and never over
+  # one the app set itself, whatever its case in a case-insensitive header
+  # hash (Rack 2's HeaderHash, Rack 3's Headers); an exempt request's headers
+  # are the app's own object.
+  def test_the_apps_own_headers_win_and_are_never_changed_in_place
+    header_hash = defined?(::Rack::Headers) ? ::Rack::Headers : ::Rack::Utils::HeaderHash
+    given = {
+      plain: { "Content-Type" => "text/plain", "X-RateLimit-Limit" => "the app's" },
+      cased: header_hash.new.merge!("content-type" => "text/plain", "x-ratelimit-limit" => "the app's")
+    }
+    given.each do |kind, headers|
+      headers.freeze
+      answer = ->(_env) { [200, headers, ["ok"]] }
+      middleware = Ratekeeper::Rack::Middleware.new(answer, store: "memory://", prefix: @prefix) do |rk|
+        rk.exempt "/health"
+        rk.throttle "req/ip", rules: "5/second"
+      end
+      env = ::Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "203.0.113.7")
+      _, out, = middleware.call(env)
+      refute_same headers, out, kind
+      assert_instance_of headers.class, out, kind
+      assert_equal "the app's", out["X-RateLimit-Limit"], kind
+      assert_equal 1, out.keys.count { |name| name.casecmp?("X-RateLimit-Limit") }, kind
+      assert_equal "4", out["X-RateLimit-Remaining"], kind
+      assert_equal '"1s";q=5;w=1', out["RateLimit-Policy"], kind
+      _, exempt, = middleware.call(::Rack::MockRequest.env_for("/health", "REMOTE_ADDR" => "203.0.113.7"))
+      assert_same headers, exempt, "#{kind}: nothing to add"
+    end
+  end
+
   def test_login_is_throttled_per_posted_email
     3.times { |i| post "/login", { "email" => "Victim@Example.com " }, "REMOTE_ADDR" => "192.0.2.#{i}" }
     assert_equal 200, last_response.status

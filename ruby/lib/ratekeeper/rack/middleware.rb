@@ -193,7 +193,7 @@ module Ratekeeper
 
       def with_pass_headers(response, verdict)
         status, headers, body = response
-        [status, with_headers(headers, verdict.answer.headers), body]
+        [status, verdict.with_headers(headers), body]
       end
 
       def told(verdict, status)
@@ -249,14 +249,6 @@ module Ratekeeper
 
       def count(what)
         @counts_lock.synchronize { @counts[what] += 1 }
-      end
-
-      def with_headers(headers, extra)
-        return headers if extra.empty?
-
-        out = headers.dup
-        extra.each { |name, value| out[name] = value unless out.key?(name) }
-        out
       end
 
       def rendered(answer)

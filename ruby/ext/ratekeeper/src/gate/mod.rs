@@ -86,9 +86,8 @@ impl Gate {
                 run_core(ruby, waits, || rb_self.inner.run(plan))?
             }
         };
-        let module: RModule = ruby.class_object().const_get("Ratekeeper")?;
         for warning in &inner.warnings {
-            let _: Value = module.funcall("log_warning", (warning.as_str(),))?;
+            crate::call::log_warning(ruby, warning)?;
         }
         Ok(Verdict::of(&rb_self.inner, inner))
     }

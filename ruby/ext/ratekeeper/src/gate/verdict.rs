@@ -4,32 +4,35 @@
 use crate::call::run_core;
 use crate::http::Answer;
 use crate::types::Decision;
-use magnus::{method, prelude::*, Error, RArray, RModule, Ruby};
+use magnus::{method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
 use ratekeeper_core as core;
 use std::sync::Arc;
 
 #[magnus::wrap(class = "Ratekeeper::Verdict", free_immediately, size)]
 pub struct Verdict {
     inner: core::gate::Verdict,
-    /// The gate that decided it (which a response's status is told to).
+    /// The gate that decided it (which a response's status is told to, and
+    /// whose policy names the verdict's parts when a door asks).
     gate: Arc<core::gate::Gate>,
-    scope: Option<String>,
-    /// The name of the list or ban entry the reason names.
-    entry: Option<String>,
-    scopes: Vec<String>,
 }
 
 impl Verdict {
-    /// The verdict `inner` of `gate`, with the names its policy gives.
+    /// The verdict `inner` of `gate`.
     pub(super) fn of(gate: &Arc<core::gate::Gate>, inner: core::gate::Verdict) -> Verdict {
-        let named = gate.named(&inner);
         Verdict {
-            scope: named.scope,
-            entry: named.entry,
-            scopes: named.scopes,
             inner,
             gate: gate.clone(),
         }
+    }
+
+    /// The scope of throttle `i` of the policy.
+    fn scope_of(&self, i: usize) -> String {
+        self.gate.spec().throttles[i].scope.clone()
+    }
+
+    /// The name of the list or ban entry the reason names.
+    fn entry(&self) -> Option<String> {
+        self.gate.entry_name(self.inner.reason).map(str::to_owned)
     }
 
     /// `awaits_end?`: whether the door is to tell the gate when the
@@ -61,12 +64,44 @@ impl Verdict {
         Answer::from(self.inner.answer.clone())
     }
 
+    /// `with_headers(headers)`: the response headers `headers` (a Hash, or
+    /// a Hash-like such as Rack's header hashes) with the answer's headers
+    /// the application did not set itself, as a copy; `headers` itself when
+    /// the answer has none (an exempt, safelisted or unlimited request).
+    fn with_headers(ruby: &Ruby, rb_self: &Self, headers: Value) -> Result<Value, Error> {
+        let extra = &rb_self.inner.answer.headers;
+        if extra.is_empty() {
+            return Ok(headers);
+        }
+        let out: Value = headers.funcall("dup", ())?;
+        // a plain Hash directly; a subclass (Rack's case-insensitive
+        // header hashes) by its own methods
+        match RHash::from_value(out).filter(|h| h.class().equal(ruby.class_hash()).unwrap_or(false))
+        {
+            Some(hash) => {
+                for (name, value) in extra {
+                    if hash.get(*name).is_none() {
+                        hash.aset(*name, value.as_str())?;
+                    }
+                }
+            }
+            None => {
+                for (name, value) in extra {
+                    if !out.funcall::<_, _, bool>("key?", (*name,))? {
+                        let _: Value = out.funcall("[]=", (*name, value.as_str()))?;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn decision(&self) -> Option<Decision> {
         self.inner.decision.clone().map(|inner| Decision { inner })
     }
 
     fn scope(&self) -> Option<String> {
-        self.scope.clone()
+        self.inner.throttle.map(|i| self.scope_of(i))
     }
 
     /// `reason`: why the request ends as it does ("admitted", "exempt",
@@ -77,13 +112,13 @@ impl Verdict {
     }
 
     fn ban(&self) -> Option<String> {
-        self.inner.ban().and(self.entry.clone())
+        self.inner.ban().and_then(|_| self.entry())
     }
 
     /// `shadow`: the scope of the throttle whose refusal shadow mode let
     /// through, or nil.
     fn shadow(&self) -> Option<String> {
-        self.inner.shadowed().and(self.entry.clone())
+        self.inner.shadowed().and_then(|_| self.entry())
     }
 
     fn banned(&self) -> bool {
@@ -91,11 +126,11 @@ impl Verdict {
     }
 
     fn safelist(&self) -> Option<String> {
-        self.inner.safelist().and(self.entry.clone())
+        self.inner.safelist().and_then(|_| self.entry())
     }
 
     fn blocklist(&self) -> Option<String> {
-        self.inner.blocklist().and(self.entry.clone())
+        self.inner.blocklist().and_then(|_| self.entry())
     }
 
     /// `log`: the denial's line, or nil.
@@ -106,9 +141,9 @@ impl Verdict {
     /// `checked`: `[[scope, key, decision], ...]`, in order.
     fn checked(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
         let out = ruby.ary_new();
-        for (c, scope) in rb_self.inner.checked.iter().zip(&rb_self.scopes) {
+        for c in &rb_self.inner.checked {
             let row = ruby.ary_new();
-            row.push(scope.as_str())?;
+            row.push(rb_self.scope_of(c.throttle))?;
             row.push(ruby.str_from_slice(&c.key))?;
             row.push(Decision {
                 inner: c.decision.clone(),
@@ -124,7 +159,7 @@ impl Verdict {
             self.inner.ending.name(),
             self.inner.reason.name(),
             self.inner.answer.status,
-            self.scope
+            self.scope()
         )
     }
 }
@@ -136,6 +171,7 @@ pub(super) fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     verdict.define_method("reason", method!(Verdict::reason, 0))?;
     verdict.define_method("shadow", method!(Verdict::shadow, 0))?;
     verdict.define_method("answer", method!(Verdict::answer, 0))?;
+    verdict.define_method("with_headers", method!(Verdict::with_headers, 1))?;
     verdict.define_method("decision", method!(Verdict::decision, 0))?;
     verdict.define_method("scope", method!(Verdict::scope, 0))?;
     verdict.define_method("ban", method!(Verdict::ban, 0))?;
