@@ -602,8 +602,12 @@ fn sentinel_failover_under_load_recovers() {
 /// Redis frozen (SIGSTOP) under 4 threads of blocking checks: each check is
 /// answered within ONE `timeout` (and a little slack), never a timeout for a
 /// new connection's setup and another for the command; awaited checks too.
+/// The slack (50 ms) is for this process's own threads waking: beside the
+/// other tests on 2 cores (a Cluster's scenarios, forked saves), a thread
+/// woken by its timeout once waited 51 ms for a core, so it runs alone.
 #[cfg(feature = "async")]
 #[test]
+#[ignore = "timed to 50 ms: scripts/test runs it alone"]
 fn a_frozen_redis_answers_every_check_within_one_timeout() {
     let timeout = Duration::from_millis(250);
     let bound = timeout + Duration::from_millis(50);

@@ -770,6 +770,10 @@ fn writes_nothing_received_reach_a_replica_that_attaches_later_and_every_write_a
     });
     assert_eq!(replicating(&mut mcon), 1, "a replica receives writes");
     // a save that ends with the replica there leaves the module replicating
+    // (once the child that sent the replica its snapshot has ended: Redis
+    // refuses a BGSAVE while it runs)
+    let idle = ["rdb_bgsave_in_progress:0"];
+    assert!(common::info_holds(&mut mcon, "persistence", &idle, 1200));
     let _: Value = redis::cmd("BGSAVE").query(&mut mcon).unwrap();
     let saved = ["rdb_bgsave_in_progress:0", "rdb_last_bgsave_status:ok"];
     assert!(common::info_holds(&mut mcon, "persistence", &saved, 1200));
