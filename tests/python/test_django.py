@@ -65,6 +65,37 @@ def test_headers_then_429_after_the_configured_requests():
     assert client("203.0.113.6").get("/").status_code == 200
 
 
+def test_a_pass_adds_its_headers_where_the_view_set_none_by_that_name(monkeypatch):
+    """The rate-limit headers go straight into Django's header store where it
+    keeps them as Django 3.2 to 6.x do (every Django of the matrix): the same
+    headers, in the same order, as Django's own checks put them, and a
+    view's own header of a name (in any case) is kept."""
+    from django.http import HttpResponse, StreamingHttpResponse
+    from django.test import RequestFactory
+
+    from ratekeeper.django import limiting
+
+    assert limiting._FAST_HEADERS, "this Django keeps its headers another way"
+    gate = get_config().gate
+    request = RequestFactory().get("/", REMOTE_ADDR="203.0.113.50")
+    verdict = limiting.decide(gate, request)
+    assert verdict.ending == "pass" and len(verdict.answer.headers) == 6
+
+    def rendered(fast, response):
+        monkeypatch.setattr(limiting, "_FAST_HEADERS", fast)
+        response["x-ratelimit-limit"] = "999"
+        limiting._headers(response, verdict)
+        return list(response.items()), response.serialize_headers() if hasattr(response, "serialize_headers") else b""
+
+    for make in (lambda: HttpResponse("ok"), lambda: StreamingHttpResponse(iter([b"ok"]))):
+        fast, slow = rendered(True, make()), rendered(False, make())
+        assert fast == slow
+        items = dict(fast[0])
+        assert items["x-ratelimit-limit"] == "999" and "X-RateLimit-Limit" not in items
+        assert items["X-RateLimit-Remaining"] == "4"
+        assert items["RateLimit-Policy"] == '"1s";q=5;w=1, "1m";q=20;w=60'
+
+
 def test_exempt_paths_are_never_limited():
     c = client()
     for _ in range(12):

@@ -36,7 +36,7 @@ mod verdict;
 
 pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
 pub use spec::{BanSpec, Counted, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
-pub use verdict::{Checked, Ending, Named, Reason, Verdict};
+pub use verdict::{Checked, Ending, Reason, Verdict};
 
 use crate::controls::List;
 use crate::error::Result;
@@ -301,14 +301,10 @@ impl Gate {
             .collect()
     }
 
-    /// The names this gate's policy gives a verdict's parts, for a door to show.
-    pub fn named(&self, verdict: &Verdict) -> Named {
-        let scope = |i: usize| self.spec.throttles[i].scope.clone();
-        Named {
-            scope: verdict.throttle.map(scope),
-            entry: self.entry_name(verdict.reason).map(str::to_owned),
-            scopes: verdict.checked.iter().map(|c| scope(c.throttle)).collect(),
-        }
+    /// The scope of throttle `i` (a verdict's `throttle`, a check's), for a
+    /// door to show.
+    pub fn scope_of(&self, i: usize) -> &str {
+        &self.spec.throttles[i].scope
     }
 
     /// The client `facts` come from, by the policy's trusted proxies.

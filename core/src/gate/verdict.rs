@@ -114,18 +114,6 @@ pub struct Checked {
     pub lease: Option<Lease>,
 }
 
-/// The names a gate's policy gives a verdict's parts ([`super::Gate::named`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    /// The scope of the throttle whose decision the verdict shows.
-    pub scope: Option<String>,
-    /// The name of what its reason names: a list or ban entry, or the
-    /// throttle whose refusal shadow mode let through.
-    pub entry: Option<String>,
-    /// The scope of each check's throttle, in order.
-    pub scopes: Vec<String>,
-}
-
 /// What the gate decided of a request, ready for a door to render.
 #[derive(Debug, Clone)]
 pub struct Verdict {

@@ -13,17 +13,19 @@ use std::sync::Arc;
 #[pyclass(frozen, module = "ratekeeper")]
 pub struct Verdict {
     inner: Arc<core::gate::Verdict>,
-    /// The gate that decided it (which a response's status is told to).
+    /// The gate that decided it (which a response's status is told to, and
+    /// whose policy names the verdict's parts when a door asks).
     gate: Arc<core::gate::Gate>,
-    scope: Option<String>,
-    /// The name of the list or ban entry the reason names.
-    entry: Option<String>,
-    /// The scope of each check made, in order.
-    scopes: Vec<String>,
 }
 
-/// A core verdict for Python, the names of its throttle, ban and lists
-/// read from `gate`'s policy (its outage warnings logged).
+impl Verdict {
+    /// The name of the list or ban entry the reason names.
+    fn entry(&self) -> Option<String> {
+        self.gate.entry_name(self.inner.reason).map(str::to_owned)
+    }
+}
+
+/// A core verdict for Python, of `gate` (its outage warnings logged).
 pub(super) fn verdict(
     py: Python<'_>,
     gate: &Arc<core::gate::Gate>,
@@ -36,11 +38,7 @@ pub(super) fn verdict(
     for warning in &inner.warnings {
         logger()?.call_method1("warning", (warning.as_str(),))?;
     }
-    let named = gate.named(&inner);
     Ok(Verdict {
-        scope: named.scope,
-        entry: named.entry,
-        scopes: named.scopes,
         inner: Arc::new(inner),
         gate: gate.clone(),
     })
@@ -124,19 +122,19 @@ impl Verdict {
     /// The scope of the throttle that decision is of.
     #[getter]
     fn scope(&self) -> Option<String> {
-        self.scope.clone()
+        (self.inner.throttle).map(|i| self.gate.scope_of(i).to_owned())
     }
 
     /// The name of the fail2ban or allow2ban entry that refused the request.
     #[getter]
     fn ban(&self) -> Option<String> {
-        self.inner.ban().and(self.entry.clone())
+        self.inner.ban().and_then(|_| self.entry())
     }
 
     /// The scope of the throttle whose refusal shadow mode let through.
     #[getter]
     fn shadow(&self) -> Option<String> {
-        self.inner.shadowed().and(self.entry.clone())
+        self.inner.shadowed().and_then(|_| self.entry())
     }
 
     /// Whether the ban's strike banned the client.
@@ -148,13 +146,13 @@ impl Verdict {
     /// The name of the safelist entry that let the request through.
     #[getter]
     fn safelist(&self) -> Option<String> {
-        self.inner.safelist().and(self.entry.clone())
+        self.inner.safelist().and_then(|_| self.entry())
     }
 
     /// The name of the blocklist entry that refused the request.
     #[getter]
     fn blocklist(&self) -> Option<String> {
-        self.inner.blocklist().and(self.entry.clone())
+        self.inner.blocklist().and_then(|_| self.entry())
     }
 
     /// The denial's log line and its fields, when denials are logged.
@@ -177,10 +175,9 @@ impl Verdict {
             .inner
             .checked
             .iter()
-            .zip(&self.scopes)
-            .map(|(c, scope)| {
+            .map(|c| {
                 (
-                    scope.clone(),
+                    self.gate.scope_of(c.throttle).to_owned(),
                     PyBytes::new(py, &c.key),
                     Decision {
                         inner: c.decision.clone(),
@@ -196,7 +193,7 @@ impl Verdict {
             self.inner.ending.name(),
             self.inner.reason.name(),
             self.inner.answer.status,
-            self.scope
+            self.scope()
         )
     }
 }

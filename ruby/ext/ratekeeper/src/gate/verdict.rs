@@ -27,7 +27,7 @@ impl Verdict {
 
     /// The scope of throttle `i` of the policy.
     fn scope_of(&self, i: usize) -> String {
-        self.gate.spec().throttles[i].scope.clone()
+        self.gate.scope_of(i).to_owned()
     }
 
     /// The name of the list or ban entry the reason names.
