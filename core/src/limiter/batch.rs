@@ -189,6 +189,9 @@ pub fn check_batch(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Deci
 #[cfg(feature = "async")]
 pub async fn check_batch_async(items: &[BatchItem<'_>], now: Option<f64>) -> Result<Vec<Decision>> {
     crate::store::one_wait::within_async(async {
+        for item in items {
+            item.limiter.controls_due_async().await;
+        }
         let batch = Batch::prepare(items, now)?;
         let requests = batch.requests();
         let outcomes = match batch.one_store().map(|store| (store, store.as_async())) {

@@ -172,6 +172,7 @@ impl Limiter {
     ) -> Result<Hold> {
         let (id, lease_ms) = (new_lease_id(), lease_ms.unwrap_or(self.lease_ms));
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
             let now_ms = self.holding_time(options)?;
             match self.prepare(key, options, now_ms, mode)? {
                 Prepared::Decided(decision) => Ok(Hold {

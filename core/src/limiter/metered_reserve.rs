@@ -56,6 +56,7 @@ impl Limiter {
         options: &CheckOptions<'_>,
     ) -> Result<Reservation> {
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
             match self.metering(key, options, Mode::Check)? {
                 Metering::Decided(decision) => Ok(self.reservation(options, decision, None)),
                 Metering::Ask(ask) => {
@@ -178,11 +179,12 @@ impl Limiter {
         actual: &[Option<u64>],
         now: Option<f64>,
     ) -> Result<Settled> {
-        let (ask, settled) = match self.metered_settling(reservation, actual, now)? {
-            Ok(ask) => ask,
-            Err(nothing) => return Ok(nothing),
-        };
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
+            let (ask, settled) = match self.metered_settling(reservation, actual, now)? {
+                Ok(ask) => ask,
+                Err(nothing) => return Ok(nothing),
+            };
             let outcome = ask.asked_async(self).await;
             self.settled_metered(&ask, settled, outcome)
         })

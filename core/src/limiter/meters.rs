@@ -357,6 +357,7 @@ impl Limiter {
         mode: Mode,
     ) -> Result<Decision> {
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
             match self.metering(key, options, mode)? {
                 Metering::Decided(decision) => Ok(decision),
                 Metering::Ask(ask) => {

@@ -79,6 +79,7 @@ impl Limiter {
             return self.peek_held_async(key, options).await;
         }
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
             let now_ms = self.check_time(options.cost, options.now)?;
             match self.prepare(key, options, now_ms, mode)? {
                 Prepared::Decided(decision) => Ok(decision),

@@ -222,6 +222,7 @@ impl Limiter {
             return self.reserve_metered_async(key, options).await;
         }
         crate::store::one_wait::within_async(async {
+            self.controls_due_async().await;
             let ask = match self.reserving(key, options)? {
                 Reserving::Decided(reservation) => return Ok(reservation),
                 Reserving::Ask(ask) => ask,

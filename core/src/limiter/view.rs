@@ -136,6 +136,21 @@ pub(crate) async fn current_controls_async(view: &Controls, store: &Arc<dyn Stor
     }
 }
 
+impl super::Limiter {
+    /// What an awaited call does before its in-process step (which takes
+    /// the controls by [`current_controls`]): when a read of the shared
+    /// controls falls due (a change made in this process since the last),
+    /// it is made here, awaited, so that step takes them held and never
+    /// holds the runtime's thread on the store (a frozen Redis then held
+    /// every task on that thread a timeout more).
+    #[cfg(feature = "async")]
+    pub(crate) async fn controls_due_async(&self) {
+        if self.warden.store.waits_on_io() {
+            current_controls_async(&self.warden.shared, &self.warden.store).await;
+        }
+    }
+}
+
 /// Starts this process's thread that reads the controls, and writes its
 /// tally of denials, every `refresh` (once per view and process; on a
 /// memory store, whose controls need no reader, at the first denial). It

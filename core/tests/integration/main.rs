@@ -12,6 +12,7 @@ mod concurrency;
 mod controls;
 mod engine_differential;
 mod failures;
+mod frozen_redis;
 mod gate_count;
 mod gate_in_flight;
 mod hold_differential;
