@@ -8,6 +8,22 @@ use ratekeeper_core::{Admin, Limiter, List, OnError, RuleSet, StoreOptions};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Each store call's timeout, and a new connection's.
+const TIMEOUT: Duration = Duration::from_millis(250);
+
+/// A limiter of "1000/hour" on `redis` under `prefix`, which fails open
+/// after [`TIMEOUT`].
+fn frozen_limiter(redis: &OwnRedis, prefix: &str) -> Arc<Limiter> {
+    let options = StoreOptions {
+        prefix: prefix.to_owned(),
+        timeout: TIMEOUT,
+        connect_timeout: TIMEOUT,
+        ..StoreOptions::default()
+    };
+    let rules = RuleSet::parse("1000/hour").unwrap();
+    Arc::new(Limiter::open(rules, &redis.url(), &options, OnError::Allow).unwrap())
+}
+
 /// Redis frozen (SIGSTOP) under 4 threads of blocking checks: each check is
 /// answered within ONE `timeout` (and a little slack), never a timeout for a
 /// new connection's setup and another for the command; awaited checks too.
@@ -18,26 +34,10 @@ use std::time::{Duration, Instant};
 #[test]
 #[ignore = "timed to 50 ms: scripts/test runs it alone"]
 fn a_frozen_redis_answers_every_check_within_one_timeout() {
-    let timeout = Duration::from_millis(250);
-    let bound = timeout + Duration::from_millis(50);
+    let bound = TIMEOUT + Duration::from_millis(50);
     let redis = OwnRedis::start(&[]);
-    let options = StoreOptions {
-        prefix: common::unique_prefix(),
-        timeout,
-        connect_timeout: timeout,
-        ..StoreOptions::default()
-    };
-    let open = || {
-        Arc::new(
-            Limiter::open(
-                RuleSet::parse("1000/hour").unwrap(),
-                &redis.url(),
-                &options,
-                OnError::Allow,
-            )
-            .unwrap(),
-        )
-    };
+    let prefix = common::unique_prefix();
+    let open = || frozen_limiter(&redis, &prefix);
     let (blocking, awaited) = (open(), open());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -122,7 +122,7 @@ fn a_frozen_redis_answers_every_check_within_one_timeout() {
             .map(|s| s.1)
             .max()
             .unwrap();
-        eprintln!("Redis frozen, timeout {timeout:?}: the slowest {kind} check took {slowest:?}");
+        eprintln!("Redis frozen, timeout {TIMEOUT:?}: the slowest {kind} check took {slowest:?}");
         assert!(
             slowest <= bound,
             "a {kind} check took {slowest:?} (bound {bound:?})"
@@ -139,19 +139,11 @@ fn a_frozen_redis_answers_every_check_within_one_timeout() {
 #[test]
 #[ignore = "timed: scripts/test runs it alone"]
 fn an_awaited_checks_read_of_the_controls_never_holds_the_runtimes_thread() {
-    let timeout = Duration::from_millis(250);
     // (a check held a timeout more takes twice the timeout)
-    let bound = timeout + Duration::from_millis(150);
+    let bound = TIMEOUT + Duration::from_millis(150);
     let redis = OwnRedis::start(&[]);
     let prefix = common::unique_prefix();
-    let options = StoreOptions {
-        prefix: prefix.clone(),
-        timeout,
-        connect_timeout: timeout,
-        ..StoreOptions::default()
-    };
-    let rules = RuleSet::parse("1000/hour").unwrap();
-    let limiter = Arc::new(Limiter::open(rules, &redis.url(), &options, OnError::Allow).unwrap());
+    let limiter = frozen_limiter(&redis, &prefix);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
