@@ -205,8 +205,8 @@ def _headers(response: HttpResponseBase, verdict: Optional[Verdict]) -> HttpResp
     headers = verdict.answer.headers
     if not headers:
         return response
-    store = getattr(response.headers, "_store", None) if _FAST_HEADERS else None
-    if type(response.headers) is ResponseHeaders and type(store) is dict:
+    if _FAST_HEADERS and type(response.headers) is ResponseHeaders:
+        store = response.headers._store
         for name, value in headers.items():
             store.setdefault(name.lower(), (name, value))
         return response
