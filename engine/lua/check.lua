@@ -207,8 +207,7 @@ if guarded and byte(hdr, 13) > VERSION then
   error({err = 'ratekeeper: the stored log was written by a newer release of ratekeeper (log format '
     .. byte(hdr, 13) .. ', this release reads ' .. VERSION .. '): upgrade this process'})
 end
--- (a settle rebuilds the log whole, its refund taken on the way)
-local fits = not settle and #hdr >= H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
+local fits = #hdr >= H and guarded and byte(hdr, 13) == VERSION and byte(hdr, 14) == n
   and byte(hdr, 15) == flags and sub(hdr, FIXED + 1, FIXED + 5 * n) == WINDOWS
 
 -- An empty log of these rules: its F and G.
@@ -219,7 +218,23 @@ local function empty()
   return f, g
 end
 
+-- The bands as the read changed them, as of the log's newest entry (a log written for
+-- other rules rebuilt, or a settle's refund given back): written even when the check is
+-- denied or the settle logs nothing new, so that a log is rebuilt once.
 local rebuilt = nil
+local function snapshot()
+  local f, g, a = {}, {}, {}
+  for k = 1, X do f[k] = F[k] end
+  for k = 1, 3 * n do g[k] = G[k] end
+  for i = 1, n do
+    if A[i] then
+      local c = {}
+      for q = 1, #A[i] do c[q] = A[i][q] end
+      a[i] = c
+    end
+  end
+  rebuilt = {f, g, a}
+end
 if fits then
   newest, expire_at = unpack5('>I6I6', hdr, 16)
   t0, m = newest, newest % SPAN
@@ -234,6 +249,57 @@ if fits then
     if l > 0 then F[k - 2], F[k - 1] = t0 - (m - F[k - 2]) % SPAN, t0 - (m - F[k - 1]) % SPAN end
     G[x - 2], G[x - 1], G[x] = l, ring, 1
     ring = ring + c * E
+  end
+  -- A settle gives its refund back in place: up to `refund` units of the first entry
+  -- (oldest first) from its time on, in the oldest band whose back is from then on; that
+  -- entry and the newer ones of its band are rewritten (as added ones), their running
+  -- totals less what it gave, and it is taken out when it is left with none.
+  if settle and refund > 0 and settle_at > newest - longest then
+    for i = n, 1, -1 do
+      local k, x = 7 * i, 3 * i
+      local l = F[k - 4]
+      if l > 0 and F[k - 1] >= settle_at then
+        local j = 0
+        if F[k - 2] < settle_at then
+          -- entry `older` is older than the settle's time, entry j is not
+          local older = 0
+          j = l - 1
+          while j - older > 1 do
+            local mid = floor((older + j) / 2)
+            if entry(i, mid) >= settle_at then j = mid else older = mid end
+          end
+        end
+        local before = F[k - 3]
+        if j > 0 then
+          local _, tot = entry(i, j - 1)
+          before = tot
+        end
+        local _, tot = entry(i, j)
+        local units = (tot - before) % SPAN
+        local given = min(refund, units)
+        if given > 0 then
+          local a = {}
+          for q = j, l - 1 do
+            local t, total = entry(i, q)
+            if q > j or given < units then
+              a[#a + 1] = t
+              a[#a + 1] = (total - given) % SPAN
+            end
+          end
+          G[x - 2], G[x] = j, 1
+          A[i] = a
+          l = j + #a / 2
+          F[k - 4] = l
+          F[k] = (F[k] - given) % SPAN
+          if l > 0 then
+            if j == 0 then F[k - 2] = entry(i, 0) end
+            F[k - 1] = entry(i, l - 1)
+          end
+          snapshot()
+        end
+        break
+      end
+    end
   end
 else
   F, G = empty()
@@ -308,17 +374,7 @@ if not fits and not fresh then
     end
     if run_t then place(run_t, run) end
   end
-  local f, g, a = {}, {}, {}
-  for k = 1, X do f[k] = F[k] end
-  for k = 1, 3 * n do g[k] = G[k] end
-  for i = 1, n do
-    if A[i] then
-      local c = {}
-      for q = 1, #A[i] do c[q] = A[i][q] end
-      a[i] = c
-    end
-  end
-  rebuilt = {f, g, a}
+  snapshot()
 end
 
 -- One key's clock never runs backwards: a check older than the newest entry is taken at
@@ -423,15 +479,17 @@ if allowed == 0 then
   end
 end
 
--- A denied check writes nothing but a rebuilt log (as of its newest entry: a later check
--- may be earlier than this one, though never than that entry, and entries only move to
--- longer windows' bands).
+-- A denied check writes nothing but a log the read changed (as of its newest entry: a
+-- later check may be earlier than this one, though never than that entry, and entries
+-- only move to longer windows' bands).
 -- A settle that logs nothing new is written likewise, as of the newest entry (an empty
 -- log stays none).
 local logs_nothing = allowed == 0 or (settle and cost == 0)
 if not writing or (logs_nothing and not rebuilt) then return result end
 if logs_nothing then
+  -- (as read: what the advance grew is not written; a rebuilt log is rewritten whole)
   F, G, A = rebuilt[1], rebuilt[2], rebuilt[3]
+  grows = false
 elseif cost > 0 then
   push(1, now, cost)
   newest = now

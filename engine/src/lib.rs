@@ -50,10 +50,13 @@
 //! entry (up to [`layout::MAX_ENTRIES`] per band).
 //!
 //! **Settling.** A reservation is a check of an estimate; its settle
-//! ([`log::Settle`], mode `s` of the script) rebuilds the log as for new
-//! rules, the entry that holds the reservation's units (the oldest from its
-//! time on) giving back what the work did not use, then logs any overrun at
-//! the settle's time whatever the limits say.
+//! ([`log::Settle`], mode `s` of the script) has the entry that holds the
+//! reservation's units (the oldest from its time on) give back what the work
+//! did not use, in place: that entry and the newer ones of its band are
+//! written again with their running totals lowered (an entry left with no
+//! units is taken out), then any overrun is logged at the settle's time
+//! whatever the limits say. A log written for other rules is rebuilt for
+//! the settle's, giving the refund back on the way.
 //!
 //! A ring that is full is rewritten at twice its capacity (at least 4, at
 //! most its band's most); otherwise a check patches the entries it added and

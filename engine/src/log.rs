@@ -276,7 +276,7 @@ fn run(
         fits,
         mut newest,
         mut expire_at,
-        rebuilt,
+        changed,
     } = read(&c, bands)?;
 
     // One key's clock never runs backwards: a check older than the newest
@@ -305,15 +305,16 @@ fn run(
     }
     let allowed = seen.allowed;
 
-    // A denied check writes nothing but a rebuilt log (as of its newest
-    // entry: a later check may be earlier than this one, though never than
-    // that entry, and entries only move to longer windows' bands).
+    // A denied check writes nothing but a log it changed as it read it (as
+    // of its newest entry: a later check may be earlier than this one,
+    // though never than that entry, and entries only move to longer
+    // windows' bands).
     // (so is a settle that logs nothing new; an empty log stays none)
     let logs_nothing = !allowed || (c.settle.is_some() && cost == 0);
-    if !c.writing || (logs_nothing && rebuilt.is_none()) {
+    if !c.writing || (logs_nothing && changed.is_none()) {
         return Ok((seen, Write::Nothing));
     }
-    if let Some(before) = rebuilt.filter(|_| logs_nothing) {
+    if let Some(before) = changed.filter(|_| logs_nothing) {
         *bands = before;
     }
     if allowed && cost > 0 {
@@ -356,10 +357,11 @@ struct Read {
     newest: i64,
     /// When the key expires on the server clock (0: not known).
     expire_at: i64,
-    /// The bands as a log written for other rules (or in the previous
-    /// format) came to: written even when the check is denied, so that it
-    /// is rebuilt once.
-    rebuilt: Option<Vec<Band>>,
+    /// The bands as the read changed them, as of the log's newest entry: a
+    /// log written for other rules (or in the previous format) rebuilt, or
+    /// a settle's refund given back. Written even when the check is denied
+    /// (or the settle logs nothing new), so that a log is rebuilt once.
+    changed: Option<Vec<Band>>,
 }
 
 /// Reads the stored log into the rules' bands.
@@ -371,9 +373,7 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         return Err(Damaged::Newer(c.stored[GUARD_LEN]));
     }
     let hdr = range(c.stored, 0, h);
-    // (a settle rebuilds the log whole, its refund taken on the way)
-    let fits = c.settle.is_none()
-        && hdr.len() == h
+    let fits = hdr.len() == h
         && guarded(hdr)
         && hdr[GUARD_LEN] == VERSION
         && usize::from(hdr[GUARD_LEN + 1]) == n
@@ -384,15 +384,24 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         fits,
         newest: 0,
         expire_at: 0,
-        rebuilt: None,
+        changed: None,
     };
     if fits {
         read.newest = dec6(hdr, NEWEST_AT).ok_or(Damaged::Bytes)?;
         read.expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
         read_bands(c.stored, bands, read.newest, false)?;
+        let log = Stored {
+            bytes: c.stored,
+            newest: read.newest,
+        };
+        if let Some(settle) = c.settle {
+            if settle.give_back(bands, log)? {
+                read.changed = Some(bands.clone());
+            }
+        }
     } else if !c.stored.is_empty() {
         read.newest = rebuild(c.stored, bands, &mut Refund::of(c.settle))?;
-        read.rebuilt = Some(bands.clone());
+        read.changed = Some(bands.clone());
     }
     Ok(read)
 }

@@ -507,6 +507,16 @@ impl Reserved {
     fn newest(&self) -> i64 {
         self.entries.iter().map(|e| e.0).max().unwrap_or(i64::MIN)
     }
+
+    /// The time of the oldest entry with units in `(t - w, t]` (-1: none).
+    fn oldest(&self, t: i64, w: i64) -> i64 {
+        self.entries
+            .iter()
+            .filter(|&&(at, units)| at > t - w && at <= t && units > 0)
+            .map(|e| e.0)
+            .min()
+            .unwrap_or(-1)
+    }
 }
 
 /// Runs `ops` under `rules` on a fresh log: what each step saw, beside the
@@ -577,6 +587,15 @@ fn reservations(ops: &[Op], rules: &Rules, exact: bool, late: &[i64]) -> Result<
                 plain.count(t, w + late[i]),
                 late[i]
             );
+            if late.iter().all(|&l| l == 0) {
+                // (an entry a refund left with no units is taken out)
+                prop_assert_eq!(
+                    rule.oldest,
+                    plain.oldest(t, w),
+                    "rule {}: the oldest unit",
+                    i
+                );
+            }
         }
         match settle {
             Some(_) => {
