@@ -10,7 +10,9 @@
 --
 -- Each meter is checked by check.lua with its writes held back (it reads its own log
 -- before it writes it, and no other): a check's writes are made only when every meter
--- admitted, so it logs its cost on every meter or on none; a settle's always.
+-- admitted, so it logs its cost on every meter or on none; a settle's always. Every
+-- meter on the server clock reads it once (the first TIME is every meter's), as the
+-- module's command does.
 --
 -- Returns check.lua's reply of each meter, in order.
 
@@ -19,17 +21,22 @@ local WRITES = {SET = true, SETRANGE = true, PEXPIRE = true}
 local m = tonumber(ARGV[1])
 local held, replies, at = {}, {}, 2
 local admitted = true
+local writes, time = nil, nil
+-- check.lua's `redis`: its reads made at once (TIME once), its writes held
+local holding = {call = function(command, ...)
+  if WRITES[command] then
+    writes[#writes + 1] = {command, ...}
+    return true
+  end
+  if command == 'TIME' then
+    time = time or real.call('TIME')
+    return time
+  end
+  return real.call(command, ...)
+end}
 for i = 1, m do
   local k = tonumber(ARGV[at])
-  local writes = {}
-  -- check.lua's `redis`: its reads made at once, its writes held
-  local holding = {call = function(command, ...)
-    if WRITES[command] then
-      writes[#writes + 1] = {command, ...}
-      return true
-    end
-    return real.call(command, ...)
-  end}
+  writes = {}
   replies[i] = check({KEYS[i]}, {unpack(ARGV, at + 1, at + k)}, holding)
   admitted = admitted and replies[i][2] == 1
   held[i] = writes

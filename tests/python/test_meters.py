@@ -70,6 +70,12 @@ def test_a_metered_check_is_one_round_trip(server, own_redis):
     r.settle(tokens=5)
     assert (checked - before, reserved - checked, calls() - reserved) == (1, 1, 1)
     assert left(limiter, "k", now=None) == (1, 45), "50 tokens checked, 5 of the 40 reserved kept"
+    if server == "script":
+        # (every meter on the server clock reads it once, as the module's command does)
+        times = lambda: con.info("commandstats").get("cmdstat_time", {}).get("calls", 0)  # noqa: E731
+        before = times()
+        limiter.check("k", {"requests": 1, "tokens": 1})
+        assert times() - before == 1, "a check of two meters asks Redis for the time once"
 
 
 def test_reservations_settle_per_meter(store):
