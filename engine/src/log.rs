@@ -390,11 +390,11 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         read.newest = dec6(hdr, NEWEST_AT).ok_or(Damaged::Bytes)?;
         read.expire_at = dec6(hdr, EXPIRE_AT).ok_or(Damaged::Bytes)?;
         read_bands(c.stored, bands, read.newest, false)?;
-        let log = Stored {
-            bytes: c.stored,
-            newest: read.newest,
-        };
         if let Some(settle) = c.settle {
+            let log = Stored {
+                bytes: c.stored,
+                newest: read.newest,
+            };
             if settle.give_back(bands, log)? {
                 read.changed = Some(bands.clone());
             }
