@@ -11,10 +11,10 @@ use crate::log::Damaged;
 /// spent, and the check's `cost` (the real cost less the estimate, or 0) is
 /// logged at the settle's time whatever the limits say: an overrun is
 /// counted, never refused. A log of the settle's rules gives its refund
-/// back in place ([`Settle::give_back`]): only that entry and the newer
-/// ones of its band are written again, so a settle costs about what a
-/// check does. A log written for other rules (or in the previous format)
-/// is rebuilt for these, giving the refund back on the way ([`Refund`]).
+/// back in place: only that entry and the newer ones of its band are
+/// written again, so a settle costs about what a check does. A log written
+/// for other rules (or in the previous format) is rebuilt for these,
+/// giving the refund back on the way.
 ///
 /// The entry that holds the reservation's units is the oldest with a time
 /// from `at` on (a merge stamps an entry with its newest time, so it is
