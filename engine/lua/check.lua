@@ -221,20 +221,7 @@ end
 -- The bands as the read changed them, as of the log's newest entry (a log written for
 -- other rules rebuilt, or a settle's refund given back): written even when the check is
 -- denied or the settle logs nothing new, so that a log is rebuilt once.
-local rebuilt = nil
-local function snapshot()
-  local f, g, a = {}, {}, {}
-  for k = 1, X do f[k] = F[k] end
-  for k = 1, 3 * n do g[k] = G[k] end
-  for i = 1, n do
-    if A[i] then
-      local c = {}
-      for q = 1, #A[i] do c[q] = A[i][q] end
-      a[i] = c
-    end
-  end
-  rebuilt = {f, g, a}
-end
+local rebuilt, changed = nil, false
 if fits then
   newest, expire_at = unpack5('>I6I6', hdr, 16)
   t0, m = newest, newest % SPAN
@@ -295,7 +282,7 @@ if fits then
             if j == 0 then F[k - 2] = entry(i, 0) end
             F[k - 1] = entry(i, l - 1)
           end
-          snapshot()
+          changed = true
         end
         break
       end
@@ -374,7 +361,20 @@ if not fits and not fresh then
     end
     if run_t then place(run_t, run) end
   end
-  snapshot()
+  changed = true
+end
+if changed then
+  local f, g, a = {}, {}, {}
+  for k = 1, X do f[k] = F[k] end
+  for k = 1, 3 * n do g[k] = G[k] end
+  for i = 1, n do
+    if A[i] then
+      local c = {}
+      for q = 1, #A[i] do c[q] = A[i][q] end
+      a[i] = c
+    end
+  end
+  rebuilt = {f, g, a}
 end
 
 -- One key's clock never runs backwards: a check older than the newest entry is taken at
