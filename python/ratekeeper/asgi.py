@@ -183,16 +183,17 @@ class RateLimitMiddleware:
         if not verdict.awaits_end:
             await self.app(scope, receive, send)
             return
-        # a slot the request holds (a websocket's: while it is open), or a
-        # unit a throttle counts only for some responses, is given back when
-        # the app returns: its response sent, the client gone, or raised
-        statuses: List[int] = []
+        # a slot the request holds (a websocket's: while it is open), a unit
+        # a throttle counts only for some responses, or a reservation of
+        # meters settled by the response's headers, is told when the app
+        # returns: its response sent, the client gone, or raised
+        started: List[Any] = []
         try:
-            await self.app(scope, receive, status_seen(send, statuses))
+            await self.app(scope, receive, status_seen(send, started))
         except BaseException:
             await atell_end(verdict, None)
             raise
-        await atell_end(verdict, statuses[0] if statuses else None)
+        await atell_end(verdict, *started)
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
                      answer: Answer, denied: bool) -> None:
@@ -209,12 +210,13 @@ class RateLimitMiddleware:
         await send_answer(answer, send)
 
 
-def status_seen(send: Send, statuses: List[int]) -> Send:
-    """``send``, noting the response's status in `statuses` as it starts."""
+def status_seen(send: Send, started: List[Any]) -> Send:
+    """``send``, noting the response's status and headers in `started` as
+    it starts (``[status, headers]``)."""
 
     async def sending(message: Any) -> None:
         if message["type"] == "http.response.start":
-            statuses[:] = [message["status"]]
+            started[:] = [message["status"], message.get("headers") or ()]
         await send(message)
 
     return sending

@@ -6,7 +6,7 @@ arguments describe, and the logging of a verdict. What they answer
 
 import asyncio
 import logging
-from typing import Any, Callable, Dict, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Set, Union
 
 from ratekeeper._ratekeeper import Decision, Gate, Limiter, RateKeeperError, Responses, Verdict
 
@@ -104,23 +104,25 @@ def exempt_paths(exempt: Union[Sequence[str], Callable[..., bool]]) -> Sequence[
     return (exempt,) if isinstance(exempt, str) else tuple(exempt)
 
 
-def tell_end(verdict: Verdict, status: Optional[int]) -> None:
+def tell_end(verdict: Verdict, status: Optional[int], headers: Optional[Iterable[Any]] = None) -> None:
     """Tells the gate that the response to a request it let through ended,
-    with its status (None: the application raised) (``verdict.finish``: the
-    slots the request held are released, and a throttle that counts only
-    some responses gives back what this one does not count); a store that
-    fails to take them back is logged, never the response's problem (a slot
-    not given back lapses with its lease)."""
+    with its status (None: the application raised) and headers
+    (``verdict.finish``: the slots the request held are released, a
+    throttle that counts only some responses gives back what this one does
+    not count, and a throttle with meters settles them to the response's
+    ``usage`` headers); a store that fails to take them back is logged,
+    never the response's problem (a slot not given back lapses with its
+    lease)."""
     try:
-        verdict.finish(status)
+        verdict.finish(status, headers)
     except RateKeeperError as exc:
         logging.getLogger("ratekeeper").warning("ratekeeper: a response's end was not told (%s)", exc)
 
 
-async def atell_end(verdict: Verdict, status: Optional[int]) -> None:
+async def atell_end(verdict: Verdict, status: Optional[int], headers: Optional[Iterable[Any]] = None) -> None:
     """``tell_end``, awaited, and carried through when the request's task is
     cancelled (a client that hung up): the gate is told in a task of its own."""
-    telling = asyncio.ensure_future(_atell_end(verdict, status))
+    telling = asyncio.ensure_future(_atell_end(verdict, status, headers))
     _TELLING.add(telling)
     telling.add_done_callback(_TELLING.discard)
     await asyncio.shield(telling)
@@ -130,8 +132,8 @@ async def atell_end(verdict: Verdict, status: Optional[int]) -> None:
 _TELLING: Set["asyncio.Future[None]"] = set()
 
 
-async def _atell_end(verdict: Verdict, status: Optional[int]) -> None:
+async def _atell_end(verdict: Verdict, status: Optional[int], headers: Optional[Iterable[Any]]) -> None:
     try:
-        await verdict.afinish(status)
+        await verdict.afinish(status, headers)
     except RateKeeperError as exc:
         logging.getLogger("ratekeeper").warning("ratekeeper: a response's end was not told (%s)", exc)

@@ -143,25 +143,26 @@ class RateLimitMiddleware:
         awaits_end = verdict.awaits_end
         if not extra and not awaits_end:
             return self.app(environ, start_response)
-        statuses: List[int] = []
+        started: List[Any] = []
 
         def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
-            statuses[:] = [int(status[:3])]
+            started[:] = [int(status[:3]), headers]
             present = {name.lower() for name, _ in headers}
             headers = list(headers) + [(n, v) for n, v in extra if n.lower() not in present]
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         if not awaits_end:
             return self.app(environ, start_with_headers)
-        # a slot the request holds, or a unit a throttle counts only for some
-        # responses, is given back when the server closes the body: after its
-        # last byte, or when the client hung up
+        # a slot the request holds, a unit a throttle counts only for some
+        # responses, or a reservation of meters settled by the response's
+        # headers, is told when the server closes the body: after its last
+        # byte, or when the client hung up
         try:
             body = self.app(environ, start_with_headers)
         except BaseException:
             tell_end(verdict, None)
             raise
-        return Ended(body, lambda: tell_end(verdict, statuses[0] if statuses else None))
+        return Ended(body, lambda: tell_end(verdict, *(started or [None])))
 
 
 class Ended:

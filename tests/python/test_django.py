@@ -177,7 +177,7 @@ def test_an_in_flight_path_holds_its_slot_until_the_response_is_closed(settings_
 
     told = []
     tell_end = limiting.tell_end
-    monkeypatch.setattr(limiting, "tell_end", lambda verdict, status: (told.append(status), tell_end(verdict, status)))
+    monkeypatch.setattr(limiting, "tell_end", lambda verdict, status, headers=None: (told.append(status), tell_end(verdict, status, headers)))
     paths = [{"path": "/export/", "rules": "1 concurrent; 100/minute", "key": "ip"}]
     with override_settings(RATEKEEPER=dict(settings_override, PATHS=paths)):
         middleware = RateLimitMiddleware(lambda request: HttpResponse("ok"))

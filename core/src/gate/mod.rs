@@ -18,7 +18,9 @@
 //!    atomically on its own: each that admits the request counts it; a
 //!    throttle with an in-flight rule ("3 concurrent") holds a slot in one
 //!    more, given back when the response ends ([`Gate::finish`], in
-//!    `ending.rs`) or at once when the request is refused;
+//!    `ending.rs`) or at once when the request is refused; a throttle with
+//!    meters reserves each meter's estimate in one more, all or nothing,
+//!    settled by the response's headers when it ends;
 //! 6. in throttle order, the first listed key (blocked: 403; safelisted:
 //!    pass, unmarked) or denial (429, logged) answers; else the request
 //!    passes with the headers of the throttle that has least left.
@@ -35,7 +37,9 @@ pub mod spec;
 mod verdict;
 
 pub use source::{readable_length, Client, Facts, Source, MAX_BODY};
-pub use spec::{BanSpec, Counted, EnvoySpec, ListSpec, RequestMatch, Spec, ThrottleSpec};
+pub use spec::{
+    units_of, BanSpec, Counted, EnvoySpec, ListSpec, MeterSpec, RequestMatch, Spec, ThrottleSpec,
+};
 pub use verdict::{Checked, Ending, Reason, Verdict};
 
 use crate::controls::List;
@@ -94,6 +98,10 @@ struct Selected {
     ip: Option<String>,
 }
 
+/// A response header as a door tells it to [`Gate::finish`]: its name (in
+/// any case) and its value, as bytes.
+pub type Header = (Vec<u8>, Vec<u8>);
+
 /// The settings a store is opened with (the rest are per throttle).
 fn store_part(settings: &Settings) -> Settings {
     Settings {
@@ -138,17 +146,33 @@ impl Gate {
     fn made(spec: Spec, warden: Warden, kept: &[Arc<Limiter>]) -> Result<Gate> {
         let mut throttles = Vec::with_capacity(spec.throttles.len());
         for t in &spec.throttles {
-            let same = kept
-                .iter()
-                .find(|l| l.scope() == t.scope && *l.rules() == t.rules && l.tiers() == t.tiers);
+            let same_meters = |l: &Limiter| {
+                l.meters().len() == t.meters.len()
+                    && (l.meters().iter().zip(&t.meters))
+                        .all(|(m, given)| m.name == given.name && m.rules == given.rules)
+            };
+            let same = kept.iter().find(|l| {
+                l.scope() == t.scope
+                    && *l.rules() == t.rules
+                    && l.tiers() == t.tiers
+                    && same_meters(l)
+            });
             throttles.push(match same {
                 Some(limiter) => limiter.clone(),
-                None => Arc::new(
-                    warden
+                None => {
+                    let limiter = warden
                         .limiter(t.rules.clone())
                         .with_scope(&t.scope)?
-                        .with_tiers(t.tiers.clone())?,
-                ),
+                        .with_tiers(t.tiers.clone())?;
+                    Arc::new(match t.meters.is_empty() {
+                        true => limiter,
+                        false => limiter.with_meters(
+                            (t.meters.iter())
+                                .map(|m| (m.name.clone(), m.rules.clone()))
+                                .collect(),
+                        )?,
+                    })
+                }
             });
         }
         Ok(Gate {
@@ -441,7 +465,7 @@ impl Gate {
             .checks
             .into_iter()
             .zip(taken)
-            .map(|(s, (decision, lease))| Checked {
+            .map(|(s, (decision, lease, reservation))| Checked {
                 throttle: s.throttle,
                 origin: s.origin,
                 decision: if self.spec.throttles[s.throttle].shadow {
@@ -452,6 +476,7 @@ impl Gate {
                 key: s.key,
                 cost: s.cost,
                 lease,
+                reservation,
             })
             .collect();
         let warnings = checked

@@ -4,6 +4,8 @@
 use crate::decision::Decision;
 use crate::http::{Answer, DenialLog, Responses};
 use crate::in_flight::Lease;
+use crate::limiter::Reservation;
+use std::sync::Arc;
 
 /// How a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +114,10 @@ pub struct Checked {
     /// The slot it holds until the response ends (a throttle with an
     /// in-flight rule that admitted the request).
     pub lease: Option<Lease>,
+    /// A throttle with meters: its reservation of each meter's estimate,
+    /// settled when the response ends (its `usage`, its `count`) or at once
+    /// when the request is refused.
+    pub reservation: Option<Arc<Reservation>>,
 }
 
 /// What the gate decided of a request, ready for a door to render.

@@ -51,12 +51,12 @@ fn good_logins_pass_and_the_sixth_bad_one_is_refused_on_every_store() {
             let verdict = gate.decide(&login("ann@example.com")).unwrap();
             assert_eq!(verdict.ending, Ending::Pass, "{url}: good login {i}");
             assert!(verdict.awaits_end, "{url}");
-            gate.finish(&verdict, Some(200)).unwrap();
+            gate.finish(&verdict, Some(200), &[]).unwrap();
         }
         for i in 0..5 {
             let verdict = gate.decide(&login("ann@example.com")).unwrap();
             assert_eq!(verdict.ending, Ending::Pass, "{url}: bad login {i}");
-            gate.finish(&verdict, Some(401)).unwrap();
+            gate.finish(&verdict, Some(401), &[]).unwrap();
         }
         let sixth = gate.decide(&login("ann@example.com")).unwrap();
         assert_eq!(
@@ -80,11 +80,11 @@ fn a_list_of_statuses_counts_those_alone() {
     for status in [200, 500, 404, 302, 500, 200] {
         let verdict = gate.decide(&login("k")).unwrap();
         assert_eq!(verdict.ending, Ending::Pass, "{status}");
-        gate.finish(&verdict, Some(status)).unwrap();
+        gate.finish(&verdict, Some(status), &[]).unwrap();
     }
     for _ in 0..5 {
         let verdict = gate.decide(&login("k")).unwrap();
-        gate.finish(&verdict, Some(403)).unwrap();
+        gate.finish(&verdict, Some(403), &[]).unwrap();
     }
     assert_eq!(gate.decide(&login("k")).unwrap().ending, Ending::Deny);
     // a response never told (the application raised) stays counted
@@ -137,7 +137,7 @@ fn a_request_another_throttle_refuses_is_not_counted_as_a_failure() {
     for _ in 0..3 {
         let verdict = gate.decide(&login("k")).unwrap();
         assert_eq!(verdict.ending, Ending::Pass);
-        gate.finish(&verdict, Some(401)).unwrap();
+        gate.finish(&verdict, Some(401), &[]).unwrap();
     }
     for _ in 0..5 {
         let refused = gate.decide(&login("k")).unwrap();

@@ -70,15 +70,15 @@ fn a_slot_is_held_until_the_response_ends_on_every_store() {
             "{url}: another client has slots of its own"
         );
         // the end of a response (or of a request the app raised on) gives its slot back
-        gate.finish(&first, Some(200)).unwrap();
+        gate.finish(&first, Some(200), &[]).unwrap();
         assert_eq!(exports.leases(b"203.0.113.9").unwrap().len(), 1, "{url}");
         let fourth = gate.decide(&export("203.0.113.9")).unwrap();
         assert_eq!(fourth.ending, Ending::Pass, "{url}: the slot is reused");
-        gate.finish(&second, None).unwrap();
-        gate.finish(&fourth, Some(500)).unwrap();
+        gate.finish(&second, None, &[]).unwrap();
+        gate.finish(&fourth, Some(500), &[]).unwrap();
         assert!(exports.leases(b"203.0.113.9").unwrap().is_empty(), "{url}");
         // told twice (a door's slip), nothing more is given back
-        gate.finish(&fourth, Some(200)).unwrap();
+        gate.finish(&fourth, Some(200), &[]).unwrap();
         let rates = exports.peek(b"203.0.113.9", 1, None).unwrap();
         assert_eq!(
             rates.rules[0].remaining, 597,
@@ -123,7 +123,7 @@ fn a_shadow_in_flight_throttle_reports_and_lets_through() {
         !second.awaits_end,
         "let through by shadow mode, it holds no slot"
     );
-    gate.finish(&first, Some(200)).unwrap();
+    gate.finish(&first, Some(200), &[]).unwrap();
     let third = gate.decide(&export("203.0.113.9")).unwrap();
     assert_eq!(third.reason, Reason::Admitted);
 }

@@ -15,6 +15,7 @@ mod failures;
 mod frozen_redis;
 mod gate_count;
 mod gate_in_flight;
+mod gate_meters;
 mod hold_differential;
 mod holds;
 mod meters;

@@ -135,8 +135,9 @@ def _with_denial_headers(config: Config, decision: Optional[Decision], response:
 def respond(verdict: Optional[Verdict], view: Callable[[], HttpResponseBase]) -> HttpResponseBase:
     """The response `view` gives, with a pass's rate-limit headers (in the
     configured style; none for a listed client), keeping any the view set.
-    When the verdict awaits the response's end (a slot the request holds, or
-    a throttle that counts only some responses), the gate is told when the
+    When the verdict awaits the response's end (a slot the request holds, a
+    throttle that counts only some responses, or a reservation of meters
+    settled by the response's headers), the gate is told when the
     server closes the response (after its last byte, a streamed one's too,
     or when the client hung up), or at once when the view raises."""
     if verdict is None or not verdict.awaits_end:
@@ -175,7 +176,7 @@ def _told_at_close(response: HttpResponseBase, verdict: Verdict) -> None:
         finally:
             if not told:
                 told.append(True)
-                tell_end(verdict, response.status_code)
+                tell_end(verdict, response.status_code, response.items())
 
     response.close = close  # type: ignore[method-assign]
 

@@ -1,11 +1,13 @@
 //! `Verdict`: what the gate decided of a request, as a door renders it.
 
+use crate::convert::latin1_bytes;
 use crate::http::Answer;
 use crate::twin::Twin;
 use crate::twins;
 use crate::types::Decision;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 use ratekeeper_core as core;
 use std::sync::Arc;
 
@@ -48,6 +50,7 @@ pub(super) fn verdict(
 struct Finishing {
     verdict: Arc<core::gate::Verdict>,
     status: Option<u16>,
+    headers: Vec<core::gate::Header>,
 }
 
 impl Twin for Finishing {
@@ -57,10 +60,10 @@ impl Twin for Finishing {
         self.verdict.awaits_end && gate.warden().waits_on_io()
     }
     fn blocking(&self, gate: &Self::On) -> core::Result<()> {
-        gate.finish(&self.verdict, self.status)
+        gate.finish(&self.verdict, self.status, &self.headers)
     }
     async fn awaited(&self, gate: &Self::On) -> core::Result<()> {
-        gate.finish_async(&self.verdict, self.status).await
+        (gate.finish_async(&self.verdict, self.status, &self.headers)).await
     }
     fn deliver(&self, py: Python<'_>, _: &Self::On, _: ()) -> PyResult<Py<PyAny>> {
         Ok(py.None())
@@ -71,16 +74,54 @@ twins! {
     impl Verdict {
         /// Tells the gate that the response to a request it let through
         /// ended (its last byte sent, or the client gone), with its status
-        /// (None: the application raised): every slot the request held is
-        /// released, and a throttle that counts only some responses
-        /// (`count`, say "failures") gives back the unit it counted when
-        /// this one is not among them (a request the application raised on
-        /// stays counted). A door calls it once, when `awaits_end` (else it
-        /// does nothing).
-        #[pyo3(signature = (status))]
-        fn finish / afinish(self, py, status: Option<u16>)
-            on self.gate => Finishing { verdict: self.inner.clone(), status };
+        /// (None: the application raised) and its headers (`(name, value)`
+        /// pairs of str, as WSGI's, or bytes, as ASGI's): every slot the
+        /// request held is released, a throttle that counts only some
+        /// responses (`count`, say "failures") gives back the unit it
+        /// counted when this one is not among them (a request the
+        /// application raised on stays counted), and a throttle with meters
+        /// settles each meter that has a `usage` header to what the
+        /// response's header says. A door calls it once, when `awaits_end`
+        /// (else it does nothing).
+        #[pyo3(signature = (status, headers = None))]
+        fn finish / afinish(self, py, status: Option<u16>, headers: Option<&Bound<'_, PyAny>>)
+            on self.gate => Finishing {
+                verdict: self.inner.clone(),
+                status,
+                headers: response_headers(headers)?,
+            };
     }
+}
+
+/// A response's headers as a door gives them: `(name, value)` pairs, each
+/// str (WSGI's native strings, Latin-1) or bytes (ASGI's); none when not given.
+fn response_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<core::gate::Header>> {
+    let Some(headers) = headers.filter(|h| !h.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let bad =
+        || PyTypeError::new_err("a response header must be a (name, value) pair of str or bytes");
+    let part = |item: PyResult<Bound<'_, PyAny>>| -> PyResult<Vec<u8>> {
+        let item = item.map_err(|_| bad())?;
+        match item.cast::<PyString>() {
+            Ok(text) => Ok(latin1_bytes(&text.to_cow()?)),
+            Err(_) => Ok(item
+                .cast::<PyBytes>()
+                .map_err(|_| bad())?
+                .as_bytes()
+                .to_vec()),
+        }
+    };
+    let mut out = Vec::new();
+    for pair in headers.try_iter()? {
+        let pair = pair?;
+        if pair.is_instance_of::<PyString>() || pair.is_instance_of::<PyBytes>() || pair.len()? != 2
+        {
+            return Err(bad());
+        }
+        out.push((part(pair.get_item(0))?, part(pair.get_item(1))?));
+    }
+    Ok(out)
 }
 
 #[pymethods]

@@ -5,19 +5,22 @@
 //! wrong; a store URL is never quoted (it may hold a password).
 //!
 //! Each kind of entry is a file of its own, holding it as written, its
-//! model and its checks: `throttle` (with its per-request step), `list`
-//! (safelists and blocklists) and `ban` (fail2ban and allow2ban); `file`
+//! model and its checks: `throttle` (with its per-request step; `meters`,
+//! a throttle's meters), `list` (safelists and blocklists) and `ban`
+//! (fail2ban and allow2ban); `file`
 //! holds the policy as written, which lists the kinds, and `values` the
 //! checks of the values every kind is made of.
 
 mod ban;
 mod file;
 mod list;
+mod meters;
 mod throttle;
 mod values;
 
 pub use self::ban::BanSpec;
 pub use self::list::ListSpec;
+pub use self::meters::{units_of, MeterSpec};
 pub use self::throttle::{Counted, EnvoySpec, ThrottleSpec};
 pub use self::values::{address, header_name, method};
 
@@ -123,11 +126,18 @@ impl Spec {
     /// Checks that a door that never sees the response (the edge server's
     /// forward auth and Envoy, a FastAPI dependency) can hold this policy:
     /// no throttle counts only some responses (`count`), which such a door
-    /// could not give back, and none holds a slot while a request is under
+    /// could not give back, or settles a meter to a response header
+    /// (`usage`), which it could not read, and none holds a slot while a request is under
     /// way (an in-flight rule), which such a door could not release.
     pub fn check_unanswered(&self) -> Result<()> {
         let door = "give it to a door that does (Django, Rack, or the WSGI or ASGI middleware)";
         for t in &self.throttles {
+            if let Some(meter) = t.meters.iter().find(|m| m.usage.is_some()) {
+                return Err(Error::config(format!(
+                    "throttle '{}' settles its meter '{}' to a response header (usage), but this door never sees the response: {door}",
+                    t.scope, meter.name
+                )));
+            }
             if t.count.is_some() {
                 return Err(Error::config(format!(
                     "throttle '{}' counts only some responses (count), but this door never sees the response: {door}",

@@ -4,6 +4,7 @@
 //! takes its decision, a shadow throttle's included, is the flow's
 //! (`gate::Gate::conclude`).
 
+use super::meters::{meters, MeterSpec};
 use super::values::{header_names, matcher, methods, path_prefix, rules};
 use crate::gate::source::{self, Client, Facts, Source};
 use crate::limiter::Limiter;
@@ -32,6 +33,12 @@ pub(super) struct ThrottleFile {
     pub(super) envoy: Option<EnvoyFile>,
     pub(super) shadow: Option<bool>,
     pub(super) count: Option<toml::Value>,
+    #[serde(default)]
+    pub(super) meters: toml::Table,
+    #[serde(default)]
+    pub(super) cost: toml::Table,
+    #[serde(default)]
+    pub(super) usage: toml::Table,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +87,10 @@ pub struct ThrottleSpec {
     /// before the application runs (one already over the limit is refused at
     /// once) and given back when its response is not one it counts.
     pub count: Option<Counted>,
+    /// Its meters (`meters`, with each one's `cost` and `usage`): named
+    /// rule sets a request charges together, all or nothing, in one round
+    /// trip; `rules` is then the first one's. Empty: it counts by `rules`.
+    pub meters: Vec<MeterSpec>,
 }
 
 /// The responses a throttle counts (its `count`).
@@ -187,11 +198,21 @@ pub(super) fn throttle(
         }
     };
     crate::keys::check_scope(&scope).map_err(|e| e.to_string())?;
-    let (main, mut tiers) = match (t.rules.as_deref(), limiter) {
-        (Some(text), _) => (rules("rules", text)?, Vec::new()),
-        (None, Some(limiter)) => (limiter.rules().clone(), limiter.tiers().to_vec()),
-        (None, None) => return Err("give rules, as \"10/second; 100/minute\"".into()),
+    let metered = meters(&t.meters, &t.cost, &t.usage)?;
+    let (main, mut tiers) = match (t.rules.as_deref(), limiter, metered.first()) {
+        (Some(_), _, Some(_)) => {
+            return Err("give rules or meters, not both (a meter is a named rule set)".into())
+        }
+        (Some(text), _, None) => (rules("rules", text)?, Vec::new()),
+        (None, _, Some(first)) => (first.rules.clone(), Vec::new()),
+        (None, Some(limiter), None) => (limiter.rules().clone(), limiter.tiers().to_vec()),
+        (None, None, None) => return Err("give rules, as \"10/second; 100/minute\"".into()),
     };
+    if !metered.is_empty() && (!t.tiers.is_empty() || t.tier.is_some()) {
+        return Err(
+            "a throttle with meters takes no tiers: give each tier a throttle of its own".into(),
+        );
+    }
     for (name, value) in &t.tiers {
         let text = value
             .as_str()
@@ -251,6 +272,7 @@ pub(super) fn throttle(
         envoy,
         shadow: t.shadow.unwrap_or(false),
         count,
+        meters: metered,
     })
 }
 

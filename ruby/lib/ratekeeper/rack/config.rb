@@ -143,11 +143,17 @@ module Ratekeeper
       # one per request, and a tier stored for the key (Admin#set_tier) wins.
       # +shadow: true+: the throttle counts, logs and reports what it would
       # deny, and lets it through (a new throttle tried in production).
-      def throttle(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, count: nil, &key)
+      # +count:+ counts only some responses (:failures, or statuses).
+      # +meters:+ (in place of +rules:+), +cost:+ and +usage:+: named rule
+      # sets a request charges together, the units it reserves of each, and
+      # the response header that settles a meter to what it cost (see
+      # Throttle).
+      def throttle(name, rules: nil, meters: nil, cost: nil, usage: nil, methods: nil, paths: nil, tiers: nil, tier: nil,
+                   shadow: nil, count: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect} is defined twice" if @throttles.any? { |t| t.name == name.to_s }
 
-        @throttles << Throttle.new(name, rules: rules, methods: methods, paths: paths, tiers: tiers, tier: tier,
-                                         shadow: shadow, count: count, &key)
+        @throttles << Throttle.new(name, rules: rules, meters: meters, cost: cost, usage: usage, methods: methods,
+                                         paths: paths, tiers: tiers, tier: tier, shadow: shadow, count: count, &key)
         self
       end
 

@@ -174,9 +174,10 @@ module Ratekeeper
 
       # On to the app, with the rate-limit headers of the throttle that has
       # least left. When the verdict awaits the response's end (a slot the
-      # request holds, or a throttle that counts only some responses), the
-      # gate is told when the server closes the body (after its last byte,
-      # a streamed one's too, or when the client hung up), or at once when
+      # request holds, a throttle that counts only some responses, or a
+      # reservation of meters settled by the response's headers), the gate
+      # is told when the server closes the body (after its last byte, a
+      # streamed one's too, or when the client hung up), or at once when
       # the app raises (a request the app raises on stays counted).
       def passed(env, verdict)
         return with_pass_headers(@app.call(env), verdict) unless verdict.awaits_end?
@@ -187,7 +188,7 @@ module Ratekeeper
           told(verdict, nil)
           raise
         end
-        body = ::Rack::BodyProxy.new(body) { told(verdict, status.to_i) }
+        body = ::Rack::BodyProxy.new(body) { told(verdict, status.to_i, headers) }
         with_pass_headers([status, headers, body], verdict)
       end
 
@@ -196,8 +197,8 @@ module Ratekeeper
         [status, verdict.with_headers(headers), body]
       end
 
-      def told(verdict, status)
-        verdict.finish(status)
+      def told(verdict, status, headers = nil)
+        verdict.finish(status, headers)
       rescue Ratekeeper::Error => e
         Ratekeeper.logger.warn("ratekeeper: a response's end was not told (#{e.message})")
       end

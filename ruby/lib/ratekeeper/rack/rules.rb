@@ -70,16 +70,26 @@ module Ratekeeper
     # tries it in production: it counts and reports, and refuses nothing.
     # +count:+ counts only some responses: :failures (a status of 400 or
     # more) or a list of statuses (a request is counted before the app runs,
-    # and given back when its response is not one counted).
+    # and given back when its response is not one counted). +meters:+ in
+    # place of +rules:+ names rule sets a request charges together, all or
+    # nothing (+{ requests: "600/minute", tokens: "30000/minute" }+);
+    # +cost:+ the units a request reserves of each (1 when not named), and
+    # +usage:+ the response header that says what a meter really cost
+    # (+{ tokens: "X-Tokens-Used" }+), which the reservation is settled to
+    # when the response ends.
     class Throttle
       attr_reader :name, :rules, :tiers
 
-      def initialize(name, rules:, methods: nil, paths: nil, tiers: nil, tier: nil, shadow: nil, count: nil, &key)
+      def initialize(name, rules: nil, meters: nil, cost: nil, usage: nil, methods: nil, paths: nil, tiers: nil,
+                     tier: nil, shadow: nil, count: nil, &key)
         raise ConfigurationError, "throttle #{name.to_s.inspect}: tier must be callable" unless tier.nil? || tier.respond_to?(:call)
 
-        Ratekeeper.parse_rules(rules) # a bad rule fails here, naming the text
+        Ratekeeper.parse_rules(rules) unless rules.nil? # a bad rule fails here, naming the text
         @name = name.to_s
         @rules = rules
+        @meters = Throttle.named(name, "meters", meters) { |given| Throttle.rules_text(given) }
+        @cost = Throttle.named(name, "cost", cost) { |units| units }
+        @usage = Throttle.named(name, "usage", usage, &:to_s)
         @methods = methods && Array(methods).map { |m| m.to_s.upcase }
         @paths = paths && Array(paths).map(&:to_s)
         @tiers = tiers
@@ -93,8 +103,9 @@ module Ratekeeper
       # rules, tiers, the requests it counts, and its key (the block, else the
       # client IP) and tier callables, which the gate calls.
       def to_policy
-        entry = { "scope" => Ratekeeper.scope_name(name), "rules" => Throttle.rules_text(rules),
-                  "key" => @key ? ->(request) { @key.call(request) } : "ip" }
+        entry = { "scope" => Ratekeeper.scope_name(name), "key" => @key ? ->(request) { @key.call(request) } : "ip" }
+        entry["rules"] = Throttle.rules_text(rules) unless rules.nil? # (the core asks for rules or meters)
+        { "meters" => @meters, "cost" => @cost, "usage" => @usage }.each { |k, v| entry[k] = v if v }
         entry["methods"] = @methods if @methods
         entry["paths"] = @paths if @paths
         entry["tiers"] = @tiers.to_h { |tier, given| [tier.to_s, Throttle.rules_text(given)] } if @tiers
@@ -102,6 +113,16 @@ module Ratekeeper
         entry["shadow"] = @shadow unless @shadow.nil? # (the core checks it is true or false)
         entry["count"] = @count unless @count.nil? # (the core checks "failures" or the statuses)
         entry
+      end
+
+      # A Hash of meter names (Symbols or Strings) to values, with String
+      # names and each value as the block makes it (the core checks both);
+      # nil when not given.
+      def self.named(name, what, given)
+        return nil if given.nil?
+        raise ConfigurationError, "throttle #{name.to_s.inspect}: #{what} must be a Hash of meter names" unless given.is_a?(Hash)
+
+        given.to_h { |meter, value| [meter.to_s, yield(value)] }
       end
 
       # Rules as the policy writes them: the text, or each rule's.

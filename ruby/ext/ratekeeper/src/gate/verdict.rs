@@ -43,17 +43,26 @@ impl Verdict {
         self.inner.awaits_end
     }
 
-    /// `finish(status)`: tells the gate that the response to a request it
-    /// let through ended (its last byte sent, or the client gone), with its
-    /// status (`nil`: the application raised): every slot the request held
-    /// is released, and a throttle that counts only some responses
-    /// (`count`, say "failures") gives back the unit it counted when this
-    /// one is not among them (a request the application raised on stays
-    /// counted). A door calls it once, when `awaits_end?` (else it does
-    /// nothing).
-    fn finish(ruby: &Ruby, rb_self: &Self, status: Option<u16>) -> Result<(), Error> {
+    /// `finish(status, headers = nil)`: tells the gate that the response
+    /// to a request it let through ended (its last byte sent, or the
+    /// client gone), with its status (`nil`: the application raised) and
+    /// its headers (a Hash, or Rack's header hashes): every slot the
+    /// request held is released, a throttle that counts only some
+    /// responses (`count`, say "failures") gives back the unit it counted
+    /// when this one is not among them (a request the application raised
+    /// on stays counted), and a throttle with meters settles each meter
+    /// that has a `usage` header to what the response's header says. A
+    /// door calls it once, when `awaits_end?` (else it does nothing).
+    fn finish(ruby: &Ruby, rb_self: &Self, args: &[Value]) -> Result<(), Error> {
+        let args =
+            magnus::scan_args::scan_args::<(Option<u16>,), (Option<Value>,), (), (), (), ()>(args)?;
+        let (status,) = args.required;
+        let (headers,) = args.optional;
+        let headers = response_headers(ruby, headers)?;
         let waits = rb_self.inner.awaits_end && rb_self.gate.warden().waits_on_io();
-        run_core(ruby, waits, || rb_self.gate.finish(&rb_self.inner, status))
+        run_core(ruby, waits, || {
+            rb_self.gate.finish(&rb_self.inner, status, &headers)
+        })
     }
 
     fn ending(&self) -> &'static str {
@@ -164,6 +173,40 @@ impl Verdict {
     }
 }
 
+/// A response's headers as a Rack door gives them (a Hash of names to a
+/// String, or to an Array of them: its first), as name and value bytes;
+/// none for `nil`.
+fn response_headers(ruby: &Ruby, headers: Option<Value>) -> Result<Vec<core::gate::Header>, Error> {
+    let Some(headers) = headers.filter(|h| !h.is_nil()) else {
+        return Ok(Vec::new());
+    };
+    let bad = || {
+        Error::new(
+            ruby.exception_type_error(),
+            "response headers must be a Hash of names to Strings",
+        )
+    };
+    let pairs: RArray = headers.funcall("to_a", ()).map_err(|_| bad())?;
+    let mut out = Vec::with_capacity(pairs.len());
+    for pair in pairs.into_iter() {
+        let pair = RArray::from_value(pair)
+            .filter(|p| p.len() == 2)
+            .ok_or_else(bad)?;
+        let name: Value = pair.entry(0)?;
+        let mut value: Value = pair.entry(1)?;
+        if let Some(values) = RArray::from_value(value) {
+            value = values.entry(0)?;
+        }
+        let name: magnus::RString = name.funcall("to_s", ())?;
+        let Some(value) = magnus::RString::from_value(value) else {
+            continue;
+        };
+        // SAFETY: the bytes are copied before any Ruby code can run.
+        out.push(unsafe { (name.as_slice().to_vec(), value.as_slice().to_vec()) });
+    }
+    Ok(out)
+}
+
 /// Defines `Ratekeeper::Verdict`'s methods.
 pub(super) fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     let verdict = module.define_class("Verdict", ruby.class_object())?;
@@ -181,7 +224,7 @@ pub(super) fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     verdict.define_method("log", method!(Verdict::log, 0))?;
     verdict.define_method("checked", method!(Verdict::checked, 0))?;
     verdict.define_method("awaits_end?", method!(Verdict::awaits_end, 0))?;
-    verdict.define_method("finish", method!(Verdict::finish, 1))?;
+    verdict.define_method("finish", method!(Verdict::finish, -1))?;
     verdict.define_method("inspect", method!(Verdict::inspect, 0))?;
     Ok(())
 }
