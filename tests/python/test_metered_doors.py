@@ -133,3 +133,8 @@ def test_finish_takes_a_responses_headers_as_wsgi_and_asgi_give_them():
             decided().finish(200, bad)
     # each bad call's reservation kept its estimate: 10 + 10 + 4 x 40 = 180, and 180 + 40 > 200
     assert gate.decide("POST", "/v1/chat", "example.com", "203.0.113.9", [(b"x-api-key", b"k")]).ending == "deny"
+    # the consoles read each meter's usage by the scope its log is kept under
+    rules = gate.throttle_rules()
+    assert rules == {"llm@requests": "20/1m", "llm@tokens": "200/1m"}, rules
+    tokens = gate.admin().usage("k", rules["llm@tokens"], scope="llm@tokens")
+    assert tokens.rules[0].used == 180, tokens.rules

@@ -56,6 +56,14 @@ class TestMeteredThrottle < Minitest::Test
     assert_equal [200] * 10, Array.new(10) { call(app, "k", 90).first }, "successes cost nothing"
   end
 
+  def test_the_console_reads_each_meters_usage_by_its_scope
+    gate = Ratekeeper::Gate.new({ "store" => { "url" => "memory://" }, "throttle" => [
+                                  { "scope" => "llm", "key" => "ip", "meters" => { "requests" => "5/minute", "tokens" => "100/minute" } },
+                                  { "scope" => "plain", "key" => "ip", "rules" => "5/s" }
+                                ] })
+    assert_equal({ "llm@requests" => "5/1m", "llm@tokens" => "100/1m", "plain" => "5/1s" }, gate.throttle_rules)
+  end
+
   def test_a_bad_meter_is_named
     error = assert_raises(Ratekeeper::ConfigurationError) { api("memory://", cost: { words: 1 }) }
     assert_includes error.message, "cost.words: no meter is named so (the meters: requests, tokens)"

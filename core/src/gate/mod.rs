@@ -325,6 +325,23 @@ impl Gate {
             .collect()
     }
 
+    /// Each log the policy's throttles keep a key's usage in, in order: a
+    /// throttle's scope and rules, or, for a throttle with meters, each
+    /// meter's scope (`SCOPE@METER`) and rules (what a console reads a
+    /// key's usage by, `Admin::usage`).
+    pub fn throttle_rules(&self) -> Vec<(String, &crate::rule::RuleSet)> {
+        let mut out = Vec::with_capacity(self.spec.throttles.len());
+        for t in &self.spec.throttles {
+            if t.meters.is_empty() {
+                out.push((t.scope.clone(), &t.rules));
+            }
+            for m in &t.meters {
+                out.push((crate::meter::meter_scope(&t.scope, &m.name), &m.rules));
+            }
+        }
+        out
+    }
+
     /// The scope of throttle `i` (a verdict's `throttle`, a check's), for a
     /// door to show.
     pub fn scope_of(&self, i: usize) -> &str {

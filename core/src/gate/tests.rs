@@ -364,6 +364,38 @@ fn envoy_descriptors_map_onto_the_same_throttles() {
 }
 
 #[test]
+fn a_throttle_with_meters_answers_envoy_at_its_fixed_costs_and_the_http_doors_alike() {
+    let gate = gate(
+        "[[throttle]]\nscope = \"llm\"\nkey = \"header:X-Key\"\nmeters = { requests = \"9/minute\", tokens = \"100/minute\" }\n\
+         cost = { tokens = 40 }\nenvoy = { domain = \"edge\", key = \"api_key\" }\n",
+    );
+    let http = Request {
+        headers: vec![("X-Key", "k1")],
+        ..get("/")
+    };
+    let v = gate.decide(&http).unwrap();
+    assert_eq!(v.ending, Ending::Pass);
+    assert!(!v.awaits_end, "fixed costs, settled by nothing");
+    let descriptors = [envoy::Descriptor {
+        entries: vec![("api_key".into(), "k1".into())],
+        hits: None,
+    }];
+    let run = |step| match step {
+        Step::Done(v) => *v,
+        Step::Ask(plan) => gate.run(plan).unwrap(),
+    };
+    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    assert_eq!(v.ending, Ending::Pass, "80 tokens of 100");
+    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    assert_eq!(
+        v.ending,
+        Ending::Deny,
+        "80 + 40 > 100: one quota for both doors"
+    );
+    assert_eq!(v.decision.unwrap().meter(), Some("tokens"));
+}
+
+#[test]
 fn an_envoy_request_that_gives_its_path_meets_the_whole_policy() {
     let gate = gate(&format!(
         "exempt_paths = [\"/health\"]\n[[blocklist]]\nname = \"admin\"\npaths = [\"^/admin\"]\n{LAYERED}"

@@ -333,11 +333,11 @@ def set_switches(request: HttpRequest) -> HttpResponse:
 
 def _usage(admin: Admin, key: str, tag: bool) -> List[Dict[str, Any]]:
     """The key's usage per rule in each scope the settings' throttles (and
-    the decorators') keep, whatever its listings (nothing logged); `tag`:
-    the key named by its stored form."""
+    the decorators') keep (each meter's of a throttle with meters), whatever
+    its listings (nothing logged); `tag`: the key named by its stored form."""
     usage = []
-    for scope, limiter in sorted(get_config().limiters().items()):
-        decision = admin.usage(key, limiter.rules, scope=scope, tag=tag)
+    for scope, rules in sorted(get_config().throttle_rules().items()):
+        decision = admin.usage(key, rules, scope=scope, tag=tag)
         usage.append({"scope": scope, "rules": [
             {"rule": f"{r.limit}/{r.window:g}s", "used": r.used, "remaining": r.remaining,
              "reset_after": round(r.reset_after, 1)} for r in decision.rules]})

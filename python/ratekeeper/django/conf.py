@@ -211,6 +211,16 @@ class Config:
                 out.update(gate.limiters())
         return out
 
+    def throttle_rules(self) -> Dict[str, str]:
+        """The rules of each log these settings' and the decorators'
+        throttles keep a key's usage in, by scope (a throttle with meters:
+        each meter's, ``scope@meter``), as ``Admin.usage`` takes them."""
+        out: Dict[str, str] = {}
+        for gate in [self.gate, *self._gates]:
+            if gate is not None:
+                out.update(gate.throttle_rules())
+        return out
+
     def view_gate(self, scope: str, rules: Any, key: Any, methods: Optional[frozenset], count: Any = None) -> Gate:
         """The gate of one decorated view (its own throttle, on the configured
         store; ``count``, the responses it counts, checked by the core)."""

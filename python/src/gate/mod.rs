@@ -348,6 +348,17 @@ impl Gate {
         crate::plain::to_py(py, &self.inner.warden().store_stats().plain())
     }
 
+    /// `{scope: rules}` of each log the policy's throttles keep a key's
+    /// usage in, in order (a throttle with meters: each meter's,
+    /// `"scope@meter"`), the rules as text, as `Admin.usage` takes them.
+    fn throttle_rules<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (scope, rules) in self.inner.throttle_rules() {
+            out.set_item(scope, rules.to_string())?;
+        }
+        Ok(out)
+    }
+
     /// The throttles' limiters, by scope (their stats, for the metrics collector).
     fn limiters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);

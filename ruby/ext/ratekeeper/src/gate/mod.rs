@@ -142,12 +142,14 @@ impl Gate {
         self.inner.scopes()
     }
 
-    /// `throttle_rules`: `{scope => rules}` of the policy's throttles, in
-    /// order (the rules as text, as Admin#usage takes them).
+    /// `throttle_rules`: `{scope => rules}` of each log the policy's
+    /// throttles keep a key's usage in, in order (a throttle with meters:
+    /// each meter's, `"scope@meter"`), the rules as text, as Admin#usage
+    /// takes them.
     fn throttle_rules(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let out = ruby.hash_new();
-        for t in &rb_self.inner.spec().throttles {
-            out.aset(t.scope.as_str(), t.rules.to_string())?;
+        for (scope, rules) in rb_self.inner.throttle_rules() {
+            out.aset(scope, rules.to_string())?;
         }
         Ok(out)
     }
