@@ -193,7 +193,7 @@ class RateLimitMiddleware:
         except BaseException:
             await atell_end(verdict, None)
             raise
-        await atell_end(verdict, *started)
+        await atell_end(verdict, *(started or [None]))
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, decision: Optional[Decision],
                      answer: Answer, denied: bool) -> None:

@@ -178,3 +178,36 @@ def test_a_path_scoped_throttle_holds_whatever_the_slashes():
     by_facts = [gate.decide("GET", path, "", "203.0.113.41", {}).ending for path in ("//login", "/login", "//login")]
     assert by_scope == by_facts == ["pass", "pass", "deny"]
     assert gate.decide("GET", "//logout", "", "203.0.113.41", {}).checked == []
+
+
+def test_a_websocket_gives_its_slot_back_when_it_closes():
+    """A websocket holds a slot while it is open and never starts an HTTP
+    response: the door tells the gate its end without a status."""
+    from ratekeeper.asgi import RateLimitMiddleware
+
+    async def app(scope, receive, send):
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close"})
+
+    door = RateLimitMiddleware(app, policy={"store": {"url": "memory://"}, "throttle": [
+        {"scope": "ws", "rules": "1 concurrent; 100/minute", "key": "ip"}]})
+    scope = {"type": "websocket", "path": "/ws", "headers": [], "client": ("203.0.113.5", 1)}
+
+    async def connect():
+        sent = []
+
+        async def receive():
+            return {"type": "websocket.connect"}
+
+        async def send(message):
+            sent.append(message["type"])
+
+        await door(dict(scope), receive, send)
+        return sent
+
+    async def twice():
+        return [await connect(), await connect()]
+
+    first, second = asyncio.run(twice())
+    assert first == ["websocket.accept", "websocket.close"], first
+    assert second == ["websocket.accept", "websocket.close"], "the first connection's slot went back"
