@@ -333,6 +333,18 @@ fn a_peer_that_is_no_address_is_counted_not_skipped() {
     );
 }
 
+/// Envoy's answer to a descriptor of one entry, `api_key`, in `domain`.
+fn api_key(gate: &Gate, domain: &str, key: &str) -> Verdict {
+    let descriptors = [envoy::Descriptor {
+        entries: vec![("api_key".into(), key.into())],
+        hits: None,
+    }];
+    match gate.prepare_envoy(domain, &descriptors, 0) {
+        Step::Done(v) => *v,
+        Step::Ask(plan) => gate.run(plan).unwrap(),
+    }
+}
+
 #[test]
 fn envoy_descriptors_map_onto_the_same_throttles() {
     let gate = gate(
@@ -343,23 +355,15 @@ fn envoy_descriptors_map_onto_the_same_throttles() {
         ..get("/")
     };
     assert_eq!(gate.decide(&http).unwrap().ending, Ending::Pass);
-    let descriptors = [envoy::Descriptor {
-        entries: vec![("api_key".into(), "k1".into())],
-        hits: None,
-    }];
-    let run = |step| match step {
-        Step::Done(v) => *v,
-        Step::Ask(plan) => gate.run(plan).unwrap(),
-    };
-    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    let v = api_key(&gate, "edge", "k1");
     assert_eq!(
         v.ending,
         Ending::Pass,
         "the HTTP door's unit and this one: 2"
     );
-    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    let v = api_key(&gate, "edge", "k1");
     assert_eq!(v.ending, Ending::Deny, "one quota for both doors");
-    let v = run(gate.prepare_envoy("other", &descriptors, 0));
+    let v = api_key(&gate, "other", "k1");
     assert_eq!((v.ending, v.checked.len()), (Ending::Pass, 0));
 }
 
@@ -376,17 +380,9 @@ fn a_throttle_with_meters_answers_envoy_at_its_fixed_costs_and_the_http_doors_al
     let v = gate.decide(&http).unwrap();
     assert_eq!(v.ending, Ending::Pass);
     assert!(!v.awaits_end, "fixed costs, settled by nothing");
-    let descriptors = [envoy::Descriptor {
-        entries: vec![("api_key".into(), "k1".into())],
-        hits: None,
-    }];
-    let run = |step| match step {
-        Step::Done(v) => *v,
-        Step::Ask(plan) => gate.run(plan).unwrap(),
-    };
-    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    let v = api_key(&gate, "edge", "k1");
     assert_eq!(v.ending, Ending::Pass, "80 tokens of 100");
-    let v = run(gate.prepare_envoy("edge", &descriptors, 0));
+    let v = api_key(&gate, "edge", "k1");
     assert_eq!(
         v.ending,
         Ending::Deny,

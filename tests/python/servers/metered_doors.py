@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
-import ratekeeper.fastapi
+from door_routes import add_probes
 from ratekeeper.asgi import RateLimitMiddleware as AsgiMiddleware
 from ratekeeper.wsgi import RateLimitMiddleware as WsgiMiddleware
 
@@ -42,18 +42,4 @@ async def chat(request: Request) -> PlainTextResponse:
     return PlainTextResponse("answer", headers={"X-Tokens-Used": used(request.url.query)})
 
 
-@asgi.get("/health")
-async def health() -> PlainTextResponse:
-    return PlainTextResponse("ok")
-
-
-try:
-    ratekeeper.fastapi.policy(POLICY)
-    DEPENDENCY_REFUSED = ""
-except ratekeeper.ConfigurationError as exc:
-    DEPENDENCY_REFUSED = str(exc)
-
-
-@asgi.get("/dependency")
-async def dependency() -> PlainTextResponse:
-    return PlainTextResponse(DEPENDENCY_REFUSED)
+add_probes(asgi, POLICY)
