@@ -40,6 +40,7 @@ def on_redis(url: str, prefix: str, **more):
                              RATELIMIT_CACHE_PREFIX=prefix, **more)
 
 
+@pytest.mark.ruby
 @pytest.mark.parametrize("rack", ["ratekeeper", "rack-attack"])
 def test_a_view_decorated_the_django_ratelimit_way_shares_a_quota_with_rack(rack, tmp_path, redis_url):
     """gunicorn (2 workers) serves a view under @ratelimit(group="api",

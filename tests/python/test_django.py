@@ -428,6 +428,7 @@ def test_a_body_no_door_reads_counts_the_client(settings_override):
     assert post_form(client("198.51.100.251"), "/login", {"email": "p4@example.com"}).status_code == 401
 
 
+@pytest.mark.ruby
 def test_a_header_key_is_its_bytes_and_a_named_scope_is_shared_with_ruby(settings_override, redis_url):
     """A Django PATHS entry with scope "api" and a Ruby limiter with scope "api"
     count one quota for the key clé (UTF-8 on the wire), as a Rails throttle
