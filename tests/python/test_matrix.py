@@ -24,7 +24,7 @@ def documented() -> Dict[str, Tuple[str, str]]:
 def cells() -> List[Tuple[str, str]]:
     """scripts/test's matrix: (CPython version, Django series) of each cell."""
     script = (REPO / "scripts" / "test").read_text()
-    loop = re.search(r"^for cell in (.*); do\n  bash tests/matrix/cell ", script, re.M)
+    loop = re.search(r"^for cell in (.*); do\n  (?:\w+=\S+ )*bash tests/matrix/cell ", script, re.M)
     assert loop, "scripts/test runs the matrix's cells in one loop"
     found = []
     for python, low, high in re.findall(r'"(3\.\d+) django>=([\d.]+),<([\d.]+)"', loop.group(1)):
