@@ -7,9 +7,10 @@ use serde_json::Value;
 use std::sync::Arc;
 
 fn load() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cases/scenarios.json");
-    let text = std::fs::read_to_string(path).unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
+    // (compiled in: a path made of CARGO_MANIFEST_DIR would tie the test
+    // binary to one checkout, and a build cache could not reuse it)
+    let text = include_str!("../../../tests/cases/scenarios.json");
+    let doc: Value = serde_json::from_str(text).unwrap();
     doc["cases"].as_array().unwrap().clone()
 }
 
