@@ -82,6 +82,9 @@ def servers(own_redis, tmp_path):
         os.kill(pid, signal.SIGCONT)
 
 
+# (alone: its bound leaves 50 ms over the timeout, and beside the other
+# tests' servers on two cores a Django answer once took 300.5 ms)
+@pytest.mark.alone
 def test_every_answer_with_redis_frozen_comes_within_one_timeout(servers):
     seen = {name: [] for name in servers}
     failures = []

@@ -28,6 +28,8 @@ def test_unchanged_files_get_their_first_time_back_and_changed_ones_a_new_one(tm
     origin.mkdir()
     (origin / "lib.rs").write_text("fn a() {}\n")
     (origin / "main.rs").write_text("fn main() {}\n")
+    (origin / "proto").mkdir()
+    (origin / "proto" / "a.proto").write_text("syntax = \"proto3\";\n")
     subprocess.run(["git", "init", "-q"], cwd=origin, check=True)
     subprocess.run(["git", "add", "."], cwd=origin, check=True)
     subprocess.run([*GIT, "commit", "-qm", "first"], cwd=origin, check=True)
@@ -35,7 +37,7 @@ def test_unchanged_files_get_their_first_time_back_and_changed_ones_a_new_one(tm
 
     first = tmp_path / "first"
     subprocess.run(["git", "clone", "-q", str(origin), str(first)], check=True)
-    assert "0 of 2 files" in run(first, times)
+    assert "0 of 3 files" in run(first, times)
     seen = {name: mtime(first / name) for name in ("lib.rs", "main.rs")}
 
     (origin / "main.rs").write_text("fn main() { a() }\n")
@@ -43,9 +45,11 @@ def test_unchanged_files_get_their_first_time_back_and_changed_ones_a_new_one(tm
     second = tmp_path / "second"
     subprocess.run(["git", "clone", "-q", str(origin), str(second)], check=True)
     assert mtime(second / "lib.rs") > seen["lib.rs"], "a clone's files carry the clone's time"
-    assert "1 of 2 files" in run(second, times)
+    assert "2 of 3 files" in run(second, times)
     assert mtime(second / "lib.rs") == seen["lib.rs"], "an unchanged file has the time it was first seen"
     assert mtime(second / "main.rs") > seen["main.rs"], "a changed file is newer than what was built from it"
+    assert mtime(second / "proto") == mtime(second / "proto" / "a.proto") == mtime(first / "proto"), \
+        "a directory (which a build script may watch) has its newest file's time"
 
     # back to the first content: newer again, never the first run's time
     (origin / "main.rs").write_text("fn main() {}\n")
@@ -56,7 +60,7 @@ def test_unchanged_files_get_their_first_time_back_and_changed_ones_a_new_one(tm
     assert mtime(third / "main.rs") > mtime(second / "main.rs")
     assert mtime(third / "lib.rs") == seen["lib.rs"]
     lines = times.read_text().splitlines()
-    assert sorted(line.split("\t")[0] for line in lines) == ["lib.rs", "main.rs"]
+    assert sorted(line.split("\t")[0] for line in lines) == ["lib.rs", "main.rs", "proto/a.proto"]
 
 
 def test_it_refuses_to_run_without_a_times_file():
