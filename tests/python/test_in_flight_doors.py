@@ -144,8 +144,7 @@ def celery_worker(tmp_path, own_redis, env):
     return worker, log, env
 
 
-# (alone: the average in flight is the doors' own overhead per call on a
-# machine no other test loads; beside three xdist workers CI read 2.43-2.44)
+# (alone: fifteen clients, seven servers and a Celery worker on two cores)
 @pytest.mark.alone
 def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, own_redis):
     """On one key of "3 concurrent": fifteen HTTP clients, three per door,
@@ -153,8 +152,8 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     while a Celery worker runs 40 tasks and a Ruby process's four threads
     make 40 holds, each calling the upstream (100 ms a call) while it holds
     its slot. The upstream never sees more than 3 at once, every door and
-    job has its calls, and while the clients queue the slots are reused at
-    once (at least 2.5 in flight on average)."""
+    job has its calls, and while the clients queue every slot is reused
+    (3 at once in every sixth of that time)."""
     Celery = pytest.importorskip("celery").Celery
     urls = doors.urls
     SlowUpstream.now = SlowUpstream.most = 0
@@ -218,9 +217,26 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     # them only the jobs' waiting holds are left, which look every 100 ms)
     since, until = calls[30][0], clients_done
     busy = sum(max(0.0, min(end, until) - max(start, since)) for start, end in calls)
-    average = busy / (until - since)
-    print(f"in flight on average: {average:.2f}")
-    assert average >= 2.5, average
+    print(f"in flight on average: {busy / (until - since):.2f}")
+    # every slot is reused while they queue: in each sixth of that time the
+    # upstream had 3 calls at once (a slot a door or job kept past its call
+    # would hold it to 2 for the lease's lifetime; the average itself is the
+    # machine's speed, not the doors')
+    slices = [since + (until - since) * n / 6 for n in range(7)]
+    most = [most_at_once(calls, start, end) for start, end in zip(slices, slices[1:])]
+    assert most == [3] * 6, most
+
+
+def most_at_once(calls: list, since: float, until: float) -> int:
+    """The most of `calls` ((start, end) pairs) in flight at once between `since` and `until`."""
+    # (sorted by time, an end before a start at the same time)
+    edges = sorted(edge for start, end in calls if start < until and end > since
+                   for edge in ((max(start, since), 1), (min(end, until), -1)))
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def hang_up_in_the_middle(base: str, path: str) -> None:
