@@ -4,7 +4,7 @@
 
 use crate::controls::{Applied, DecidedBy, List, Listing};
 use crate::in_flight::{InFlight, LeasesSeen};
-use crate::rule::RuleSet;
+use crate::rule::{push_number, RuleSet};
 use crate::time::ceil_seconds;
 
 /// What a store saw for one rule of one check, before the check was applied.
@@ -372,52 +372,59 @@ impl Decision {
     /// their use: it carries `RateLimit-Policy` (and `Retry-After`) only,
     /// never a remaining quota it cannot vouch for.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
+        // (written straight into each value: a request's headers are made
+        // on every admitted request at every door)
         let bind = self.binding_state();
-        let reset_at = ceil_seconds(self.now_ms + bind.reset_after_ms);
-        let policy: Vec<String> = self
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                format!(
-                    "\"{}\";q={};w={}",
-                    self.policy_name(i),
-                    r.limit,
-                    ceil_seconds(r.window_ms).max(1)
-                )
-            })
-            .collect();
-        // (the IETF draft's policies are quotas over windows: an in-flight
-        // rule has none, and appears only in the X-RateLimit-* headers)
-        let policy = (!policy.is_empty()).then(|| ("RateLimit-Policy", policy.join(", ")));
-        let mut headers = if self.degraded() {
-            policy.into_iter().collect()
+        let mut headers = Vec::with_capacity(7);
+        let policy = (!self.rules.is_empty()).then(|| {
+            let mut text = String::with_capacity(32 * self.rules.len());
+            for (i, r) in self.rules.iter().enumerate() {
+                if i > 0 {
+                    text.push_str(", ");
+                }
+                text.push('"');
+                self.push_policy_name(&mut text, i);
+                text.push_str("\";q=");
+                push_number(&mut text, r.limit);
+                text.push_str(";w=");
+                push_number(&mut text, ceil_seconds(r.window_ms).max(1));
+            }
+            // (the IETF draft's policies are quotas over windows: an in-flight
+            // rule has none, and appears only in the X-RateLimit-* headers)
+            ("RateLimit-Policy", text)
+        });
+        if self.degraded() {
+            headers.extend(policy);
         } else {
-            let mut headers = vec![
-                ("X-RateLimit-Limit", bind.limit.to_string()),
-                ("X-RateLimit-Remaining", bind.remaining.to_string()),
-                ("X-RateLimit-Used", bind.used().to_string()),
-                ("X-RateLimit-Reset", reset_at.to_string()),
-            ];
+            let reset_at = ceil_seconds(self.now_ms + bind.reset_after_ms);
+            headers.extend([
+                ("X-RateLimit-Limit", number(bind.limit)),
+                ("X-RateLimit-Remaining", number(bind.remaining)),
+                ("X-RateLimit-Used", number(bind.used())),
+                ("X-RateLimit-Reset", number(reset_at)),
+            ]);
             headers.extend(policy);
             if let Some(rate) = self.rules.get(self.binding) {
-                headers.push((
-                    "RateLimit",
-                    format!(
-                        "\"{}\";r={};t={}",
-                        self.policy_name(self.binding),
-                        rate.remaining,
-                        ceil_seconds(rate.reset_after_ms)
-                    ),
-                ));
+                let mut text = String::with_capacity(24);
+                text.push('"');
+                self.push_policy_name(&mut text, self.binding);
+                text.push_str("\";r=");
+                push_number(&mut text, rate.remaining);
+                text.push_str(";t=");
+                push_number(&mut text, ceil_seconds(rate.reset_after_ms));
+                headers.push(("RateLimit", text));
             }
-            headers
-        };
+        }
         if let (false, Some(wait)) = (self.allowed(), self.retry_after_ms) {
-            headers.push(("Retry-After", ceil_seconds(wait).to_string()));
+            headers.push(("Retry-After", number(ceil_seconds(wait))));
         }
         headers
     }
+}
+
+/// `n` in decimal.
+fn number(n: u64) -> String {
+    itoa::Buffer::new().format(n).to_owned()
 }
 
 /// The in-flight rule as a rule's state: its limit, the slots free, the

@@ -65,6 +65,20 @@ impl FromStr for HeaderStyle {
     }
 }
 
+/// Every header name a decision's headers and an [`Answer`]'s use (a
+/// binding may make each one once, as its language's string).
+pub const HEADER_NAMES: [&str; 9] = [
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Used",
+    "X-RateLimit-Reset",
+    "RateLimit-Policy",
+    "RateLimit",
+    "Retry-After",
+    "Content-Type",
+    "Content-Length",
+];
+
 /// The status of a denial unless one is given.
 pub const DEFAULT_STATUS: u16 = 429;
 /// The status of a blocked client's answer unless one is given.
@@ -429,6 +443,25 @@ mod tests {
 
     fn names(headers: &[(&'static str, String)]) -> Vec<&'static str> {
         headers.iter().map(|(name, _)| *name).collect()
+    }
+
+    #[test]
+    fn every_header_name_is_listed() {
+        let decision = denied();
+        let answers = [
+            Responses::default().answer(&decision),
+            Responses::default().blocked(),
+            store_error(),
+        ];
+        let made = (answers.iter().flat_map(|a| names(&a.headers)))
+            .chain(names(&decision.headers()))
+            .chain(names(&Responses::default().pass_headers(&decision)));
+        for name in made {
+            assert!(
+                HEADER_NAMES.contains(&name),
+                "{name} is not in HEADER_NAMES"
+            );
+        }
     }
 
     #[test]

@@ -143,11 +143,18 @@ impl Decision {
     /// `rules[i]`'s name in the headers: its window's (`1m`), after its
     /// meter's name for a metered limiter (`tokens-1m`).
     pub fn policy_name(&self, i: usize) -> String {
-        let window = self.rules[i].window_name();
-        match self.meter_of(i) {
-            Some(meter) => format!("{meter}-{window}"),
-            None => window,
+        let mut name = String::new();
+        self.push_policy_name(&mut name, i);
+        name
+    }
+
+    /// Appends [`Decision::policy_name`] of `rules[i]` to `text`.
+    pub(crate) fn push_policy_name(&self, text: &mut String, i: usize) {
+        if let Some(meter) = self.meter_of(i) {
+            text.push_str(meter);
+            text.push('-');
         }
+        crate::rule::push_window_name(text, self.rules[i].window_ms);
     }
 }
 

@@ -347,6 +347,26 @@ impl TrustedProxies {
         }
     }
 
+    /// [`TrustedProxies::client_ip`] and [`TrustedProxies::client_key`],
+    /// the client found once.
+    pub fn client_ip_and_key(&self, peer: &str, forwarded_for: Option<&str>) -> (String, String) {
+        match self.client(peer, forwarded_for) {
+            Some(ip) => {
+                let text = ip.to_string();
+                let network = self.prefixes.network(ip);
+                let key = match network.single_address() {
+                    Some(single) if single == ip => text.clone(),
+                    _ => client_text(&network),
+                };
+                (text, key)
+            }
+            None => {
+                let unknown = unknown_peer(peer);
+                (unknown.clone(), unknown)
+            }
+        }
+    }
+
     fn client(&self, peer: &str, forwarded_for: Option<&str>) -> Option<IpAddr> {
         let mut client = parse_hop(peer);
         let mut trusted = self.trusts_peer(peer);

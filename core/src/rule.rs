@@ -83,6 +83,18 @@ impl fmt::Display for Rule {
 
 /// The compact name of a window: the largest unit that divides it.
 pub fn window_name(ms: u64) -> String {
+    let mut name = String::new();
+    push_window_name(&mut name, ms);
+    name
+}
+
+/// Appends `n` in decimal to `text` (a header's or a name's number).
+pub(crate) fn push_number(text: &mut String, n: u64) {
+    text.push_str(itoa::Buffer::new().format(n));
+}
+
+/// Appends [`window_name`] of `ms` to `text`.
+pub(crate) fn push_window_name(text: &mut String, ms: u64) {
     for (unit, size) in [
         ("d", DAY_MS),
         ("h", HOUR_MS),
@@ -90,10 +102,13 @@ pub fn window_name(ms: u64) -> String {
         ("s", SECOND_MS),
     ] {
         if ms >= size && ms.is_multiple_of(size) {
-            return format!("{}{unit}", ms / size);
+            push_number(text, ms / size);
+            text.push_str(unit);
+            return;
         }
     }
-    format!("{ms}ms")
+    push_number(text, ms);
+    text.push_str("ms");
 }
 
 fn check_limit(limit: u64, shown: &str) -> Result<()> {

@@ -211,10 +211,8 @@ impl Client {
         let forwarded = facts
             .header("x-forwarded-for")
             .map(|v| String::from_utf8_lossy(&v).into_owned());
-        Client {
-            ip: proxies.client_ip(facts.peer(), forwarded.as_deref()),
-            key: proxies.client_key(facts.peer(), forwarded.as_deref()),
-        }
+        let (ip, key) = proxies.client_ip_and_key(facts.peer(), forwarded.as_deref());
+        Client { ip, key }
     }
 }
 
@@ -247,8 +245,10 @@ pub fn values_of(source: &Source, facts: &dyn Facts, client: &Client) -> Vec<Vec
         Source::Call(index) => facts.call(*index).into_iter().collect(),
     };
     values.retain(|v| !v.is_empty());
-    let mut seen = std::collections::HashSet::new();
-    values.retain(|v| seen.insert(v.clone()));
+    if values.len() > 1 {
+        let mut seen = std::collections::HashSet::new();
+        values.retain(|v| seen.insert(v.clone()));
+    }
     values
 }
 

@@ -3,6 +3,7 @@
 //! other Ruby adapter.
 
 use crate::errors::guard;
+use crate::header_names::header_name;
 use crate::types::Decision;
 use magnus::{function, method, prelude::*, Error, RHash, RModule, RString, Ruby, Value};
 use ratekeeper_core as core;
@@ -20,7 +21,7 @@ pub struct Answer {
 fn headers_hash(ruby: &Ruby, headers: &[(&'static str, String)]) -> Result<RHash, Error> {
     let out = ruby.hash_new();
     for (name, value) in headers {
-        out.aset(*name, value.as_str())?;
+        out.aset(header_name(ruby, name), value.as_str())?;
     }
     Ok(out)
 }

@@ -2,6 +2,7 @@
 //! renders it, with the names the policy gives its parts.
 
 use crate::call::run_core;
+use crate::header_names::header_name;
 use crate::http::Answer;
 use crate::types::Decision;
 use magnus::{method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
@@ -89,15 +90,17 @@ impl Verdict {
         {
             Some(hash) => {
                 for (name, value) in extra {
-                    if hash.get(*name).is_none() {
-                        hash.aset(*name, value.as_str())?;
+                    let name = header_name(ruby, name);
+                    if hash.get(name).is_none() {
+                        hash.aset(name, value.as_str())?;
                     }
                 }
             }
             None => {
                 for (name, value) in extra {
-                    if !out.funcall::<_, _, bool>("key?", (*name,))? {
-                        let _: Value = out.funcall("[]=", (*name, value.as_str()))?;
+                    let name = header_name(ruby, name);
+                    if !out.funcall::<_, _, bool>("key?", (name,))? {
+                        let _: Value = out.funcall("[]=", (name, value.as_str()))?;
                     }
                 }
             }
