@@ -56,9 +56,12 @@ class TestGvl < Minitest::Test
   # read with EINTR, and the check with a storage error that on_error
   # admitted: the process's own trap (and a child's SIGCHLD) failed checks
   # open. Two processes send SIGUSR1 as fast as they can (30,000 each at
-  # most, for 20 s at most) while four threads make 20,000 checks.
+  # most, for 20 s at most) while four threads make 20,000 checks. (The
+  # timeout is 2 s: an interrupted read fails at once whatever it is, while
+  # the default 250 ms can run out on a machine the senders keep busy.)
   def test_signals_taken_while_checks_wait_on_redis_fail_none
-    limiter = Ratekeeper::Limiter.new("1000000/second", store: redis_url, prefix: unique_prefix, on_error: :allow)
+    limiter = Ratekeeper::Limiter.new("1000000/second", store: redis_url, prefix: unique_prefix, on_error: :allow,
+                                                       timeout: 2.0)
     taken = 0
     previous = trap("USR1") { taken += 1 }
     senders = Array.new(2) do
