@@ -351,15 +351,7 @@ impl TrustedProxies {
     /// the client found once.
     pub fn client_ip_and_key(&self, peer: &str, forwarded_for: Option<&str>) -> (String, String) {
         match self.client(peer, forwarded_for) {
-            Some(ip) => {
-                let text = ip.to_string();
-                let network = self.prefixes.network(ip);
-                let key = match network.single_address() {
-                    Some(single) if single == ip => text.clone(),
-                    _ => client_text(&network),
-                };
-                (text, key)
-            }
+            Some(ip) => (ip.to_string(), self.prefixes.client_of(ip)),
             None => {
                 let unknown = unknown_peer(peer);
                 (unknown.clone(), unknown)
