@@ -154,6 +154,35 @@ fn an_ipv6_client_is_its_64_and_an_ipv4_client_its_address() {
 }
 
 #[test]
+fn the_ip_and_key_found_together_are_the_ones_found_apart() {
+    let lb = proxies(&["10.0.0.0/8"]);
+    let wide = lb
+        .clone()
+        .with_prefixes(ClientPrefixes::new(Some(24), Some(48)).unwrap());
+    for proxies in [&lb, &wide] {
+        for (peer, forwarded) in [
+            ("203.0.113.7", None),
+            ("::ffff:203.0.113.7", None),
+            ("2001:db8:1:2::5", None),
+            ("10.0.0.2", Some("[2001:db8::9]:443")),
+            ("10.0.0.2", Some("6.6.6.6, 198.51.100.7, 10.0.0.9")),
+            ("203.0.113.9", Some("1.1.1.1")),
+            ("not-an-ip", None),
+            ("", Some("198.51.100.7")),
+        ] {
+            assert_eq!(
+                proxies.client_ip_and_key(peer, forwarded),
+                (
+                    proxies.client_ip(peer, forwarded),
+                    proxies.client_key(peer, forwarded)
+                ),
+                "{peer} {forwarded:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn prefixes_and_ban_networks_are_checked() {
     for (v4, v6, word) in [
         (Some(15), None, "ipv4_prefix 15: give 16 to 32"),
