@@ -3,12 +3,13 @@
 
 use crate::band::{Band, Stored};
 use crate::layout::{
-    band_at, dec6, enc5, enc6, guarded, header_len, most_entries, range, step, unstamp, BAND,
-    ENTRY, EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, MAX_STRING, NEWEST_AT, SPAN, VERSION,
+    band_at, dec6, enc5, guarded, header_len, most_entries, range, step, unstamp, BAND, ENTRY,
+    EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
 use crate::settle::Refund;
 pub use crate::settle::Settle;
+use crate::write::{patch, rewrite, Head};
 pub use crate::write::{Edits, Scratch, Write};
 
 /// The rules a check applies, shortest window first, as the header stores them.
@@ -407,7 +408,7 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
 }
 
 /// The header's flags for a check that keeps every entry or not.
-fn flags(exact: bool) -> u8 {
+pub(crate) fn flags(exact: bool) -> u8 {
     if exact {
         EXACT
     } else {
@@ -485,125 +486,8 @@ fn observe(
     Ok(seen)
 }
 
-/// The header a check writes.
-struct Head<'a> {
-    /// The stored header's bytes.
-    stored: &'a [u8],
-    /// Whether the stored log fits these rules (a band this check left
-    /// alone then keeps its stored bytes).
-    fits: bool,
-    rules: &'a Rules,
-    exact: bool,
-    newest: i64,
-    expire_at: i64,
-}
-
-impl Head<'_> {
-    /// Appends the header of `bands`.
-    fn write(&self, bands: &[Band], out: &mut Vec<u8>) {
-        let n = self.rules.len();
-        out.extend_from_slice(&GUARD);
-        out.extend_from_slice(&[VERSION, n as u8, flags(self.exact)]);
-        out.extend_from_slice(&enc6(self.newest));
-        out.extend_from_slice(&enc6(self.expire_at));
-        out.extend_from_slice(&self.rules.encoded);
-        for (i, band) in bands.iter().enumerate() {
-            match self.fits && !band.touched {
-                true => out.extend_from_slice(range(self.stored, band_at(n, i), BAND)),
-                false => band.encode(out),
-            }
-        }
-    }
-}
-
-/// The whole string: every ring from its first slot, a ring that outgrew
-/// its capacity at twice it (at least 4, at most its most).
-fn rewrite(
-    bands: &mut [Band],
-    head: &Head<'_>,
-    log: Stored<'_>,
-    ttl_ms: i64,
-    scratch: &mut Scratch,
-) -> Result<Write, Damaged> {
-    let h = header_len(bands.len());
-    let caps: Vec<i64> = bands
-        .iter()
-        .map(|b| match b.len > b.cap {
-            true => b.most.min(b.len.max(2 * b.cap).max(4)),
-            false => b.cap,
-        })
-        .collect();
-    let slots = caps.iter().sum::<i64>() as usize;
-    if slots.saturating_mul(ENTRY).saturating_add(h) > MAX_STRING {
-        // a header no check could have written (Redis would refuse the string too)
-        return Err(Damaged::Bytes);
-    }
-    let mut out = std::mem::take(&mut scratch.bytes);
-    out.clear();
-    out.reserve(h + slots * ENTRY);
-    out.resize(h, 0);
-    for (band, &cap) in bands.iter().zip(&caps) {
-        for i in 0..band.len {
-            put_entry(&mut out, band.entry(i, log)?);
-        }
-        out.resize(out.len() + (cap - band.len) as usize * ENTRY, 0);
-    }
-    for (band, cap) in bands.iter_mut().zip(caps) {
-        band.cap = cap;
-        band.head = 0;
-        band.touched = true;
-    }
-    let mut header = Vec::with_capacity(h);
-    head.write(bands, &mut header);
-    out[..h].copy_from_slice(&header);
-    Ok(Write::Rewrite { bytes: out, ttl_ms })
-}
-
-/// The ranges a check overwrites: each band's added entries, from its slot
-/// after the stored ones (two ranges where the ring wraps), then the header.
-fn patch(
-    bands: &[Band],
-    head: &Head<'_>,
-    ttl_ms: Option<i64>,
-    scratch: &mut Scratch,
-) -> Result<Write, Damaged> {
-    let mut edits = Edits::in_buffers(
-        std::mem::take(&mut scratch.bytes),
-        std::mem::take(&mut scratch.ranges),
-    );
-    for band in bands {
-        let added = band.added();
-        if added.is_empty() {
-            continue;
-        }
-        let slot = ((band.head + band.stored) % band.cap) as usize;
-        let first = added.len().min(band.cap as usize - slot);
-        if band.base + (slot + first) * ENTRY > MAX_STRING {
-            // a header no check could have written (Redis would refuse the string too)
-            return Err(Damaged::Bytes);
-        }
-        let (to_end, from_start) = added.split_at(first);
-        edits.push(band.base + slot * ENTRY, |out| {
-            to_end.iter().for_each(|&e| put_entry(out, e))
-        });
-        if !from_start.is_empty() {
-            edits.push(band.base, |out| {
-                from_start.iter().for_each(|&e| put_entry(out, e))
-            });
-        }
-    }
-    edits.push(0, |out| head.write(bands, out));
-    Ok(Write::Patch { edits, ttl_ms })
-}
-
 /// Where the format's version sits: right after the guard.
 const GUARD_LEN: usize = GUARD.len();
-
-/// Appends an entry as a ring holds it: its time's stamp, its running total.
-fn put_entry(out: &mut Vec<u8>, (t, total): (i64, i64)) {
-    out.extend_from_slice(&enc5(t.rem_euclid(SPAN)));
-    out.extend_from_slice(&enc5(total));
-}
 
 #[cfg(test)]
 mod tests;
