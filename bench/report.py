@@ -27,7 +27,7 @@ ROWS = [
     ("Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules", "rack_ping_floor", "the app making one redis-rb PING a request, batches alternating", 1.3, "le"),
     ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_none_p50", "no limiter", 1.3, "le"),
     ("Django: no limiter, one redis-py PING a request, the floor of any limiter that asks Redis, `wrk` p50 (for reference)", "django_ping_p50", "django_none_p50", "no limiter", None, "le"),
-    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.3, "le"),
+    ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.2, "le"),
     ("Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_p50", "django_ratelimit_p50", "django-ratelimit, 4 stacked", 1.0, "le"),
     ("Django middleware under gunicorn, memory store, `wrk` p50 (the door without the round trip)", "django_ratekeeper_memory_p50", "django_none_p50", "no limiter", 1.3, "le"),
     ("a check against a full 100,000/day log", "rust_check_100000_per_day_full", "rust_check_10_per_second_full", "a full 10/second log", 1.2, "le"),
@@ -74,7 +74,7 @@ ROWS = [
     ("**module:** Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules_module", "rack_attack_4_throttles", "rack-attack, 4 throttles, batches alternating", 8.0, "ge"),
     ("**module:** Rack middleware, 4 rules (`Rack::MockRequest`)", "rack_ratekeeper_4_rules_module", "rack_ping_floor", "the app making one redis-rb PING a request, batches alternating", 1.3, "le"),
     ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_none_p50", "no limiter", 1.3, "le"),
-    ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.3, "le"),
+    ("**module:** Django middleware under gunicorn, `wrk` p50", "django_ratekeeper_module_p50", "django_ping_p50", "no limiter, one redis-py PING a request", 1.2, "le"),
     ("**module:** FastAPI + ASGI middleware, `wrk -c32` p50", "fastapi_ratekeeper_module_p50", "fastapi_none_p50", "no limiter", 1.3, "le"),
     ("**module:** FastAPI + ASGI middleware, requests/s", "fastapi_ratekeeper_module_rps", "fastapi_fastapi_limiter_rps", "fastapi-limiter (pyrate-limiter Redis)", 2.0, "more"),
     ("**module:** Cluster, checks/s spread over 2 masters", "cluster_module_2_masters_per_s", "cluster_module_1_masters_per_s", "the same on 1 master", None, "more"),
@@ -177,30 +177,42 @@ def table(results):
     return "\n".join(lines)
 
 
-def rounds(results):
-    """The FastAPI modes' requests/s in each round (the table shows their
-    medians), and ratekeeper's ratio to fastapi-limiter round by round."""
-    modes = [(name[len("fastapi_"):-len("_rps")], r["runs"]) for name, r in results.items()
-             if name.startswith("fastapi_") and name.endswith("_rps") and "runs" in r]
+def rounds(results, prefix, suffix, title, shown, ratios):
+    """A wrk benchmark's modes (`prefix`MODE`suffix`) in each round (the
+    table shows their medians), each value as `shown` writes it, and the
+    ratio of each pair of `ratios` (ours, theirs) round by round."""
+    modes = [(name[len(prefix):-len(suffix)], r["runs"]) for name, r in results.items()
+             if name.startswith(prefix) and name.endswith(suffix) and "runs" in r]
     if not modes:
         return ""
     count = max(len(runs) for _, runs in modes)
-    lines = ["FastAPI requests/s in each round (the rows above are their medians):", "",
+    lines = [f"{title} in each round (the rows above are their medians):", "",
              "| mode | " + " | ".join(f"round {i + 1}" for i in range(count)) + " |",
              "| --- |" + " --- |" * count]
-    lines += [f"| {mode} | " + " | ".join(f"{r:,.0f}" for r in runs) + " |" for mode, runs in modes]
+    lines += [f"| {mode} | " + " | ".join(shown(r) for r in runs) + " |" for mode, runs in modes]
     runs = dict(modes)
-    for ours in ("ratekeeper", "ratekeeper_module"):
-        if ours in runs and "fastapi_limiter" in runs:
-            pairs = zip(runs[ours], runs["fastapi_limiter"])
-            lines.append(f"| {ours} ÷ fastapi_limiter | " + " | ".join(f"{a / b:.2f}×" for a, b in pairs) + " |")
+    for ours, theirs in ratios:
+        if ours in runs and theirs in runs:
+            pairs = zip(runs[ours], runs[theirs])
+            lines.append(f"| {ours} ÷ {theirs} | " + " | ".join(f"{a / b:.2f}×" for a, b in pairs) + " |")
     return "\n".join(lines)
+
+
+def every_round(results):
+    """The rounds of the FastAPI and Django benchmarks (see `rounds`)."""
+    parts = [
+        rounds(results, "fastapi_", "_rps", "FastAPI requests/s", lambda r: f"{r:,.0f}",
+               [("ratekeeper", "fastapi_limiter"), ("ratekeeper_module", "fastapi_limiter")]),
+        rounds(results, "django_", "_p50", "Django `wrk` p50 (µs)", lambda r: f"{r:,.0f}",
+               [("ratekeeper", "ping"), ("ratekeeper_module", "ping"), ("ratekeeper_memory", "none")]),
+    ]
+    return "\n\n".join(part for part in parts if part)
 
 
 def main():
     results = load(sys.argv[1])
     text = table(results)
-    each = rounds(results)
+    each = every_round(results)
     if each:
         text += "\n\n" + each
     print(text)
