@@ -100,8 +100,7 @@ fn sets_from_specs() {
     assert_eq!(set.to_string(), "1/1s; 5/1m; 100/1h; 800/1d");
     assert!(RuleSet::from_specs(vec![]).is_err());
     assert!(
-        RuleSet::from_specs(vec![RuleSpec::Text("1/s".into()), RuleSpec::Pair(2, 1.0)])
-            .is_err()
+        RuleSet::from_specs(vec![RuleSpec::Text("1/s".into()), RuleSpec::Pair(2, 1.0)]).is_err()
     );
 }
 
