@@ -8,7 +8,12 @@ fn api_key(gate: &Gate, domain: &str, key: &str) -> Verdict {
         entries: vec![("api_key".into(), key.into())],
         hits: None,
     }];
-    match gate.prepare_envoy(domain, &descriptors, 0) {
+    answered(gate, gate.prepare_envoy(domain, &descriptors, 0))
+}
+
+/// The verdict a step comes to: at once, or after the store is asked.
+fn answered(gate: &Gate, step: Step) -> Verdict {
+    match step {
         Step::Done(v) => *v,
         Step::Ask(plan) => gate.run(plan).unwrap(),
     }
@@ -75,10 +80,7 @@ fn an_envoy_request_that_gives_its_path_meets_the_whole_policy() {
             hits: None,
         }]
     };
-    let run = |step| match step {
-        Step::Done(v) => *v,
-        Step::Ask(plan) => gate.run(plan).unwrap(),
-    };
+    let run = |step| answered(&gate, step);
     let v = run(gate.prepare_envoy("edge", &described("post", "/login?email=a%40x.io"), 0));
     assert_eq!(v.ending, Ending::Pass);
     assert_eq!(
