@@ -81,9 +81,25 @@ impl ClientPrefixes {
 /// A client's network as text: a single address bare, a range as `net/len`.
 pub fn client_text(network: &Cidr) -> String {
     match network.single_address() {
-        Some(ip) => ip.to_string(),
+        Some(ip) => address_text(ip),
         None => network.to_string(),
     }
+}
+
+/// An address as text, as `Display` writes it (an IPv4 address's four
+/// numbers written straight: every request's client is one).
+pub fn address_text(ip: IpAddr) -> String {
+    let IpAddr::V4(v4) = ip else {
+        return ip.to_string();
+    };
+    let mut text = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        text.push_str(itoa::Buffer::new().format(octet));
+    }
+    text
 }
 
 /// The network an address ban given as text covers (`penalize(ip=...)`):
@@ -351,7 +367,15 @@ impl TrustedProxies {
     /// the client found once.
     pub fn client_ip_and_key(&self, peer: &str, forwarded_for: Option<&str>) -> (String, String) {
         match self.client(peer, forwarded_for) {
-            Some(ip) => (ip.to_string(), self.prefixes.client_of(ip)),
+            Some(ip) => {
+                let text = address_text(ip);
+                let network = self.prefixes.network(ip);
+                let key = match network.single_address() {
+                    Some(_) => text.clone(),
+                    None => network.to_string(),
+                };
+                (text, key)
+            }
             None => {
                 let unknown = unknown_peer(peer);
                 (unknown.clone(), unknown)

@@ -19,6 +19,10 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// Every ending's name, as [`Ending::name`] gives it (what a binding
+    /// makes once, as its own strings).
+    pub const NAMES: [&'static str; 3] = ["pass", "deny", "block"];
+
     /// Its name in counters and logs: `pass`, `deny` or `block`.
     pub fn name(self) -> &'static str {
         match self {
@@ -63,6 +67,19 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason's name, as [`Reason::name`] gives it (what a binding
+    /// makes once, as its own strings).
+    pub const NAMES: [&'static str; 8] = [
+        "admitted",
+        "exempt",
+        "safelisted",
+        "blocked",
+        "banned",
+        "throttled",
+        "degraded",
+        "shadowed",
+    ];
+
     /// Its name as the bindings give it: `admitted`, `exempt`, `safelisted`,
     /// `blocked`, `banned`, `throttled`, `degraded` or `shadowed`.
     pub fn name(self) -> &'static str {
@@ -209,5 +226,32 @@ impl Verdict {
             Reason::Banned { ban, banned } => Some((ban, banned)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Ending, Reason};
+
+    #[test]
+    fn every_name_is_listed_once() {
+        let endings = [Ending::Pass, Ending::Deny, Ending::Block];
+        let named: Vec<_> = endings.iter().map(|e| e.name()).collect();
+        assert_eq!(named, Ending::NAMES);
+        let reasons = [
+            Reason::Admitted,
+            Reason::Exempt,
+            Reason::Safelisted(None),
+            Reason::Blocked(Some(0)),
+            Reason::Banned {
+                ban: 0,
+                banned: true,
+            },
+            Reason::Throttled(0),
+            Reason::Degraded(0),
+            Reason::Shadowed(None),
+        ];
+        let named: Vec<_> = reasons.iter().map(|r| r.name()).collect();
+        assert_eq!(named, Reason::NAMES);
     }
 }

@@ -249,3 +249,25 @@ fn a_peer_that_is_no_address_is_one_known_key_or_a_trusted_unix_proxy() {
         "203.0.113.1"
     );
 }
+
+#[test]
+fn an_address_is_written_as_display_writes_it() {
+    for text in [
+        "0.0.0.0",
+        "10.0.3.7",
+        "203.0.113.255",
+        "255.255.255.255",
+        "2001:db8::1",
+        "::ffff:1.2.3.4",
+    ] {
+        let ip: IpAddr = text.parse().unwrap();
+        assert_eq!(address_text(ip), ip.to_string());
+    }
+    let (ip, key) = proxies(&[]).client_ip_and_key("::ffff:10.0.0.9", None);
+    assert_eq!((ip.as_str(), key.as_str()), ("10.0.0.9", "10.0.0.9"));
+    let (ip, key) = proxies(&[]).client_ip_and_key("2001:db8:1:2::7", None);
+    assert_eq!(
+        (ip.as_str(), key.as_str()),
+        ("2001:db8:1:2::7", "2001:db8:1:2::/64")
+    );
+}

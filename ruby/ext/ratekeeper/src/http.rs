@@ -3,8 +3,8 @@
 //! other Ruby adapter.
 
 use crate::errors::guard;
-use crate::header_names::header_name;
 use crate::types::Decision;
+use crate::words::word;
 use magnus::{function, method, prelude::*, Error, RHash, RModule, RString, Ruby, Value};
 use ratekeeper_core as core;
 
@@ -21,7 +21,7 @@ pub struct Answer {
 fn headers_hash(ruby: &Ruby, headers: &[(&'static str, String)]) -> Result<RHash, Error> {
     let out = ruby.hash_new();
     for (name, value) in headers {
-        out.aset(header_name(ruby, name), value.as_str())?;
+        out.aset(word(ruby, name), value.as_str())?;
     }
     Ok(out)
 }

@@ -8,7 +8,6 @@ mod convert;
 mod errors;
 mod gate;
 mod gvl;
-mod header_names;
 mod http;
 mod lease;
 mod limiter;
@@ -17,6 +16,7 @@ mod plain;
 mod reservation;
 mod settings;
 mod types;
+mod words;
 
 use magnus::{function, prelude::*, Error, Ruby, TypedData};
 
@@ -105,7 +105,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     module.define_singleton_method("_testing_freeze", function!(testing_freeze, 1))?;
     module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
     module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;
-    header_names::init(ruby);
+    words::init(ruby);
     settings::init(ruby, module)?;
     types::init(ruby, module)?;
     limiter::init(ruby, module)?;

@@ -238,7 +238,7 @@ impl Decision {
     fn headers(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         let out = ruby.hash_new();
         for (name, value) in rb_self.inner.headers() {
-            out.aset(crate::header_names::header_name(ruby, name), value)?;
+            out.aset(crate::words::word(ruby, name), value)?;
         }
         Ok(out)
     }

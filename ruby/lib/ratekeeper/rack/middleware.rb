@@ -118,6 +118,7 @@ module Ratekeeper
         yield @config if block_given?
         @proxies = @config.proxies
         @gate = @config.gate
+        @callables = @gate.callables || []
         @names = (@config.throttles + @config.bans).to_h do |rule|
           [rule.respond_to?(:ban) ? rule.ban.name : Ratekeeper.scope_name(rule.name), rule.name]
         end
@@ -139,11 +140,13 @@ module Ratekeeper
       def call(env)
         env["ratekeeper.gate"] = @gate # Ratekeeper::Rack.penalize's
         request = Request.new(env, @proxies)
-        # (PATH_INFO as the request spelled it: the gate takes it decoded, as at every door)
-        verdict = @gate.decide(method: request.request_method, path: Ratekeeper::Gate._decoded_path(request.path_info),
-                               host: env["HTTP_HOST"] || env["SERVER_NAME"].to_s, peer: env["REMOTE_ADDR"].to_s,
-                               headers: env, query: env["QUERY_STRING"].to_s, context: request,
-                               body: ->(field) { request.field(field) })
+        # Gate#decide's arguments, in its order (its method, the path: PATH_INFO
+        # as the request spelled it, which the gate takes decoded, as at every
+        # door; the host, the peer, the env, the query, the callables' context,
+        # their list, the body's reader, no user, the cost of one)
+        verdict = @gate._decide(env["REQUEST_METHOD"], Ratekeeper::Gate._decoded_path(env["PATH_INFO"].to_s),
+                                env["HTTP_HOST"] || env["SERVER_NAME"].to_s, env["REMOTE_ADDR"].to_s, env,
+                                env["QUERY_STRING"].to_s, request, @callables, ->(field) { request.field(field) }, nil, nil)
         decision = verdict.decision
         env["ratekeeper.decision"] = decision if decision
         case verdict.reason

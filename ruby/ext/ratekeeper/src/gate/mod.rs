@@ -180,13 +180,19 @@ impl Gate {
 /// `Gate._decoded_path(raw)`: the path a Rack server hands over
 /// (`PATH_INFO`, as the request spelled it, `%XX` and all) as every door
 /// gives it to the gate: percent-decoded, as Python's servers and the edge
-/// server decode it (`source::decoded_path`); nil as "".
-fn decoded_path(raw: Value) -> Result<String, Error> {
-    match RString::from_value(raw) {
-        // SAFETY: the bytes are copied before any Ruby code can run.
-        Some(s) => Ok(source::decoded_path(unsafe { s.as_slice() })),
-        None => text(raw),
+/// server decode it (`source::decoded_path`); nil as "". A path that
+/// decoding leaves as it is (UTF-8 without a `%`, as most are) is `raw`
+/// itself, no new String.
+fn decoded_path(ruby: &Ruby, raw: Value) -> Result<Value, Error> {
+    let Some(s) = RString::from_value(raw) else {
+        return Ok(ruby.str_new(&text(raw)?).as_value());
+    };
+    // SAFETY: the bytes are read before any Ruby code can run.
+    let bytes = unsafe { s.as_slice() };
+    if !bytes.contains(&b'%') && std::str::from_utf8(bytes).is_ok() {
+        return Ok(raw);
     }
+    Ok(ruby.str_new(&source::decoded_path(bytes)).as_value())
 }
 
 /// Defines `Ratekeeper::Gate` and `Ratekeeper::Verdict`.

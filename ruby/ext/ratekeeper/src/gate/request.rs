@@ -2,10 +2,37 @@
 //! head, the env's headers, and the door's callables (a key, a body field,
 //! the user), whose first exception is kept to be raised.
 
+use magnus::value::Opaque;
 use magnus::{prelude::*, Error, RArray, RHash, RString, Ruby, Value};
 use ratekeeper_core::gate::source::{cgi_name, BodyField, Head};
 use ratekeeper_core::gate::Facts;
 use std::cell::RefCell;
+use std::sync::{Mutex, PoisonError};
+
+/// The env's key of each header name the gate asked for (`HTTP_X_API_KEY`
+/// of `x-api-key`), made once as a frozen, interned String kept for the
+/// process, so that a request's lookups make none: a policy's names and
+/// `x-forwarded-for`, at most [`MOST_KEYS`] of them.
+static ENV_KEYS: Mutex<Vec<(String, Opaque<RString>)>> = Mutex::new(Vec::new());
+const MOST_KEYS: usize = 256;
+
+/// The env's key of header `name` (called holding the GVL, as every use
+/// of a request's facts is, so the lock is never waited on by a thread
+/// that Ruby would need to run).
+fn env_key(ruby: &Ruby, name: &str) -> RString {
+    let mut keys = ENV_KEYS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, key)) = keys.iter().find(|(known, _)| known == name) {
+        return ruby.get_inner(*key);
+    }
+    let key = ruby.str_new(&cgi_name(name));
+    if keys.len() >= MOST_KEYS {
+        return key;
+    }
+    let key = key.to_interned_str();
+    ruby.gc_register_mark_object(key);
+    keys.push((name.to_owned(), Opaque::from(key)));
+    key
+}
 
 /// A request as the Rack middleware gives it.
 pub(super) struct Request<'r> {
@@ -57,7 +84,7 @@ impl Facts for Request<'_> {
         &self.head
     }
     fn header(&self, name: &str) -> Option<Vec<u8>> {
-        let found: Option<RString> = self.env.lookup(cgi_name(name)).ok()?;
+        let found: Option<RString> = self.env.lookup(env_key(self.ruby, name)).ok()?;
         // SAFETY: the bytes are copied before any Ruby code can run.
         found.map(|s| unsafe { s.as_slice() }.to_vec())
     }

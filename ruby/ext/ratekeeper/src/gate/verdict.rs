@@ -2,10 +2,11 @@
 //! renders it, with the names the policy gives its parts.
 
 use crate::call::run_core;
-use crate::header_names::header_name;
 use crate::http::Answer;
 use crate::types::Decision;
-use magnus::{method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
+use crate::words::word;
+use magnus::rb_sys::{protect, AsRawValue};
+use magnus::{method, prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Value};
 use ratekeeper_core as core;
 use std::sync::Arc;
 
@@ -66,8 +67,8 @@ impl Verdict {
         })
     }
 
-    fn ending(&self) -> &'static str {
-        self.inner.ending.name()
+    fn ending(ruby: &Ruby, rb_self: &Self) -> RString {
+        word(ruby, rb_self.inner.ending.name())
     }
 
     fn answer(&self) -> Answer {
@@ -83,26 +84,32 @@ impl Verdict {
         if extra.is_empty() {
             return Ok(headers);
         }
-        let out: Value = headers.funcall("dup", ())?;
-        // a plain Hash directly; a subclass (Rack's case-insensitive
-        // header hashes) by its own methods
-        match RHash::from_value(out).filter(|h| h.class().equal(ruby.class_hash()).unwrap_or(false))
+        // a plain Hash directly, in one protected step (each name looked
+        // up and each value made in it, held by the new Hash at once); a
+        // subclass (Rack's case-insensitive header hashes) by its own methods
+        if let Some(hash) =
+            RHash::from_value(headers).filter(|h| h.class().as_raw() == ruby.class_hash().as_raw())
         {
-            Some(hash) => {
+            let out = protect(|| unsafe {
+                let out = rb_sys::rb_hash_dup(hash.as_raw());
                 for (name, value) in extra {
-                    let name = header_name(ruby, name);
-                    if hash.get(name).is_none() {
-                        hash.aset(name, value.as_str())?;
+                    let name = word(ruby, name).as_raw();
+                    if rb_sys::rb_hash_lookup2(out, name, rb_sys::Qundef as rb_sys::VALUE)
+                        == rb_sys::Qundef as rb_sys::VALUE
+                    {
+                        rb_sys::rb_hash_aset(out, name, ruby.str_new(value).as_raw());
                     }
                 }
-            }
-            None => {
-                for (name, value) in extra {
-                    let name = header_name(ruby, name);
-                    if !out.funcall::<_, _, bool>("key?", (name,))? {
-                        let _: Value = out.funcall("[]=", (name, value.as_str()))?;
-                    }
-                }
+                out
+            })?;
+            // SAFETY: a VALUE Ruby just returned
+            return Ok(unsafe { <Value as magnus::rb_sys::FromRawValue>::from_raw(out) });
+        }
+        let out: Value = headers.funcall("dup", ())?;
+        for (name, value) in extra {
+            let name = word(ruby, name);
+            if !out.funcall::<_, _, bool>("key?", (name,))? {
+                let _: Value = out.funcall("[]=", (name, value.as_str()))?;
             }
         }
         Ok(out)
@@ -119,8 +126,8 @@ impl Verdict {
     /// `reason`: why the request ends as it does ("admitted", "exempt",
     /// "safelisted", "blocked", "banned", "throttled", "degraded" or
     /// "shadowed").
-    fn reason(&self) -> &'static str {
-        self.inner.reason.name()
+    fn reason(ruby: &Ruby, rb_self: &Self) -> RString {
+        word(ruby, rb_self.inner.reason.name())
     }
 
     fn ban(&self) -> Option<String> {
