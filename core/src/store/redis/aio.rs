@@ -8,10 +8,10 @@
 //! `timeout` for a reply, and speaks TLS as the URL says. A forked child
 //! makes its own connection (it belongs to the process's [`super::Connections`]).
 
-use super::connect::{routing, Target};
 use super::controls::{self, Wire};
 use super::failure::{describe, storage_error, unreachable, unreadable, Step};
 use super::module::{probe, Path, Paths};
+use super::target::{routing, Target};
 use super::wire::{is_noscript, parse_reply, parse_together, pipeline_replies, Via};
 use super::RedisStore;
 use crate::controls::{Fail2Ban, Field, RawRecord, SharedHash, Strike};

@@ -25,6 +25,7 @@ mod controls;
 mod failure;
 mod leases;
 mod module;
+mod target;
 mod wire;
 
 use self::connect::{Conn, Connections, Manager};
