@@ -3,8 +3,8 @@
 //! the crate docs). A check reads a band's entries from the stored ring only
 //! when it needs them; what it adds is held aside until it is written.
 
+use crate::layout::Damaged;
 use crate::layout::{dec5, enc5, unstamp, ENTRY, SPAN};
-use crate::log::Damaged;
 
 /// An entry: its time (ms) and its band's running total after it (modulo
 /// 2^40); its units are that total less the one before it.

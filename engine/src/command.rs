@@ -2,8 +2,11 @@
 //! `engine/lua/check.lua` takes them: parsed, checked, and turned into the
 //! rules a check applies (or a listing that answers it without one).
 
-use crate::layout::MAX5;
-use crate::log::{Rules, Scratch, Seen, Settle};
+pub use crate::layout::{MAX_COST, MAX_LIMIT};
+use crate::rules::Rules;
+use crate::seen::Seen;
+use crate::settle::Settle;
+use crate::write::Scratch;
 
 /// Arguments a command cannot run with; the text names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +29,6 @@ pub const MAX_RULES: usize = 255;
 /// Latest time a check may give (ms): 2^47, past which a timestamp's
 /// reading relative to the newest one is no longer exact.
 pub const MAX_NOW: i64 = 1 << 47;
-/// The largest limit a rule may have (the core's bound on rules too),
-/// 2^40 - 1: a log's running totals are kept modulo 2^40.
-pub const MAX_LIMIT: i64 = MAX5 as i64;
-/// The largest cost a check may carry: one past the largest limit, as the
-/// core sends any cost past every limit (a denial that can never pass).
-pub const MAX_COST: i64 = MAX_LIMIT + 1;
 /// The longest window a rule may have, 366 days (ms): well inside the
 /// range a stored timestamp is read back in.
 pub const MAX_WINDOW_MS: i64 = 366 * 24 * 3_600_000;

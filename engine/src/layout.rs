@@ -73,15 +73,48 @@ pub fn guarded(log: &[u8]) -> bool {
     log.len() > GUARD.len() && log[..GUARD.len()] == GUARD
 }
 
-/// The time (ms) of a log's newest entry, as its header holds it (a log of
-/// this format, or of the previous one).
-pub fn newest(log: &[u8]) -> Option<i64> {
-    if guarded(log) {
-        dec6(log, NEWEST_AT)
+/// The largest limit a rule may have (the core's bound on rules too),
+/// 2^40 - 1: a log's running totals are kept modulo 2^40.
+pub const MAX_LIMIT: i64 = MAX5 as i64;
+
+/// The largest cost a check may carry: one past the largest limit, as the
+/// core sends any cost past every limit (a denial that can never pass).
+pub const MAX_COST: i64 = MAX_LIMIT + 1;
+
+/// The header's flags for a check that keeps every entry or not.
+pub(crate) fn flags(exact: bool) -> u8 {
+    if exact {
+        EXACT
     } else {
-        crate::legacy::newest(log)
+        0
     }
 }
+
+/// The stored log cannot be read by this check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damaged {
+    /// Its bytes do not hold what its header says (a truncated or foreign
+    /// string, or a header no check could have written).
+    Bytes,
+    /// It was written by a newer release, in this format version.
+    Newer(u8),
+}
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damaged::Bytes => f.write_str(
+                "the stored log is damaged (its bytes do not hold what its header says)",
+            ),
+            Damaged::Newer(version) => write!(
+                f,
+                "the stored log was written by a newer release of ratekeeper (log format {version}, this release reads {VERSION}): upgrade this process"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Damaged {}
 
 /// `x` modulo 2^40, as 5 big-endian bytes.
 pub fn enc5(x: i64) -> [u8; 5] {

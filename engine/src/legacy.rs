@@ -2,8 +2,8 @@
 //! this one: a header of 29 + 15 × rules bytes, then a ring of 5-byte
 //! timestamps, one per logged unit (the newest `capacity` units).
 
+use crate::layout::Damaged;
 use crate::layout::{dec5, dec6, unstamp};
-use crate::log::Damaged;
 
 /// The previous format's version, its first byte.
 pub const VERSION: u8 = 4;

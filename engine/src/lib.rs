@@ -86,6 +86,8 @@ pub mod legacy;
 pub mod log;
 pub mod packed;
 pub mod record;
+pub mod rules;
+pub mod seen;
 pub mod settle;
 pub mod write;
 

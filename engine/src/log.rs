@@ -2,70 +2,18 @@
 //! bytes it writes (see the crate docs for the layout and the rules it keeps).
 
 use crate::band::{Band, Stored};
+pub use crate::layout::Damaged;
 use crate::layout::{
-    band_at, dec6, enc5, guarded, header_len, most_entries, range, step, unstamp, BAND, ENTRY,
-    EXACT, EXPIRE_AT, FIXED, FLAGS_AT, GUARD, NEWEST_AT, SPAN, VERSION,
+    band_at, dec6, flags, guarded, header_len, most_entries, range, step, unstamp, BAND, ENTRY,
+    EXPIRE_AT, FIXED, FLAGS_AT, GUARD, MAX_COST, MAX_LIMIT, NEWEST_AT, SPAN, VERSION,
 };
 use crate::legacy;
+pub use crate::rules::Rules;
+pub use crate::seen::{RuleSeen, Seen};
 use crate::settle::Refund;
 pub use crate::settle::Settle;
 use crate::write::{patch, rewrite, Head};
 pub use crate::write::{Edits, Scratch, Write};
-
-/// The rules a check applies, shortest window first, as the header stores them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rules {
-    /// Each rule's limit (1 to 2^40 - 1).
-    pub limits: Vec<i64>,
-    /// Each rule's window in ms (1 to 2^40 - 1).
-    pub windows: Vec<i64>,
-    /// The windows as 5-byte big-endian numbers, as the header holds them.
-    pub encoded: Vec<u8>,
-}
-
-impl Rules {
-    /// Rules from (limit, window ms) pairs.
-    pub fn new(pairs: &[(i64, i64)]) -> Rules {
-        let mut rules = Rules::with_capacity(pairs.len());
-        for &(limit, window) in pairs {
-            rules.push(limit, window);
-        }
-        rules
-    }
-
-    /// No rules yet, with room for `n`.
-    pub fn with_capacity(n: usize) -> Rules {
-        Rules {
-            limits: Vec::with_capacity(n),
-            windows: Vec::with_capacity(n),
-            encoded: Vec::with_capacity(5 * n),
-        }
-    }
-
-    /// Adds a rule (its window the longest so far).
-    pub fn push(&mut self, limit: i64, window: i64) {
-        self.limits.push(limit);
-        self.windows.push(window);
-        self.encoded.extend_from_slice(&enc5(window));
-    }
-
-    /// How many rules.
-    pub fn len(&self) -> usize {
-        self.limits.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.limits.is_empty()
-    }
-
-    /// Forgets every rule, keeping the room they took.
-    pub fn clear(&mut self) {
-        self.limits.clear();
-        self.windows.clear();
-        self.encoded.clear();
-    }
-}
 
 /// One check: the stored log, the rules, and what to do.
 #[derive(Debug, Clone, Copy)]
@@ -88,53 +36,15 @@ pub struct Check<'a> {
     pub settle: Option<Settle>,
 }
 
-/// What a check saw of one rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RuleSeen {
-    /// Units in the window before this check.
-    pub count: i64,
-    /// The time of the oldest entry in the window (-1: none).
-    pub oldest: i64,
-    /// When the check would fit (-1: it does or never will).
-    pub free_at: i64,
-}
-
-/// What a check saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
-    /// The check's time, never before the log's newest entry.
-    pub now: i64,
-    /// Whether every rule admits it.
-    pub allowed: bool,
-    /// Per rule, in order.
-    pub rules: Vec<RuleSeen>,
-}
-
-/// The stored log cannot be read by this check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Damaged {
-    /// Its bytes do not hold what its header says (a truncated or foreign
-    /// string, or a header no check could have written).
-    Bytes,
-    /// It was written by a newer release, in this format version.
-    Newer(u8),
-}
-
-impl std::fmt::Display for Damaged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Damaged::Bytes => f.write_str(
-                "the stored log is damaged (its bytes do not hold what its header says)",
-            ),
-            Damaged::Newer(version) => write!(
-                f,
-                "the stored log was written by a newer release of ratekeeper (log format {version}, this release reads {VERSION}): upgrade this process"
-            ),
-        }
+/// The time (ms) of a log's newest entry, as its header holds it (a log of
+/// this format, or of the previous one).
+pub fn newest(log: &[u8]) -> Option<i64> {
+    if guarded(log) {
+        dec6(log, NEWEST_AT)
+    } else {
+        legacy::newest(log)
     }
 }
-
-impl std::error::Error for Damaged {}
 
 /// Runs one check: what it observes, and what it writes.
 ///
@@ -271,7 +181,7 @@ fn run(
     // more than it is, and the sums below stay far inside an i64. (A
     // settle's cost, what it charges over the estimate, may be 0.)
     let least = if c.settle.is_some() { 0 } else { 1 };
-    let cost = c.cost.clamp(least, crate::command::MAX_COST);
+    let cost = c.cost.clamp(least, MAX_COST);
     let longest = rules.windows.iter().copied().max().unwrap_or(0);
     let Read {
         fits,
@@ -302,7 +212,7 @@ fn run(
         seen.allowed = true;
         seen.rules.iter_mut().for_each(|rule| rule.free_at = -1);
         let total = seen.rules.last().map_or(0, |rule| rule.count);
-        cost = cost.min(crate::command::MAX_LIMIT - total).max(0);
+        cost = cost.min(MAX_LIMIT - total).max(0);
     }
     let allowed = seen.allowed;
 
@@ -405,15 +315,6 @@ fn read(c: &Check<'_>, bands: &mut Vec<Band>) -> Result<Read, Damaged> {
         read.changed = Some(bands.clone());
     }
     Ok(read)
-}
-
-/// The header's flags for a check that keeps every entry or not.
-pub(crate) fn flags(exact: bool) -> u8 {
-    if exact {
-        EXACT
-    } else {
-        0
-    }
 }
 
 /// Moves the entries that left a window at `now` to the next band whose

@@ -2,8 +2,8 @@
 //! back its refund (see [`Settle`]).
 
 use crate::band::{Band, Stored};
+use crate::layout::Damaged;
 use crate::layout::SPAN;
-use crate::log::Damaged;
 
 /// A settle of a reservation: the units a check logged at `at` (its
 /// estimate) become what the work really cost. The entry that holds them

@@ -7,7 +7,9 @@ use crate::band::{Band, Stored};
 use crate::layout::{
     band_at, enc5, enc6, header_len, range, BAND, ENTRY, GUARD, MAX_STRING, SPAN, VERSION,
 };
-use crate::log::{flags, Damaged, RuleSeen, Rules, Seen};
+use crate::layout::{flags, Damaged};
+use crate::rules::Rules;
+use crate::seen::{RuleSeen, Seen};
 
 /// The buffers checks are made in, handed back after each one so that a
 /// caller making many (the module, on Redis's thread) allocates none: the

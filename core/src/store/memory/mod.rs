@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::in_flight::{Held, LeaseCall};
 use hashbrown::HashTable;
 use ratekeeper_engine::command::{select, Record as LogRecord, Selected};
-use ratekeeper_engine::{check_in, layout, Check, Rules, Scratch, Seen, Write};
+use ratekeeper_engine::log::newest as newest_entry;
+use ratekeeper_engine::{check_in, Check, Rules, Scratch, Seen, Write};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -455,7 +456,7 @@ impl MemoryStore {
             let Shard { logs, scratch, .. } = &mut *shard;
             let log = logs.get_or_default(hash, id, &self.hasher);
             scratch.apply(write, &mut log.bytes);
-            let newest = layout::newest(&log.bytes).unwrap_or(now);
+            let newest = newest_entry(&log.bytes).unwrap_or(now);
             log.expires_at = (newest + longest).max(0) as u64;
             return Ok(seen);
         }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::rule::RuleSet;
 use crate::store::Mode;
+use ratekeeper_engine::layout;
 
 #[test]
 fn bounded_in_keys() {

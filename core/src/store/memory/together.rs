@@ -9,7 +9,8 @@ use crate::controls::{Applied, DecidedBy};
 use crate::decision::Observation;
 use crate::error::{Error, Result};
 use crate::store::{system_now_ms, Mode, Request};
-use ratekeeper_engine::{check_in, layout, Check, Scratch, Write};
+use ratekeeper_engine::log::newest as newest_entry;
+use ratekeeper_engine::{check_in, Check, Scratch, Write};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
@@ -79,7 +80,7 @@ impl MemoryStore {
             let longest = requests[i].rules.log_rules().windows.iter().copied().max();
             let log = shard.logs.get_or_default(hashes[i], &ids[i], &self.hasher);
             scratch.apply(write, &mut log.bytes);
-            let newest = layout::newest(&log.bytes).unwrap_or(now as i64);
+            let newest = newest_entry(&log.bytes).unwrap_or(now as i64);
             log.expires_at = (newest + longest.unwrap_or(0)).max(0) as u64;
         }
         Ok(observations)
