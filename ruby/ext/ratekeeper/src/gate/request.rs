@@ -16,21 +16,27 @@ use std::sync::{Mutex, PoisonError};
 static ENV_KEYS: Mutex<Vec<(String, Opaque<RString>)>> = Mutex::new(Vec::new());
 const MOST_KEYS: usize = 256;
 
-/// The env's key of header `name` (called holding the GVL, as every use
-/// of a request's facts is, so the lock is never waited on by a thread
-/// that Ruby would need to run).
+/// The env's key of header `name` (made, when new, with the lock let go:
+/// nothing calls into Ruby while holding it).
 fn env_key(ruby: &Ruby, name: &str) -> RString {
+    let known = |keys: &[(String, Opaque<RString>)]| {
+        keys.iter()
+            .find(|(known, _)| known == name)
+            .map(|(_, key)| *key)
+    };
+    let found = known(&ENV_KEYS.lock().unwrap_or_else(PoisonError::into_inner));
+    if let Some(key) = found {
+        return ruby.get_inner(key);
+    }
+    let key = ruby.str_new(&cgi_name(name)).to_interned_str();
     let mut keys = ENV_KEYS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, key)) = keys.iter().find(|(known, _)| known == name) {
-        return ruby.get_inner(*key);
+    if known(&keys).is_none() && keys.len() < MOST_KEYS {
+        // (an interned String is Ruby's one of its text: registering it
+        // keeps it, and the lock is only a Vec's push)
+        keys.push((name.to_owned(), Opaque::from(key)));
+        drop(keys);
+        ruby.gc_register_mark_object(key);
     }
-    let key = ruby.str_new(&cgi_name(name));
-    if keys.len() >= MOST_KEYS {
-        return key;
-    }
-    let key = key.to_interned_str();
-    ruby.gc_register_mark_object(key);
-    keys.push((name.to_owned(), Opaque::from(key)));
     key
 }
 
