@@ -6,8 +6,7 @@ use crate::replication;
 use redis_module::raw;
 use std::os::raw::{c_char, c_int};
 
-/// A module context of one command call.
-pub type Ctx = *mut raw::RedisModuleCtx;
+pub(crate) use crate::Ctx;
 /// A command argument.
 pub type Arg = *mut raw::RedisModuleString;
 

@@ -45,6 +45,9 @@ use redis_module::{raw, Context, RedisString, Status};
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
+/// A module context of one command call (or of an event, or of the load).
+pub(crate) type Ctx = *mut raw::RedisModuleCtx;
+
 type Handler =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 

@@ -20,7 +20,7 @@
 //! built command), so that `save` points see it. `INFO ratekeeper` says
 //! which (`ratekeeper_replicating`).
 
-use crate::api::Ctx;
+use crate::Ctx;
 use redis_module::raw;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};

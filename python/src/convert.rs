@@ -1,4 +1,5 @@
-//! Python values to core values, with `TypeError`s that say what was expected.
+//! Python values to core values, with `TypeError`s that say what was expected
+//! (and `parse_rules`, a rule set as Python sees it).
 
 use crate::types::Rule;
 use pyo3::exceptions::PyTypeError;
@@ -177,4 +178,13 @@ fn rule_spec(item: &Bound<'_, PyAny>) -> PyResult<RuleSpec> {
         "each rule must be a str such as '10/minute', a Rule, or a (limit: int, window_seconds: float) pair, not {}",
         item.repr()?
     )))
+}
+
+/// The rules a text (or a list of rule texts, `Rule`s and `(limit,
+/// window_seconds)` pairs) holds, shortest window first, as a `Limiter`
+/// would take them; a `ConfigurationError` quotes a bad one.
+#[pyfunction]
+pub fn parse_rules(py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<Vec<Rule>> {
+    let set = rule_set(py, rules)?;
+    Ok(set.rules().iter().map(|&inner| Rule { inner }).collect())
 }

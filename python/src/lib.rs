@@ -65,7 +65,7 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_testing_frozen, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_disable, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_reset, m)?)?;
-    m.add_function(wrap_pyfunction!(types::parse_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::parse_rules, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_log, m)?)?;
     m.add_function(wrap_pyfunction!(settings::check_option, m)?)?;
     Ok(())

@@ -1,5 +1,5 @@
 //! The value classes Python sees: `Rule`, `RuleState`, `Decision` and
-//! `Fail2Ban`, and `parse_rules`.
+//! `Fail2Ban`.
 
 use crate::errors::{guard, to_py};
 use pyo3::exceptions::PyTypeError;
@@ -311,15 +311,6 @@ impl Decision {
             if self.inner.degraded() { ", degraded=True" } else { "" }
         )
     }
-}
-
-/// The rules a text (or a list of rule texts, `Rule`s and `(limit,
-/// window_seconds)` pairs) holds, shortest window first, as a `Limiter`
-/// would take them; a `ConfigurationError` quotes a bad one.
-#[pyfunction]
-pub fn parse_rules(py: Python<'_>, rules: &Bound<'_, PyAny>) -> PyResult<Vec<Rule>> {
-    let set = crate::convert::rule_set(py, rules)?;
-    Ok(set.rules().iter().map(|&inner| Rule { inner }).collect())
 }
 
 /// Fail2ban parameters, checked when made: `maxretry` strikes within

@@ -6,7 +6,7 @@
 //! so that one request's reads can all be started at once.
 
 use super::python::floor_div;
-use super::sliding::{Log, Rules};
+use super::sliding::{prefetch, Log, Rules};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use ratekeeper_core::rule::RuleSet;
 use std::hash::BuildHasher;
@@ -110,19 +110,6 @@ pub struct Tally {
     /// The latest replayed time (epoch seconds).
     pub last_time: f64,
     counts: Vec<i64>,
-}
-
-/// Asks for the cache line holding `value` (on x86-64; elsewhere nothing).
-#[inline]
-pub(super) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch of a valid reference's address reads nothing and cannot fault.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 fn rules_of(set: &RuleSet) -> Rules {

@@ -195,7 +195,7 @@ impl Admin {
         tag: bool,
     ) -> Result<crate::types::Decision, Error> {
         let key = convert::key_bytes(ruby, key)?;
-        let rules = convert::rule_set(ruby, rules)?;
+        let rules = crate::types::rule_set(ruby, rules)?;
         let admin = &rb_self.inner;
         let scope = scope.unwrap_or_default();
         let decision = run_core(ruby, true, || admin.usage_with(&key, tag, &scope, &rules))?;
@@ -214,7 +214,7 @@ impl Admin {
         let rules = if rules.is_nil() {
             None
         } else {
-            Some(convert::rule_set(ruby, rules)?)
+            Some(crate::types::rule_set(ruby, rules)?)
         };
         let admin = &rb_self.inner;
         run_core(ruby, true, || {

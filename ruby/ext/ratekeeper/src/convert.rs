@@ -1,13 +1,9 @@
 //! Ruby values to core values, with `TypeError`s that say what was expected.
 
 use crate::errors::{config_error, to_ruby, type_error};
-use crate::types::Rule;
-use magnus::{
-    prelude::*, typed_data::Obj, Error, Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value,
-};
-use ratekeeper_core::{RuleSet, RuleSpec};
+use magnus::{prelude::*, Error, Float, Integer, RHash, RString, Ruby, Symbol, Value};
 
-fn class_name(value: Value) -> String {
+pub(crate) fn class_name(value: Value) -> String {
     // SAFETY: the class name is copied out at once.
     unsafe { value.classname() }.into_owned()
 }
@@ -30,7 +26,7 @@ pub fn cost(ruby: &Ruby, cost: Value) -> Result<u64, Error> {
 }
 
 /// A meter's name: a String or a Symbol.
-fn meter_name(ruby: &Ruby, name: Value) -> Result<String, Error> {
+pub(crate) fn meter_name(ruby: &Ruby, name: Value) -> Result<String, Error> {
     if let Some(symbol) = Symbol::from_value(name) {
         return Ok(symbol.name()?.into_owned());
     }
@@ -65,20 +61,6 @@ pub fn meter_units(ruby: &Ruby, value: Value) -> Result<Option<Vec<(String, i128
         Ok(magnus::r_hash::ForEach::Continue)
     })?;
     Ok(Some(units))
-}
-
-/// What a limiter limits: a Hash of meter names to rule sets (each as
-/// [`rule_set`] takes it, in its order), else one rule set.
-pub fn limits(ruby: &Ruby, rules: Value) -> Result<ratekeeper_core::Limits, Error> {
-    let Some(hash) = RHash::from_value(rules) else {
-        return Ok(ratekeeper_core::Limits::Rules(rule_set(ruby, rules)?));
-    };
-    let mut meters = Vec::new();
-    hash.foreach(|name: Value, set: Value| {
-        meters.push((meter_name(ruby, name)?, rule_set(ruby, set)?));
-        Ok(magnus::r_hash::ForEach::Continue)
-    })?;
-    Ok(ratekeeper_core::Limits::Meters(meters))
 }
 
 /// What some work cost, for a settle: an Integer, 0 or more.
@@ -152,52 +134,13 @@ pub fn seconds(ruby: &Ruby, name: &str, value: Value) -> Result<Option<f64>, Err
     })
 }
 
-/// A rule set from a String, a `Ratekeeper::Rule`, or an Array of Strings,
-/// Rules and [limit, window_seconds] pairs.
-pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
-    let mut specs = Vec::new();
-    if RString::from_value(rules).is_some() || Obj::<Rule>::try_convert(rules).is_ok() {
-        specs.push(rule_spec(ruby, rules)?);
-    } else if let Some(items) = RArray::from_value(rules) {
-        for item in items.into_iter() {
-            specs.push(rule_spec(ruby, item)?);
-        }
+/// An optional String argument (nil: none; a Symbol by name).
+pub fn optional_text(value: Value) -> Result<Option<String>, Error> {
+    if value.is_nil() {
+        Ok(None)
+    } else if let Some(symbol) = Symbol::from_value(value) {
+        Ok(Some(symbol.name()?.into_owned()))
     } else {
-        return Err(type_error(
-            ruby,
-            format!(
-                "rules must be a String such as \"10/minute\", a Ratekeeper::Rule or an Array of them, not {}",
-                class_name(rules)
-            ),
-        ));
+        Ok(Some(String::try_convert(value)?))
     }
-    RuleSet::from_specs(specs).map_err(|e| to_ruby(ruby, e))
-}
-
-fn rule_spec(ruby: &Ruby, item: Value) -> Result<RuleSpec, Error> {
-    if let Some(text) = RString::from_value(item) {
-        return Ok(RuleSpec::Text(text.to_string()?));
-    }
-    if let Ok(rule) = Obj::<Rule>::try_convert(item) {
-        return Ok(RuleSpec::Rule(rule.inner));
-    }
-    if let Some(pair) = RArray::from_value(item) {
-        if pair.len() == 2 {
-            let limit: Value = pair.entry(0)?;
-            let window: Value = pair.entry(1)?;
-            if let (Some(limit), Some(window)) =
-                (Integer::from_value(limit), now(ruby, window).ok().flatten())
-            {
-                let limit = limit.to_i64().map(i128::from).unwrap_or(i128::MAX);
-                return Ok(RuleSpec::Pair(limit, window));
-            }
-        }
-    }
-    Err(type_error(
-        ruby,
-        format!(
-            "each rule must be a String such as \"10/minute\" or a [limit (Integer), window_seconds (Numeric)] pair, not {}",
-            item.inspect()
-        ),
-    ))
 }

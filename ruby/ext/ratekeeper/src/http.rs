@@ -36,7 +36,7 @@ impl Responses {
         log_keys: bool,
     ) -> Result<Responses, Error> {
         let d = core::Responses::default();
-        let style = crate::limiter::optional_text(headers)?;
+        let style = crate::convert::optional_text(headers)?;
         let inner = guard(ruby, || {
             core::Responses::new(
                 status.unwrap_or(d.status.into()),

@@ -3,7 +3,7 @@
 //! lib/ratekeeper/limiter.rb adds the keyword-argument methods users call.
 
 use crate::call::{deliver, run_core};
-use crate::convert;
+use crate::convert::{self, optional_text};
 use crate::errors::{guard, type_error};
 use crate::gvl;
 use crate::types::{Decision, Fail2Ban, Rule};
@@ -33,17 +33,6 @@ fn run_batch(
         out.push(deliver(ruby, inner)?)?;
     }
     Ok(out)
-}
-
-/// An optional String argument (nil: none; a Symbol by name).
-pub fn optional_text(value: Value) -> Result<Option<String>, Error> {
-    if value.is_nil() {
-        Ok(None)
-    } else if let Some(symbol) = magnus::Symbol::from_value(value) {
-        Ok(Some(symbol.name()?.into_owned()))
-    } else {
-        Ok(Some(String::try_convert(value)?))
-    }
 }
 
 /// An optional argument of a Ruby type (nil: none).
@@ -114,7 +103,7 @@ impl Limiter {
     /// `Limiter._new(rules, options)`: options is a Hash; each not given
     /// takes the core's default (`Ratekeeper::DEFAULTS`).
     fn native_new(ruby: &Ruby, rules: Value, options: RHash) -> Result<Limiter, Error> {
-        let limits = convert::limits(ruby, rules)?;
+        let limits = crate::types::limits(ruby, rules)?;
         let settings = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || core::Limiter::from_limits(limits, &settings))?;
         Ok(Limiter {
@@ -351,7 +340,7 @@ impl Limiter {
         rules: Value,
         options: RHash,
     ) -> Result<Limiter, Error> {
-        let limits = convert::limits(ruby, rules)?;
+        let limits = crate::types::limits(ruby, rules)?;
         let given = crate::settings::from_hash(ruby, options)?;
         let inner = guard(ruby, || {
             rb_self

@@ -2,7 +2,6 @@
 //! core names the options, their kinds, defaults and checks; this converts.
 //! `Limiter.new(rules, **options)` passes its options here as one Hash.
 
-use crate::convert;
 use crate::errors::{config_error, to_ruby, type_error};
 use magnus::{prelude::*, Error, Float, Integer, RHash, RString, Ruby, Symbol, Value};
 use ratekeeper_core::settings::{Kind, OptionValue, Settings};
@@ -95,7 +94,7 @@ fn tiers(ruby: &Ruby, value: Value) -> Result<Vec<(String, ratekeeper_core::Rule
     })?;
     let mut out = Vec::new();
     hash.foreach(|name: Value, rules: Value| {
-        out.push((name_of(ruby, name)?, convert::rule_set(ruby, rules)?));
+        out.push((name_of(ruby, name)?, crate::types::rule_set(ruby, rules)?));
         Ok(magnus::r_hash::ForEach::Continue)
     })?;
     Ok(out)

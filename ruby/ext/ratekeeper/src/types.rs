@@ -1,11 +1,17 @@
 //! The value classes Ruby sees: `Ratekeeper::Rule`, `RuleState`, `Decision`
 //! and `Fail2Ban`, and `Ratekeeper.parse_rules`; each class registers its
-//! methods in its own `init`.
+//! methods in its own `init`. A rule set and a limiter's meters are read
+//! here (`rule_set`, `limits`), beside the `Rule` they may hold; the scalar
+//! conversions they use are `convert`'s.
 
 use crate::errors::{guard, to_ruby, type_error};
-use magnus::{function, method, prelude::*, Error, Integer, RArray, RHash, RModule, Ruby, Value};
+use magnus::typed_data::Obj;
+use magnus::{
+    function, method, prelude::*, Error, Integer, RArray, RHash, RModule, RString, Ruby, Value,
+};
 use ratekeeper_core as core;
 use ratekeeper_core::time::seconds;
+use ratekeeper_core::{RuleSet, RuleSpec};
 
 /// One rule: `limit` units per `window` seconds.
 #[magnus::wrap(class = "Ratekeeper::Rule", free_immediately, size)]
@@ -314,7 +320,7 @@ impl Fail2Ban {
         findtime: Value,
         bantime: Value,
     ) -> Result<Fail2Ban, Error> {
-        let name = crate::limiter::optional_text(name)?;
+        let name = crate::convert::optional_text(name)?;
         let maxretry = if maxretry.is_nil() {
             None
         } else {
@@ -372,12 +378,80 @@ impl Fail2Ban {
 /// `Ratekeeper.parse_rules(rules)`: the Rules a String (or an Array of
 /// Strings, Rules and pairs) holds, shortest window first.
 fn parse_rules(ruby: &Ruby, rules: Value) -> Result<RArray, Error> {
-    let set = crate::convert::rule_set(ruby, rules)?;
+    let set = rule_set(ruby, rules)?;
     let out = ruby.ary_new();
     for &inner in set.rules() {
         out.push(Rule { inner })?;
     }
     Ok(out)
+}
+
+/// A rule set from a String, a `Ratekeeper::Rule`, or an Array of Strings,
+/// Rules and [limit, window_seconds] pairs.
+pub fn rule_set(ruby: &Ruby, rules: Value) -> Result<RuleSet, Error> {
+    let mut specs = Vec::new();
+    if RString::from_value(rules).is_some() || Obj::<Rule>::try_convert(rules).is_ok() {
+        specs.push(rule_spec(ruby, rules)?);
+    } else if let Some(items) = RArray::from_value(rules) {
+        for item in items.into_iter() {
+            specs.push(rule_spec(ruby, item)?);
+        }
+    } else {
+        return Err(type_error(
+            ruby,
+            format!(
+                "rules must be a String such as \"10/minute\", a Ratekeeper::Rule or an Array of them, not {}",
+                crate::convert::class_name(rules)
+            ),
+        ));
+    }
+    RuleSet::from_specs(specs).map_err(|e| to_ruby(ruby, e))
+}
+
+fn rule_spec(ruby: &Ruby, item: Value) -> Result<RuleSpec, Error> {
+    if let Some(text) = RString::from_value(item) {
+        return Ok(RuleSpec::Text(text.to_string()?));
+    }
+    if let Ok(rule) = Obj::<Rule>::try_convert(item) {
+        return Ok(RuleSpec::Rule(rule.inner));
+    }
+    if let Some(pair) = RArray::from_value(item) {
+        if pair.len() == 2 {
+            let limit: Value = pair.entry(0)?;
+            let window: Value = pair.entry(1)?;
+            if let (Some(limit), Some(window)) = (
+                Integer::from_value(limit),
+                crate::convert::now(ruby, window).ok().flatten(),
+            ) {
+                let limit = limit.to_i64().map(i128::from).unwrap_or(i128::MAX);
+                return Ok(RuleSpec::Pair(limit, window));
+            }
+        }
+    }
+    Err(type_error(
+        ruby,
+        format!(
+            "each rule must be a String such as \"10/minute\" or a [limit (Integer), window_seconds (Numeric)] pair, not {}",
+            item.inspect()
+        ),
+    ))
+}
+
+/// What a limiter limits: a Hash of meter names to rule sets (each as
+/// [`rule_set`] takes it, in its order), else one rule set.
+pub fn limits(ruby: &Ruby, rules: Value) -> Result<ratekeeper_core::Limits, Error> {
+    let Some(hash) = RHash::from_value(rules) else {
+        return Ok(ratekeeper_core::Limits::Rules(rule_set(ruby, rules)?));
+    };
+    let mut meters = Vec::new();
+    hash.foreach(|name: Value, set: Value| {
+        meters.push((
+            crate::convert::meter_name(ruby, name)?,
+            rule_set(ruby, set)?,
+        ));
+        Ok(magnus::r_hash::ForEach::Continue)
+    })?;
+    Ok(ratekeeper_core::Limits::Meters(meters))
 }
 
 /// Defines the value classes and `Ratekeeper.parse_rules`.

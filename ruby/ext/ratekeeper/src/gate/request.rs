@@ -144,6 +144,6 @@ pub(super) fn text(value: Value) -> Result<String, Error> {
     match RString::from_value(value) {
         // SAFETY: the bytes are copied before any Ruby code can run.
         Some(s) => Ok(String::from_utf8_lossy(unsafe { s.as_slice() }).into_owned()),
-        None => Ok(crate::limiter::optional_text(value)?.unwrap_or_default()),
+        None => Ok(crate::convert::optional_text(value)?.unwrap_or_default()),
     }
 }
