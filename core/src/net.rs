@@ -367,15 +367,7 @@ impl TrustedProxies {
     /// the client found once.
     pub fn client_ip_and_key(&self, peer: &str, forwarded_for: Option<&str>) -> (String, String) {
         match self.client(peer, forwarded_for) {
-            Some(ip) => {
-                let text = address_text(ip);
-                let network = self.prefixes.network(ip);
-                let key = match network.single_address() {
-                    Some(_) => text.clone(),
-                    None => network.to_string(),
-                };
-                (text, key)
-            }
+            Some(ip) => (address_text(ip), self.prefixes.client_of(ip)),
             None => {
                 let unknown = unknown_peer(peer);
                 (unknown.clone(), unknown)

@@ -18,7 +18,11 @@ pub struct Answer {
     inner: core::Answer,
 }
 
-fn headers_hash(ruby: &Ruby, headers: &[(&'static str, String)]) -> Result<RHash, Error> {
+/// Response headers as a Hash, each name the interned one ([`word`]).
+pub(crate) fn headers_hash(
+    ruby: &Ruby,
+    headers: &[(&'static str, String)],
+) -> Result<RHash, Error> {
     let out = ruby.hash_new();
     for (name, value) in headers {
         out.aset(word(ruby, name), value.as_str())?;

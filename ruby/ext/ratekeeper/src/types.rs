@@ -242,11 +242,7 @@ impl Decision {
     }
 
     fn headers(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let out = ruby.hash_new();
-        for (name, value) in rb_self.inner.headers() {
-            out.aset(crate::words::word(ruby, name), value)?;
-        }
-        Ok(out)
+        crate::http::headers_hash(ruby, &rb_self.inner.headers())
     }
 
     fn to_h(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
