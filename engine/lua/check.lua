@@ -248,9 +248,20 @@ if fits then
       if l > 0 and F[k - 1] >= settle_at then
         local j = 0
         if F[k - 2] < settle_at then
-          -- entry `older` is older than the settle's time, entry j is not
-          local older = 0
+          -- entry `older` is older than the settle's time, entry j is not; a reservation
+          -- is most often settled soon, its entry among the newest: galloping from the
+          -- back (entries l - 2, l - 3, l - 5, ...), then a binary search of what is left
+          local older, step = 0, 1
           j = l - 1
+          while j - step > older do
+            local probe = j - step
+            if entry(i, probe) >= settle_at then
+              j, step = probe, 2 * step
+            else
+              older = probe
+              break
+            end
+          end
           while j - older > 1 do
             local mid = floor((older + j) / 2)
             if entry(i, mid) >= settle_at then j = mid else older = mid end
@@ -363,18 +374,25 @@ if not fits and not fresh then
   end
   changed = true
 end
+-- The rebuilt log keeps the bands as read: `keep` copies them before the advance first
+-- changes them (most checks advance nothing, and copy nothing).
+local keep = nil
 if changed then
-  local f, g, a = {}, {}, {}
-  for k = 1, X do f[k] = F[k] end
-  for k = 1, 3 * n do g[k] = G[k] end
-  for i = 1, n do
-    if A[i] then
-      local c = {}
-      for q = 1, #A[i] do c[q] = A[i][q] end
-      a[i] = c
+  rebuilt = {F, G, A}
+  keep = function()
+    keep = nil
+    local f, g, a = {}, {}, {}
+    for k = 1, X do f[k] = F[k] end
+    for k = 1, 3 * n do g[k] = G[k] end
+    for i = 1, n do
+      if A[i] then
+        local c = {}
+        for q = 1, #A[i] do c[q] = A[i][q] end
+        a[i] = c
+      end
     end
+    rebuilt = {f, g, a}
   end
-  rebuilt = {f, g, a}
 end
 
 -- One key's clock never runs backwards: a check older than the newest entry is taken at
@@ -385,6 +403,7 @@ local jumped = now - newest >= SPAN / 2
 if jumped then
   F, G = empty()
   A = {}
+  keep = nil
 end
 
 -- Entries that left a window move to the next band whose window still holds them, the
@@ -393,6 +412,7 @@ end
 for i = n, 1, -1 do
   local k, x = 7 * i, 3 * i
   if F[k - 4] > 0 and F[k - 1] + longest <= now then
+    if keep then keep() end
     local c = F[k - 6]
     if c > 0 then F[k - 5] = (F[k - 5] + G[x - 2]) % c end
     G[x - 2], F[k - 4], F[k - 3] = 0, 0, F[k]
@@ -401,6 +421,7 @@ for i = n, 1, -1 do
     local w = W[i]
     while F[k - 4] > 0 and F[k - 2] + w <= now do
       -- the front entry leaves
+      if keep then keep() end
       local t, tot = entry(i, 0)
       local st = G[x - 2]
       if st > 0 then

@@ -58,8 +58,20 @@ impl Band {
         if self.front >= at {
             return Ok(0);
         }
-        // entry `older` is older than `at`, entry `from` is not
+        // entry `older` is older than `at`, entry `from` is not; a
+        // reservation is most often settled soon, its entry among the
+        // newest: galloping from the back (entries len - 2, len - 3,
+        // len - 5, ...), then a binary search of what is left
         let (mut older, mut from) = (0, self.len - 1);
+        let mut step = 1;
+        while from - step > older {
+            let probe = from - step;
+            if self.entry(probe, log)?.0 < at {
+                older = probe;
+                break;
+            }
+            (from, step) = (probe, 2 * step);
+        }
         while from - older > 1 {
             let mid = (older + from) / 2;
             if self.entry(mid, log)?.0 >= at {

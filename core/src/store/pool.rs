@@ -36,6 +36,9 @@ struct State<C> {
     idle: Vec<C>,
     /// Connections open now, idle or lent.
     open: u32,
+    /// Callers waiting for one put back: a connection put back wakes one
+    /// only when there is one (waking none is still a system call).
+    waiting: u32,
 }
 
 /// At most `max` connections, idle ones reused last in, first out.
@@ -56,6 +59,7 @@ impl<M: Connect> Pool<M> {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
+                waiting: 0,
             }),
             returned: Condvar::new(),
             max,
@@ -96,11 +100,13 @@ impl<M: Connect> Pool<M> {
                     (now - started).as_millis()
                 )));
             }
+            state.waiting += 1;
             state = self
                 .returned
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            state.waiting -= 1;
         }
     }
 
@@ -113,8 +119,18 @@ impl<M: Connect> Pool<M> {
 
     /// One connection fewer is open: a waiter may make one.
     fn closed(&self) {
-        self.lock().open -= 1;
-        self.returned.notify_one();
+        let mut state = self.lock();
+        state.open -= 1;
+        self.wake(state);
+    }
+
+    /// Wakes one caller waiting for a connection, if one is.
+    fn wake(&self, state: MutexGuard<'_, State<M::Conn>>) {
+        let waiting = state.waiting > 0;
+        drop(state);
+        if waiting {
+            self.returned.notify_one();
+        }
     }
 }
 
@@ -146,8 +162,9 @@ impl<M: Connect> Drop for Lent<'_, M> {
             drop(conn);
             self.pool.closed();
         } else {
-            self.pool.lock().idle.push(conn);
-            self.pool.returned.notify_one();
+            let mut state = self.pool.lock();
+            state.idle.push(conn);
+            self.pool.wake(state);
         }
     }
 }
@@ -228,5 +245,57 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         drop(lent);
         assert_eq!(waiter.join().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_waiter_makes_a_connection_when_the_lent_one_breaks() {
+        let pool = Arc::new(Pool::new(
+            Counter(AtomicU32::new(0)),
+            1,
+            Duration::from_secs(5),
+        ));
+        let mut lent = pool.get(later()).unwrap();
+        let waiter = {
+            let pool = pool.clone();
+            std::thread::spawn(move || *pool.get(later()).unwrap())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        *lent = -1;
+        drop(lent);
+        assert_eq!(
+            waiter.join().unwrap(),
+            1,
+            "a new connection, the broken one closed"
+        );
+    }
+
+    #[test]
+    fn every_waiter_of_a_busy_pool_is_served() {
+        // 8 threads taking turns with 2 connections, 200 times each: a
+        // connection put back wakes a waiter whenever one waits (a lost
+        // wakeup would end a wait at its 5 s bound, as Busy)
+        let pool = Arc::new(Pool::new(
+            Counter(AtomicU32::new(0)),
+            2,
+            Duration::from_secs(5),
+        ));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    (0..200)
+                        .filter(|_| {
+                            let lent = pool.get(later());
+                            std::thread::yield_now();
+                            lent.is_ok()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        let served: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(served, 1_600);
+        assert_eq!(pool.lock().waiting, 0);
+        assert!(pool.lock().open <= 2);
     }
 }

@@ -33,11 +33,14 @@ impl Lua {
     /// The call with these keys, as `via` says; the arguments follow, the
     /// same for all three.
     pub(super) fn command(&self, via: Via, keys: &[&[u8]]) -> redis::Cmd {
-        let mut cmd = match via {
-            Via::Sha => redis::cmd("EVALSHA"),
-            Via::Source => redis::cmd("EVAL"),
-            Via::Module => redis::cmd(self.module.expect("a script the module does is sent so")),
-        };
+        // room for a check's arguments at once: growing a command's buffers
+        // an argument at a time cost more than the rest of building it
+        let mut cmd = redis::Cmd::with_capacity(COMMAND_ARGS, COMMAND_BYTES);
+        cmd.arg(match via {
+            Via::Sha => "EVALSHA",
+            Via::Source => "EVAL",
+            Via::Module => self.module.expect("a script the module does is sent so"),
+        });
         match via {
             Via::Sha => cmd.arg(&self.sha),
             Via::Source => cmd.arg(self.source),
@@ -50,6 +53,12 @@ impl Lua {
         cmd
     }
 }
+
+/// The arguments and bytes a command is made with room for: a check of
+/// four rules and two tiers through the script, every check through the
+/// module (the script's source, after `NOSCRIPT`, grows it once).
+const COMMAND_ARGS: usize = 32;
+const COMMAND_BYTES: usize = 512;
 
 /// How a script's call is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
