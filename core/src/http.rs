@@ -79,6 +79,11 @@ pub const HEADER_NAMES: [&str; 9] = [
     "Content-Length",
 ];
 
+/// The headers whose value is the same in every response of one rule set
+/// (its limit, its policy, a denial's body type): a binding may keep each
+/// value it made once, as it keeps the names.
+pub const STEADY_HEADERS: [&str; 3] = ["X-RateLimit-Limit", "RateLimit-Policy", "Content-Type"];
+
 /// The status of a denial unless one is given.
 pub const DEFAULT_STATUS: u16 = 429;
 /// The status of a blocked client's answer unless one is given.

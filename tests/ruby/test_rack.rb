@@ -82,6 +82,28 @@ class TestRack < Minitest::Test
     end
   end
 
+  # The header values that repeat (a count below 1,000, a rule set's limit
+  # and policy) are frozen Strings made once and kept for the process; any
+  # other (a reset time, a count of 1,000 or more) is a new String each time.
+  def test_header_values_that_repeat_are_made_once
+    answer = ->(_env) { [200, {}, ["ok"]] }
+    middleware = Ratekeeper::Rack::Middleware.new(answer, store: "memory://", prefix: @prefix) do |rk|
+      rk.throttle "req/ip", rules: "5000/minute"
+    end
+    first, second = Array.new(2) do
+      middleware.call(::Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "203.0.113.8"))[1]
+    end
+    assert_equal %w[5000 4999 4998 1 2],
+                 [first["X-RateLimit-Limit"], first["X-RateLimit-Remaining"], second["X-RateLimit-Remaining"],
+                  first["X-RateLimit-Used"], second["X-RateLimit-Used"]]
+    assert_same first["X-RateLimit-Limit"], second["X-RateLimit-Limit"]
+    assert_same first["RateLimit-Policy"], second["RateLimit-Policy"]
+    assert first["RateLimit-Policy"].frozen?
+    assert first["X-RateLimit-Used"].frozen?, "a small count"
+    refute first["X-RateLimit-Remaining"].frozen?, "4,999 is made for the response"
+    refute first["X-RateLimit-Reset"].frozen?, "a time is made for the response"
+  end
+
   def test_login_is_throttled_per_posted_email
     3.times { |i| post "/login", { "email" => "Victim@Example.com " }, "REMOTE_ADDR" => "192.0.2.#{i}" }
     assert_equal 200, last_response.status

@@ -4,6 +4,7 @@
 
 use crate::errors::guard;
 use crate::types::Decision;
+use crate::values::header_value;
 use crate::words::word;
 use magnus::{function, method, prelude::*, Error, RHash, RModule, RString, Ruby, Value};
 use ratekeeper_core as core;
@@ -25,7 +26,7 @@ pub(crate) fn headers_hash(
 ) -> Result<RHash, Error> {
     let out = ruby.hash_new();
     for (name, value) in headers {
-        out.aset(word(ruby, name), value.as_str())?;
+        out.aset(word(ruby, name), header_value(ruby, name, value))?;
     }
     Ok(out)
 }

@@ -16,6 +16,7 @@ mod plain;
 mod reservation;
 mod settings;
 mod types;
+mod values;
 mod words;
 
 use magnus::{function, prelude::*, Error, Ruby, TypedData};
@@ -106,6 +107,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     module.define_singleton_method("_testing_disable", function!(testing_disable, 1))?;
     module.define_singleton_method("_testing_reset", function!(testing_reset, 0))?;
     words::init(ruby);
+    values::init(ruby);
     settings::init(ruby, module)?;
     types::init(ruby, module)?;
     limiter::init(ruby, module)?;

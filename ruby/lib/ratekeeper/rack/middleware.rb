@@ -51,6 +51,12 @@ module Ratekeeper
         found && "#{name}=#{found}"
       end
 
+      # The gate reads a body field through +call+ (see #field): the request
+      # is its own reader, with no block made for each request.
+      def call(name)
+        field(name)
+      end
+
       # Field +name+ of a posted form or a JSON object body, as it came (what
       # a policy's identity:FIELD reads): a String, an Array of them (a
       # repeated urlencoded field: each is counted), nil when absent or not a
@@ -146,7 +152,7 @@ module Ratekeeper
         # their list, the body's reader, no user, the cost of one)
         verdict = @gate._decide(env["REQUEST_METHOD"], Ratekeeper::Gate._decoded_path(env["PATH_INFO"].to_s),
                                 env["HTTP_HOST"] || env["SERVER_NAME"].to_s, env["REMOTE_ADDR"].to_s, env,
-                                env["QUERY_STRING"].to_s, request, @callables, ->(field) { request.field(field) }, nil, nil)
+                                env["QUERY_STRING"].to_s, request, @callables, request, nil, nil)
         decision = verdict.decision
         env["ratekeeper.decision"] = decision if decision
         case verdict.reason

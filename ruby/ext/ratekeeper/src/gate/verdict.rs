@@ -4,6 +4,7 @@
 use crate::call::run_core;
 use crate::http::Answer;
 use crate::types::Decision;
+use crate::values::header_value;
 use crate::words::word;
 use magnus::rb_sys::{protect, AsRawValue};
 use magnus::{method, prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Value};
@@ -93,11 +94,15 @@ impl Verdict {
             let out = protect(|| unsafe {
                 let out = rb_sys::rb_hash_dup(hash.as_raw());
                 for (name, value) in extra {
-                    let name = word(ruby, name).as_raw();
-                    if rb_sys::rb_hash_lookup2(out, name, rb_sys::Qundef as rb_sys::VALUE)
+                    let name_word = word(ruby, name).as_raw();
+                    if rb_sys::rb_hash_lookup2(out, name_word, rb_sys::Qundef as rb_sys::VALUE)
                         == rb_sys::Qundef as rb_sys::VALUE
                     {
-                        rb_sys::rb_hash_aset(out, name, ruby.str_new(value).as_raw());
+                        rb_sys::rb_hash_aset(
+                            out,
+                            name_word,
+                            header_value(ruby, name, value).as_raw(),
+                        );
                     }
                 }
                 out
@@ -107,9 +112,9 @@ impl Verdict {
         }
         let out: Value = headers.funcall("dup", ())?;
         for (name, value) in extra {
-            let name = word(ruby, name);
-            if !out.funcall::<_, _, bool>("key?", (name,))? {
-                let _: Value = out.funcall("[]=", (name, value.as_str()))?;
+            let name_word = word(ruby, name);
+            if !out.funcall::<_, _, bool>("key?", (name_word,))? {
+                let _: Value = out.funcall("[]=", (name_word, header_value(ruby, name, value)))?;
             }
         }
         Ok(out)
