@@ -71,4 +71,3 @@ fn small_count(value: &str) -> Option<usize> {
         && (bytes.len() == 1 || bytes[0] != b'0');
     plain.then(|| value.parse().ok()).flatten()
 }
-
