@@ -9,6 +9,7 @@ mod errors;
 mod gate;
 mod gvl;
 mod http;
+mod kept;
 mod lease;
 mod limiter;
 mod net;

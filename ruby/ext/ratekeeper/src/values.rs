@@ -5,10 +5,11 @@
 //! most responses' rate-limit headers cost one new String (the reset
 //! time) rather than six. Any other value is a new String.
 
+use crate::kept::Kept;
 use magnus::value::Opaque;
 use magnus::{RString, Ruby};
 use ratekeeper_core::http::STEADY_HEADERS;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 /// The counts below this are made once, in `init`.
 const SMALL: usize = 1_000;
@@ -16,7 +17,7 @@ const SMALL: usize = 1_000;
 const MOST_STEADY: usize = 256;
 
 static COUNTS: OnceLock<Vec<Opaque<RString>>> = OnceLock::new();
-static STEADY: Mutex<Vec<(String, Opaque<RString>)>> = Mutex::new(Vec::new());
+static STEADY: Kept = Kept::new(MOST_STEADY);
 
 /// Makes the small counts (in `init`, holding the GVL), kept alive for the process.
 pub fn init(ruby: &Ruby) {
@@ -41,24 +42,7 @@ pub fn header_value(ruby: &Ruby, name: &str, value: &str) -> RString {
     if !STEADY_HEADERS.contains(&name) {
         return ruby.str_new(value);
     }
-    let known = |kept: &[(String, Opaque<RString>)]| {
-        kept.iter()
-            .find(|(text, _)| text == value)
-            .map(|(_, string)| *string)
-    };
-    let found = known(&STEADY.lock().unwrap_or_else(PoisonError::into_inner));
-    if let Some(string) = found {
-        return ruby.get_inner(string);
-    }
-    // made with the lock let go: nothing calls into Ruby while holding it
-    let made = ruby.str_new(value).to_interned_str();
-    let mut kept = STEADY.lock().unwrap_or_else(PoisonError::into_inner);
-    if known(&kept).is_none() && kept.len() < MOST_STEADY {
-        kept.push((value.to_owned(), Opaque::from(made)));
-        drop(kept);
-        ruby.gc_register_mark_object(made);
-    }
-    made
+    STEADY.get(ruby, value, str::to_owned)
 }
 
 /// `value` as a count below [`SMALL`] written as Ruby writes it (no sign,

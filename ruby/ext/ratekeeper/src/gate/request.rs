@@ -2,42 +2,20 @@
 //! head, the env's headers, and the door's callables (a key, a body field,
 //! the user), whose first exception is kept to be raised.
 
-use magnus::value::Opaque;
+use crate::kept::Kept;
 use magnus::{prelude::*, Error, RArray, RHash, RString, Ruby, Value};
 use ratekeeper_core::gate::source::{cgi_name, BodyField, Head};
 use ratekeeper_core::gate::Facts;
 use std::cell::RefCell;
-use std::sync::{Mutex, PoisonError};
 
 /// The env's key of each header name the gate asked for (`HTTP_X_API_KEY`
-/// of `x-api-key`), made once as a frozen, interned String kept for the
-/// process, so that a request's lookups make none: a policy's names and
-/// `x-forwarded-for`, at most [`MOST_KEYS`] of them.
-static ENV_KEYS: Mutex<Vec<(String, Opaque<RString>)>> = Mutex::new(Vec::new());
-const MOST_KEYS: usize = 256;
+/// of `x-api-key`), made once and kept for the process, so that a request's
+/// lookups make none: a policy's names and `x-forwarded-for`, at most 256.
+static ENV_KEYS: Kept = Kept::new(256);
 
-/// The env's key of header `name` (made, when new, with the lock let go:
-/// nothing calls into Ruby while holding it).
+/// The env's key of header `name`.
 fn env_key(ruby: &Ruby, name: &str) -> RString {
-    let known = |keys: &[(String, Opaque<RString>)]| {
-        keys.iter()
-            .find(|(known, _)| known == name)
-            .map(|(_, key)| *key)
-    };
-    let found = known(&ENV_KEYS.lock().unwrap_or_else(PoisonError::into_inner));
-    if let Some(key) = found {
-        return ruby.get_inner(key);
-    }
-    let key = ruby.str_new(&cgi_name(name)).to_interned_str();
-    let mut keys = ENV_KEYS.lock().unwrap_or_else(PoisonError::into_inner);
-    if known(&keys).is_none() && keys.len() < MOST_KEYS {
-        // (an interned String is Ruby's one of its text: registering it
-        // keeps it, and the lock is only a Vec's push)
-        keys.push((name.to_owned(), Opaque::from(key)));
-        drop(keys);
-        ruby.gc_register_mark_object(key);
-    }
-    key
+    ENV_KEYS.get(ruby, name, cgi_name)
 }
 
 /// A request as the Rack middleware gives it.
