@@ -7,6 +7,14 @@ use magnus::value::Opaque;
 use magnus::{RString, Ruby};
 use std::sync::{Mutex, PoisonError};
 
+/// `text` as a frozen, interned String kept for the process (registered
+/// with the GC: Ruby's one String of that text, never collected).
+pub fn forever(ruby: &Ruby, text: &str) -> Opaque<RString> {
+    let interned = ruby.str_new(text).to_interned_str();
+    ruby.gc_register_mark_object(interned);
+    Opaque::from(interned)
+}
+
 /// Strings kept by their text, at most `most` of them.
 pub struct Kept {
     made: Mutex<Vec<(String, Opaque<RString>)>>,

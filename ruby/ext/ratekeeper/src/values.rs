@@ -5,7 +5,7 @@
 //! most responses' rate-limit headers cost one new String (the reset
 //! time) rather than six. Any other value is a new String.
 
-use crate::kept::Kept;
+use crate::kept::{forever, Kept};
 use magnus::value::Opaque;
 use magnus::{RString, Ruby};
 use ratekeeper_core::http::STEADY_HEADERS;
@@ -23,11 +23,7 @@ static STEADY: Kept = Kept::new(MOST_STEADY);
 pub fn init(ruby: &Ruby) {
     COUNTS.get_or_init(|| {
         (0..SMALL)
-            .map(|count| {
-                let interned = ruby.str_new(&count.to_string()).to_interned_str();
-                ruby.gc_register_mark_object(interned);
-                Opaque::from(interned)
-            })
+            .map(|count| forever(ruby, &count.to_string()))
             .collect()
     });
 }

@@ -4,6 +4,7 @@
 //! headers cost one String (the value) each, and a verdict's `ending` and
 //! `reason` cost none.
 
+use crate::kept::forever;
 use magnus::value::Opaque;
 use magnus::{RString, Ruby};
 use ratekeeper_core::gate::{Ending, Reason};
@@ -19,11 +20,7 @@ pub fn init(ruby: &Ruby) {
             .iter()
             .chain(Ending::NAMES.iter())
             .chain(Reason::NAMES.iter())
-            .map(|word| {
-                let interned = ruby.str_new(word).to_interned_str();
-                ruby.gc_register_mark_object(interned);
-                (*word, Opaque::from(interned))
-            })
+            .map(|word| (*word, forever(ruby, word)))
             .collect()
     });
 }
