@@ -21,21 +21,20 @@
 --          k windows
 --
 -- Returns {now, allowed (0/1), kind, detail, until, then per rule: units in the window
---          before this check, its oldest entry's time (-1: none), time the
---          check would fit (-1: n/a)}. kind 0: the rules decided, and detail says
---          which: "" the caller's, "t<name>" a stored tier, "o<rules>" the override.
---          kind 1 (safelisted, allowed) and 2 (blocked, denied): no rule was
---          consulted; detail is the reason, until when the entry lapses.
+--          before this check, its oldest entry's time (-1: none), time the check would
+--          fit (-1: n/a)}. kind 0: the rules decided, detail says which ("" the caller's,
+--          "t<name>" a stored tier, "o<rules>" the override); kind 1 (safelisted, allowed)
+--          and 2 (blocked, denied): no rule was consulted, detail is the reason, until
+--          when the entry lapses.
 --
 -- The log's layout and rules are described once, in the engine crate's docs
--- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs),
--- for Redis servers that load no modules; a differential test
--- (core/tests/integration/engine_differential.rs) holds the two to equal replies and stored bytes.
--- This runs on every request: the common path makes four Redis calls (TIME, HMGET of the
--- policy record, one GETRANGE of the header and the first band's first entries, one
--- SETRANGE of the header and the new entry), plus a write to each band an entry moved
--- into and a read every 32 entries that leave a band; the header is read and written
--- with `struct` (built into Redis's Lua), in one call each.
+-- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs) for
+-- Redis servers without the module; core/tests/integration/engine_differential.rs holds
+-- the two to equal replies and stored bytes. The common path makes four Redis calls
+-- (TIME, HMGET of the policy record, a GETRANGE of the header and the first band's
+-- first entries, a SETRANGE of the header and the new entry), plus a write to each band
+-- an entry moved into and a read every 32 entries that leave a band; the header is read
+-- and written with `struct` (built into Redis's Lua), in one call each.
 
 local byte, char, sub, rep, floor = string.byte, string.char, string.sub, string.rep, math.floor
 local pack, unpack5 = struct.pack, struct.unpack
@@ -113,7 +112,6 @@ end
 -- (windows come shortest first)
 local longest = n > 0 and windows[n] or 0
 
-
 local VERSION = 5
 local GUARD = '\4\0\255\255\255\255\255\128\0\0\0\0'
 local E = 10                      -- bytes per entry: its time's stamp, its band's running total
@@ -123,8 +121,7 @@ local SPAN = 1099511627776        -- 2^40: the range of a stored time and of a r
 local flags = exact and 1 or 0
 local BANDS = '>' .. rep('I5', 7 * n)
 local ENTRY = '>I5I5'
--- (A stored time or total is its value modulo 2^40: struct.pack writes an integer's low
--- bytes, so a time is packed as it is.)
+-- (a stored time or total is its value modulo 2^40: struct.pack writes its low bytes)
 
 -- Each rule's band (see the engine's docs). F holds band i's header fields from k = 7i:
 -- F[k-6] cap, F[k-5] head, F[k-4] len, F[k-3] out (the running total before its front),
@@ -167,8 +164,7 @@ local function entry(i, j)
 end
 
 -- Adds u units at time t to band i: merged into its back when both fall in one step (a
--- 1024th of its window, or 1 ms when keeping every entry), or when it holds its most
--- entries.
+-- 1024th of its window, 1 ms when keeping every entry) or when it holds its most entries.
 local grows = false
 local function push(i, t, u)
   local k = 7 * i
@@ -502,9 +498,7 @@ end
 
 -- A denied check writes nothing but a log the read changed (as of its newest entry: a
 -- later check may be earlier than this one, though never than that entry, and entries
--- only move to longer windows' bands).
--- A settle that logs nothing new is written likewise, as of the newest entry (an empty
--- log stays none).
+-- only move to longer windows' bands); a settle that logs nothing new likewise.
 local logs_nothing = allowed == 0 or (settle and cost == 0)
 if not writing or (logs_nothing and not rebuilt) then return result end
 if logs_nothing then
@@ -516,10 +510,9 @@ elseif cost > 0 then
   newest = now
 end
 
--- The key must outlive its newest entry by the longest window. The TTL is a quarter
--- more than that, so on the Redis clock it needs renewing only every quarter window,
--- and at least a second, so that a log of millisecond windows outlives the round
--- trips between its checks.
+-- The key must outlive its newest entry by the longest window. The TTL is a quarter more
+-- (renewed on the Redis clock only every quarter window), and at least a second, so that
+-- a log of millisecond windows outlives the round trips between its checks.
 local TTL = max(longest + floor(longest / 4), 1000)
 local rewrite = not fits or jumped or grows
 local renew = allowed == 1 and not (clock and clock + longest <= expire_at)

@@ -43,13 +43,8 @@ def acheck_all(
 ) -> Coroutine[Any, Any, List["Decision"]]: ...
 def parse_rules(rules: "_RulesLike") -> List["Rule"]: ...
 def check_option(name: str, value: object) -> None: ...
-def replay_log(
-    path: str,
-    rule_sets: List[_RulesLike],
-    key: str,
-    period_seconds: int,
-    progress: Optional[Callable[[int, int, int], object]] = None,
-) -> Dict[str, Any]: ...
+def replay_log(path: str, rule_sets: List[_RulesLike], key: str, period_seconds: int,
+        progress: Optional[Callable[[int, int, int], object]] = None) -> Dict[str, Any]: ...
 def scope_name(name: str) -> str: ...
 def flush_denials() -> None: ...
 
@@ -139,14 +134,8 @@ class Decision:
 
 @final
 class Fail2Ban:
-    def __new__(
-        cls,
-        name: Optional[str] = None,
-        *,
-        maxretry: Optional[int] = None,
-        findtime: Optional[float] = None,
-        bantime: Optional[float] = None,
-    ) -> "Fail2Ban": ...
+    def __new__(cls, name: Optional[str] = None, *, maxretry: Optional[int] = None,
+            findtime: Optional[float] = None, bantime: Optional[float] = None) -> "Fail2Ban": ...
     @property
     def name(self) -> str: ...
     @property
@@ -203,49 +192,28 @@ class Verdict:
     @property
     def awaits_end(self) -> bool: ...
     def finish(
-        self, status: Optional[int], headers: Optional[Iterable[Tuple[Union[str, bytes], Union[str, bytes]]]] = None
+            self, status: Optional[int], headers: Optional[Iterable[Tuple[Union[str, bytes], Union[str, bytes]]]] = None
     ) -> None: ...
     def afinish(
-        self, status: Optional[int], headers: Optional[Iterable[Tuple[Union[str, bytes], Union[str, bytes]]]] = None
+            self, status: Optional[int], headers: Optional[Iterable[Tuple[Union[str, bytes], Union[str, bytes]]]] = None
     ) -> Coroutine[Any, Any, None]: ...
 
 @final
 class Gate:
     def __new__(cls, policy: Any, *, limiter: Optional["Limiter"] = None) -> "Gate": ...
     def check_unanswered(self) -> None: ...
-    def decide(
-        self,
-        method: str,
-        path: str,
-        host: str,
-        peer: str,
-        headers: Any,
-        query: str = "",
-        *,
-        context: Any = None,
-        body: Optional[Callable[[str], Any]] = None,
-        user: Optional[Callable[[], Any]] = None,
-        cost: Optional[int] = None,
-    ) -> Verdict: ...
-    def adecide(
-        self,
-        method: str,
-        path: str,
-        host: str,
-        peer: str,
-        headers: Any,
-        query: str = "",
-        *,
-        context: Any = None,
-        body: Optional[Callable[[str], Any]] = None,
-        user: Optional[Callable[[], Any]] = None,
-        cost: Optional[int] = None,
+    def decide(self, method: str, path: str, host: str, peer: str, headers: Any, query: str = "",
+            *, context: Any = None, body: Optional[Callable[[str], Any]] = None,
+            user: Optional[Callable[[], Any]] = None, cost: Optional[int] = None) -> Verdict: ...
+    def adecide(self, method: str, path: str, host: str, peer: str, headers: Any, query: str = "",
+            *, context: Any = None, body: Optional[Callable[[str], Any]] = None,
+            user: Optional[Callable[[], Any]] = None, cost: Optional[int] = None
     ) -> Coroutine[Any, Any, Verdict]: ...
     def decide_scope(
-        self, scope: Dict[str, Any], *, body: Optional[Callable[[str], Any]] = None, cost: Optional[int] = None
+            self, scope: Dict[str, Any], *, body: Optional[Callable[[str], Any]] = None, cost: Optional[int] = None
     ) -> Verdict: ...
     def adecide_scope(
-        self, scope: Dict[str, Any], *, body: Optional[Callable[[str], Any]] = None, cost: Optional[int] = None
+            self, scope: Dict[str, Any], *, body: Optional[Callable[[str], Any]] = None, cost: Optional[int] = None
     ) -> Coroutine[Any, Any, Verdict]: ...
     def penalize(self, name: str, peer: str, headers: Mapping[str, Any]) -> bool: ...
     @property
@@ -267,14 +235,8 @@ class Gate:
 
 @final
 class Responses:
-    def __new__(
-        cls,
-        *,
-        status: Optional[int] = None,
-        blocked_status: Optional[int] = None,
-        headers: Optional[str] = None,
-        log_keys: bool = False,
-    ) -> "Responses": ...
+    def __new__(cls, *, status: Optional[int] = None, blocked_status: Optional[int] = None,
+            headers: Optional[str] = None, log_keys: bool = False) -> "Responses": ...
     @property
     def status(self) -> int: ...
     @property
@@ -288,7 +250,7 @@ class Responses:
     def pass_headers(self, decision: Decision) -> Dict[str, str]: ...
     def denial_headers(self, decision: Decision) -> Dict[str, str]: ...
     def denial_log(
-        self, decision: Decision, scope: str, key: _KeyLike, method: str = "", path: str = ""
+            self, decision: Decision, scope: str, key: _KeyLike, method: str = "", path: str = ""
     ) -> Tuple[str, Dict[str, Any]]: ...
 
 @final
@@ -305,11 +267,10 @@ class Reservation:
     def over(self) -> Union[int, Dict[str, int]]: ...
     @property
     def refunded(self) -> Union[int, Dict[str, int]]: ...
-    def settle(
-        self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
+    def settle(self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
     ) -> Optional[Decision]: ...
     def asettle(
-        self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
+            self, actual: Optional[_CostLike] = None, now: Optional[float] = None, **meters: int
     ) -> Coroutine[Any, Any, Optional[Decision]]: ...
     def cancel(self) -> Optional[Decision]: ...
     def acancel(self) -> Coroutine[Any, Any, Optional[Decision]]: ...
@@ -343,176 +304,77 @@ class Lease:
 
 @final
 class Limiter:
-    def __new__(
-        cls,
-        rules: Union[_RulesLike, _MetersLike],
-        store: Optional[str] = None,
-        *,
-        prefix: Optional[str] = None,
-        on_error: Optional[str] = None,
-        timeout: Optional[float] = None,
-        connect_timeout: Optional[float] = None,
-        pool_size: Optional[int] = None,
-        max_keys: Optional[int] = None,
-        denial_cache: Optional[float] = None,
-        scope: Optional[str] = None,
-        tiers: Optional[Dict[str, _RulesLike]] = None,
-        controls_refresh: Optional[float] = None,
-        controls: Optional[bool] = None,
-        redis_module: Optional[str] = None,
-        lease: Optional[float] = None,
-        policy_refresh: Optional[float] = None,
-        policies: Optional[bool] = None,
+    def __new__(cls, rules: Union[_RulesLike, _MetersLike], store: Optional[str] = None, *,
+            prefix: Optional[str] = None, on_error: Optional[str] = None,
+            timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
+            pool_size: Optional[int] = None, max_keys: Optional[int] = None,
+            denial_cache: Optional[float] = None, scope: Optional[str] = None,
+            tiers: Optional[Dict[str, _RulesLike]] = None,
+            controls_refresh: Optional[float] = None, controls: Optional[bool] = None,
+            redis_module: Optional[str] = None, lease: Optional[float] = None,
+            policy_refresh: Optional[float] = None, policies: Optional[bool] = None
     ) -> "Limiter": ...
-    def check(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-    ) -> Decision: ...
-    def peek(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-    ) -> Decision: ...
-    def reserve(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-        wait: bool = False,
-        timeout: Optional[float] = None,
-    ) -> "Reservation": ...
-    def areserve(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-        wait: bool = False,
-        timeout: Optional[float] = None,
+    def check(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None,
+            *, tier: Optional[str] = None, ip: Optional[str] = None) -> Decision: ...
+    def peek(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None, *,
+            tier: Optional[str] = None, ip: Optional[str] = None) -> Decision: ...
+    def reserve(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None,
+            *, tier: Optional[str] = None, ip: Optional[str] = None, wait: bool = False,
+            timeout: Optional[float] = None) -> "Reservation": ...
+    def areserve(self, key: _KeyLike, cost: Optional[_CostLike] = None,
+            now: Optional[float] = None, *, tier: Optional[str] = None, ip: Optional[str] = None,
+            wait: bool = False, timeout: Optional[float] = None
     ) -> Coroutine[Any, Any, "Reservation"]: ...
-    def hold(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        lease: Optional[float] = None,
-        wait: bool = False,
-        timeout: Optional[float] = None,
+    def hold(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None, *,
+            lease: Optional[float] = None, wait: bool = False, timeout: Optional[float] = None
     ) -> Lease: ...
-    def ahold(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        lease: Optional[float] = None,
-        wait: bool = False,
-        timeout: Optional[float] = None,
+    def ahold(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None,
+            *, lease: Optional[float] = None, wait: bool = False, timeout: Optional[float] = None
     ) -> AsyncHold: ...
     @property
     def in_flight(self) -> Optional[int]: ...
     def leases(self, key: _KeyLike) -> List[Tuple[str, float]]: ...
-    def acheck(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
+    def acheck(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None,
+            *, tier: Optional[str] = None, ip: Optional[str] = None
     ) -> Coroutine[Any, Any, Decision]: ...
-    def apeek(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        now: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
+    def apeek(self, key: _KeyLike, cost: Optional[_CostLike] = None, now: Optional[float] = None,
+            *, tier: Optional[str] = None, ip: Optional[str] = None
     ) -> Coroutine[Any, Any, Decision]: ...
     def areset(self, key: _KeyLike) -> Coroutine[Any, Any, None]: ...
     def acheck_many(
-        self, keys: Iterable[_KeyLike], cost: Optional[int] = None, now: Optional[float] = None
+            self, keys: Iterable[_KeyLike], cost: Optional[int] = None, now: Optional[float] = None
     ) -> Coroutine[Any, Any, List[Decision]]: ...
     def ascreen(self, ip: str) -> Coroutine[Any, Any, Optional[Decision]]: ...
-    def apenalize(
-        self,
-        key: Optional[_KeyLike] = None,
-        *,
-        ip: Optional[str] = None,
-        ban: Optional[Fail2Ban] = None,
-        maxretry: Optional[int] = None,
-        findtime: Optional[float] = None,
-        bantime: Optional[float] = None,
-        name: Optional[str] = None,
-        now: Optional[float] = None,
+    def apenalize(self, key: Optional[_KeyLike] = None, *, ip: Optional[str] = None,
+            ban: Optional[Fail2Ban] = None, maxretry: Optional[int] = None,
+            findtime: Optional[float] = None, bantime: Optional[float] = None,
+            name: Optional[str] = None, now: Optional[float] = None
     ) -> Coroutine[Any, Any, bool]: ...
-    def acquire(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        timeout: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-    ) -> Decision: ...
-    def aacquire(
-        self,
-        key: _KeyLike,
-        cost: Optional[_CostLike] = None,
-        timeout: Optional[float] = None,
-        *,
-        tier: Optional[str] = None,
-        ip: Optional[str] = None,
-    ) -> Coroutine[Any, Any, Decision]: ...
-    def limited(
-        self,
-        key: Any,
-        *,
-        cost: Optional[_CostLike] = None,
-        wait: bool = True,
-        timeout: Optional[float] = None,
-        settle: Optional[Callable[[Any], _CostLike]] = None,
+    def acquire(self, key: _KeyLike, cost: Optional[_CostLike] = None,
+            timeout: Optional[float] = None, *, tier: Optional[str] = None,
+            ip: Optional[str] = None) -> Decision: ...
+    def aacquire(self, key: _KeyLike, cost: Optional[_CostLike] = None,
+            timeout: Optional[float] = None, *, tier: Optional[str] = None,
+            ip: Optional[str] = None) -> Coroutine[Any, Any, Decision]: ...
+    def limited(self, key: Any, *, cost: Optional[_CostLike] = None, wait: bool = True,
+            timeout: Optional[float] = None, settle: Optional[Callable[[Any], _CostLike]] = None
     ) -> Callable[[_F], _F]: ...
     @property
     def controls_ready(self) -> bool: ...
     @property
     def policies_ready(self) -> bool: ...
-    def penalize(
-        self,
-        key: Optional[_KeyLike] = None,
-        *,
-        ip: Optional[str] = None,
-        ban: Optional[Fail2Ban] = None,
-        maxretry: Optional[int] = None,
-        findtime: Optional[float] = None,
-        bantime: Optional[float] = None,
-        name: Optional[str] = None,
-        now: Optional[float] = None,
-    ) -> bool: ...
+    def penalize(self, key: Optional[_KeyLike] = None, *, ip: Optional[str] = None,
+            ban: Optional[Fail2Ban] = None, maxretry: Optional[int] = None,
+            findtime: Optional[float] = None, bantime: Optional[float] = None,
+            name: Optional[str] = None, now: Optional[float] = None) -> bool: ...
     def admin(self, *, actor: Optional[str] = None) -> "Admin": ...
     def screen(self, ip: str) -> Optional[Decision]: ...
     def check_many(
-        self, keys: Iterable[_KeyLike], cost: Optional[int] = None, now: Optional[float] = None
+            self, keys: Iterable[_KeyLike], cost: Optional[int] = None, now: Optional[float] = None
     ) -> List[Decision]: ...
     def reset(self, key: _KeyLike) -> None: ...
     def with_rules(
-        self, rules: _RulesLike, *, scope: Optional[str] = None, tiers: Optional[Dict[str, _RulesLike]] = None
+            self, rules: _RulesLike, *, scope: Optional[str] = None, tiers: Optional[Dict[str, _RulesLike]] = None
     ) -> "Limiter": ...
     @property
     def scope(self) -> str: ...
@@ -539,64 +401,31 @@ class TrustedProxies:
 @final
 class Admin:
     def __new__(
-        cls, store: str = "memory://", *, prefix: str = "rk", redis_module: Optional[str] = None, actor: Optional[str] = None
+            cls, store: str = "memory://", *, prefix: str = "rk", redis_module: Optional[str] = None, actor: Optional[str] = None
     ) -> "Admin": ...
-    def block(
-        self,
-        target: _KeyLike,
-        ttl: Optional[float] = None,
-        reason: str = "",
-        *,
-        now: Optional[float] = None,
-        key: bool = False,
-        force: bool = False,
-        scope: Optional[str] = None,
-        tag: bool = False,
+    def block(self, target: _KeyLike, ttl: Optional[float] = None, reason: str = "", *,
+            now: Optional[float] = None, key: bool = False, force: bool = False,
+            scope: Optional[str] = None, tag: bool = False) -> Dict[str, Any]: ...
+    def safelist(self, target: _KeyLike, ttl: Optional[float] = None, reason: str = "", *,
+            now: Optional[float] = None, key: bool = False, force: bool = False, tag: bool = False
     ) -> Dict[str, Any]: ...
-    def safelist(
-        self,
-        target: _KeyLike,
-        ttl: Optional[float] = None,
-        reason: str = "",
-        *,
-        now: Optional[float] = None,
-        key: bool = False,
-        force: bool = False,
-        tag: bool = False,
-    ) -> Dict[str, Any]: ...
-    def ablock(
-        self,
-        target: _KeyLike,
-        ttl: Optional[float] = None,
-        reason: str = "",
-        *,
-        now: Optional[float] = None,
-        key: bool = False,
-        force: bool = False,
-        scope: Optional[str] = None,
-        tag: bool = False,
+    def ablock(self, target: _KeyLike, ttl: Optional[float] = None, reason: str = "", *,
+            now: Optional[float] = None, key: bool = False, force: bool = False,
+            scope: Optional[str] = None, tag: bool = False
     ) -> Coroutine[Any, Any, Dict[str, Any]]: ...
-    def asafelist(
-        self,
-        target: _KeyLike,
-        ttl: Optional[float] = None,
-        reason: str = "",
-        *,
-        now: Optional[float] = None,
-        key: bool = False,
-        force: bool = False,
-        tag: bool = False,
+    def asafelist(self, target: _KeyLike, ttl: Optional[float] = None, reason: str = "", *,
+            now: Optional[float] = None, key: bool = False, force: bool = False, tag: bool = False
     ) -> Coroutine[Any, Any, Dict[str, Any]]: ...
     def aunblock(
-        self, target: _KeyLike, *, key: bool = False, scope: Optional[str] = None, reason: str = "", tag: bool = False
+            self, target: _KeyLike, *, key: bool = False, scope: Optional[str] = None, reason: str = "", tag: bool = False
     ) -> Coroutine[Any, Any, bool]: ...
     def aunsafelist(self, target: _KeyLike, *, key: bool = False, reason: str = "", tag: bool = False) -> Coroutine[Any, Any, bool]: ...
     def aentries(self, *, now: Optional[float] = None) -> Coroutine[Any, Any, List[Dict[str, Any]]]: ...
     def ainspect(
-        self, key: _KeyLike, *, now: Optional[float] = None, scope: Optional[str] = None, tag: bool = False
+            self, key: _KeyLike, *, now: Optional[float] = None, scope: Optional[str] = None, tag: bool = False
     ) -> Coroutine[Any, Any, Dict[str, Any]]: ...
     def unblock(
-        self, target: _KeyLike, *, key: bool = False, scope: Optional[str] = None, reason: str = "", tag: bool = False
+            self, target: _KeyLike, *, key: bool = False, scope: Optional[str] = None, reason: str = "", tag: bool = False
     ) -> bool: ...
     def unsafelist(self, target: _KeyLike, *, key: bool = False, reason: str = "", tag: bool = False) -> bool: ...
     def history(self, limit: int = 50) -> List[Dict[str, Any]]: ...
@@ -606,24 +435,18 @@ class Admin:
     def atop_denied(self, window: int = 300) -> Coroutine[Any, Any, Dict[str, Any]]: ...
     def entries(self, *, now: Optional[float] = None) -> List[Dict[str, Any]]: ...
     def release_lease(
-        self, key: _KeyLike, lease_id: str, *, scope: Optional[str] = None, reason: str = ""
+            self, key: _KeyLike, lease_id: str, *, scope: Optional[str] = None, reason: str = ""
     ) -> bool: ...
     def arelease_lease(
-        self, key: _KeyLike, lease_id: str, *, scope: Optional[str] = None, reason: str = ""
+            self, key: _KeyLike, lease_id: str, *, scope: Optional[str] = None, reason: str = ""
     ) -> Coroutine[Any, Any, bool]: ...
     def inspect(
-        self, key: _KeyLike, *, now: Optional[float] = None, scope: Optional[str] = None, tag: bool = False
+            self, key: _KeyLike, *, now: Optional[float] = None, scope: Optional[str] = None, tag: bool = False
     ) -> Dict[str, Any]: ...
     def set_tier(self, key: _KeyLike, tier: Optional[str], *, reason: str = "") -> None: ...
     def set_override(self, key: _KeyLike, rules: Optional[_RulesLike], *, reason: str = "") -> None: ...
     def switches(self) -> Dict[str, Any]: ...
-    def set_switches(
-        self,
-        *,
-        enabled: Optional[bool] = None,
-        shadow: Optional[bool] = None,
-        multiplier: Optional[float] = None,
-        reason: str = "",
-    ) -> Dict[str, Any]: ...
+    def set_switches(self, *, enabled: Optional[bool] = None, shadow: Optional[bool] = None,
+            multiplier: Optional[float] = None, reason: str = "") -> Dict[str, Any]: ...
 
 def identity(text: str) -> Optional[str]: ...

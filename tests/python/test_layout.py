@@ -45,3 +45,28 @@ def test_every_module_is_listed_and_depends_only_on_those_above_it():
     for i, module in enumerate(order):
         below = (uses(module) & modules) - set(order[:i])
         assert not below, f"{module} uses {sorted(below)}, listed below it in README's layout section"
+
+
+# what a newcomer reads: no source file of the crates or the bindings over this
+MOST_LINES = 600
+SOURCES = ("core", "engine", "module", "server", "replay", "python", "ruby")
+KINDS = {".rs", ".py", ".pyi", ".rb", ".rbs", ".lua", ".erb", ".js", ".html"}
+
+
+def test_no_source_file_is_over_600_lines():
+    """Each crate's and binding's sources (their tests aside) are at most
+    600 lines (issue 46's bound), so that a file holds one thing."""
+    checked, over = 0, []
+    for top in SOURCES:
+        for path in sorted((Path(ROOT) / top).rglob("*")):
+            parts = path.relative_to(ROOT).parts
+            if path.suffix not in KINDS or not path.is_file() or "target" in parts:
+                continue
+            if "tests" in parts or path.name == "tests.rs":
+                continue
+            checked += 1
+            lines = len(path.read_text(errors="replace").splitlines())
+            if lines > MOST_LINES:
+                over.append(f"{path.relative_to(ROOT)}: {lines}")
+    assert checked > 100, f"only {checked} source files found under {SOURCES}"
+    assert not over, f"over {MOST_LINES} lines: {over}"
