@@ -5,7 +5,7 @@
 //! value per process and minute (`<prefix>:denials:<minute>`, a hash of
 //! process to its tally, which expires after an hour): on the memory store
 //! as it changes, on Redis by the process's controls reader every
-//! `policy_refresh` (one write a refresh, however many keys were denied).
+//! `controls_refresh` (one write a refresh, however many keys were denied).
 //! `Admin::top_denied` reads the minutes of a window back from every process: the most
 //! denied keys, addresses and the networks they share (an IPv4 /24, an IPv6
 //! /64), and the denials of each minute. A key is kept as its tag (the key

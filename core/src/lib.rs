@@ -8,6 +8,13 @@
 //! are (the ratekeeper Redis module's command, or an `EVALSHA`), timed by the
 //! Redis server clock.
 //!
+//! It holds every decision, default, validation and HTTP answer the doors
+//! give; the bindings (`python/`, `ruby/`) and the edge server (`server/`)
+//! convert and call it. It may use the log engine (`ratekeeper-engine`, the
+//! one crate of this workspace it depends on), the redis crate for Redis,
+//! and small libraries for hashing, TOML and JSON; never a binding, and
+//! never Python or Ruby.
+//!
 //! ```
 //! use ratekeeper_core::{Limiter, OnError, RuleSet, StoreOptions};
 //! let rules = RuleSet::parse("2/second; 5/minute").unwrap();

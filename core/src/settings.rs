@@ -159,8 +159,9 @@ impl Default for Settings {
     }
 }
 
-/// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration.
-fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
+/// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration: the
+/// bound of every option given in seconds (here and nowhere else).
+pub(crate) fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
     let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
     if !(value.is_finite() && low_ok && value <= 60.0) {
         let from = if zero_ok { "0 (off)" } else { "more than 0" };

@@ -1,7 +1,7 @@
 -- ratekeeper: one check (or peek) of one key against a whole rule set, atomically.
 --
 -- KEYS[1]  the key's log: one string, a header then each rule's ring of entries
--- KEYS[2]  (optional) the key's policy record, a hash: s and b, a safelist and a
+-- KEYS[2]  (optional) the key's record, a hash: s and b, a safelist and a
 --          blocklist entry ("<until ms> <reason>"); t, a tier; o, an override
 --          ("<limit>:<window ms>;..." shortest window first)
 -- KEYS[3]  (optional, with KEYS[2]) the record of the bans the key earned in the
@@ -31,7 +31,7 @@
 -- (engine/src/lib.rs). This script is the engine's Lua twin (engine/src/log.rs) for
 -- Redis servers without the module; core/tests/integration/engine_differential.rs holds
 -- the two to equal replies and stored bytes. The common path makes four Redis calls
--- (TIME, HMGET of the policy record, a GETRANGE of the header and the first band's
+-- (TIME, HMGET of the key's record, a GETRANGE of the header and the first band's
 -- first entries, a SETRANGE of the header and the new entry), plus a write to each band
 -- an entry moved into and a read every 32 entries that leave a band; the header is read
 -- and written with `struct` (built into Redis's Lua), in one call each.

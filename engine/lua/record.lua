@@ -59,4 +59,4 @@ if op == 'strike' then
   return {now, count, 0}
 end
 
-return redis.error_reply('ratekeeper: unknown policy op ' .. tostring(op))
+return redis.error_reply('ratekeeper: unknown record op ' .. tostring(op))

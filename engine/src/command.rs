@@ -1,4 +1,4 @@
-//! The check command's arguments and the key's policy record, as
+//! The check command's arguments and the key's record, as
 //! `engine/lua/check.lua` takes them: parsed, checked, and turned into the
 //! rules a check applies (or a listing that answers it without one).
 
@@ -161,7 +161,7 @@ fn settle_args(arg: &[u8]) -> Result<(i64, Option<Settle>), ArgError> {
     Ok((charged, Some(Settle { at, refund })))
 }
 
-/// The fields of a key's policy record the check reads: `s`, `b`, `t`, `o`.
+/// The fields of a key's record the check reads: `s`, `b`, `t`, `o`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Record<'a> {
     /// Safelisted: `<until ms> <reason>`.

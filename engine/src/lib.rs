@@ -7,6 +7,10 @@
 //! holds the two to equal replies and equal bytes. The core re-exports this
 //! crate as `ratekeeper_core::engine`.
 //!
+//! It may use nothing but the standard library: no other crate, no I/O, no
+//! clock (every time is an argument), so that the module inside Redis and
+//! the core outside it run the same code.
+//!
 //! ## The log
 //!
 //! Each key's log is ONE byte string (in Redis, `<prefix>:{<key>}:l`) of
@@ -71,7 +75,7 @@
 
 //! ## The commands
 //!
-//! [`command`] reads the check's arguments and the key's policy record
+//! [`command`] reads the check's arguments and the key's record
 //! (safelist, blocklist, tier, override) as `check.lua` does and picks the
 //! rules ([`packed`]: the same arguments and reply, each as one string, as
 //! clients send them to the module); [`log::check`] runs the check and says what to write

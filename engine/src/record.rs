@@ -4,9 +4,9 @@
 use crate::command::{listing, number, ArgError, MAX_NOW};
 use crate::layout::MAX5;
 
-/// One policy operation (ARGV of the policy script).
+/// One operation on a key's record (ARGV of the record script).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PolicyArgs<'a> {
+pub enum RecordArgs<'a> {
     /// `set now field [value]`: sets (or, with no value, removes) one field
     /// of the key's record, at `now` (ms).
     Set {
@@ -28,8 +28,8 @@ pub enum PolicyArgs<'a> {
     },
 }
 
-/// Parses the policy script's ARGV.
-pub fn parse_policy<'a>(args: &[&'a [u8]]) -> Result<PolicyArgs<'a>, ArgError> {
+/// Parses the record script's ARGV.
+pub fn parse_record<'a>(args: &[&'a [u8]]) -> Result<RecordArgs<'a>, ArgError> {
     match args.first().copied() {
         Some(b"set") => {
             if !(3..=4).contains(&args.len()) {
@@ -37,7 +37,7 @@ pub fn parse_policy<'a>(args: &[&'a [u8]]) -> Result<PolicyArgs<'a>, ArgError> {
                     "wrong number of arguments: set takes now, a field and maybe a value".into(),
                 ));
             }
-            Ok(PolicyArgs::Set {
+            Ok(RecordArgs::Set {
                 now: number(args[1], "now (ms)", 0, MAX_NOW)?,
                 field: args[2],
                 value: args.get(3).copied(),
@@ -53,13 +53,13 @@ pub fn parse_policy<'a>(args: &[&'a [u8]]) -> Result<PolicyArgs<'a>, ArgError> {
                 b"" => None,
                 given => Some(number(given, "now (ms)", 0, MAX_NOW)?),
             };
-            Ok(PolicyArgs::Strike {
+            Ok(RecordArgs::Strike {
                 now,
                 maxretry: number(args[2], "maxretry", 1, 1_000_000)?,
                 findtime: number(args[3], "findtime (ms)", 1, MAX5 as i64)?,
             })
         }
-        _ => Err(ArgError("unknown policy op: give set or strike".into())),
+        _ => Err(ArgError("unknown record op: give set or strike".into())),
     }
 }
 
@@ -143,32 +143,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn policy_arguments_parse_or_are_named() {
+    fn record_arguments_parse_or_are_named() {
         assert_eq!(
-            parse_policy(&[b"set", b"5", b"t", b"gold"]),
-            Ok(PolicyArgs::Set {
+            parse_record(&[b"set", b"5", b"t", b"gold"]),
+            Ok(RecordArgs::Set {
                 now: 5,
                 field: b"t",
                 value: Some(b"gold")
             })
         );
         assert!(matches!(
-            parse_policy(&[b"strike", b"", b"3", b"60000"]),
-            Ok(PolicyArgs::Strike {
+            parse_record(&[b"strike", b"", b"3", b"60000"]),
+            Ok(RecordArgs::Strike {
                 now: None,
                 maxretry: 3,
                 ..
             })
         ));
-        assert!(parse_policy(&[b"drop"])
+        assert!(parse_record(&[b"drop"])
             .unwrap_err()
             .0
-            .contains("unknown policy op"));
-        assert!(parse_policy(&[b"set", b"5"])
+            .contains("unknown record op"));
+        assert!(parse_record(&[b"set", b"5"])
             .unwrap_err()
             .0
             .contains("wrong number"));
-        assert!(parse_policy(&[b"strike", b"", b"0", b"1"])
+        assert!(parse_record(&[b"strike", b"", b"0", b"1"])
             .unwrap_err()
             .0
             .contains("maxretry"));

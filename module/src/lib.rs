@@ -6,6 +6,10 @@
 //! loaded and the script when it has not, and a fleet can switch at any
 //! time. The log itself is [`ratekeeper_engine`]'s.
 //!
+//! It may use the engine and `redis-module` (the Redis module API), and
+//! nothing of the core: the module runs inside Redis, which gives it its
+//! clock, its allocator and its keys.
+//!
 //! * `RATEKEEPER.CHECK numkeys log [record [scope-record]] c|p cost now n
 //!   windows limits... windows... [tier n windows limits... windows...]...`:
 //!   `check.lua`; or, as clients send it, `RATEKEEPER.CHECK numkeys keys...

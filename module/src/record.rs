@@ -1,4 +1,4 @@
-//! `RATEKEEPER.POLICY 1 key ARGV...`: the policy script's call (a record
+//! `RATEKEEPER.POLICY 1 key ARGV...`: the record script's call (a record
 //! change, a fail2ban strike) with the same key, arguments and reply. These
 //! run on admin actions and failed logins, not on every request, so they go
 //! through Redis's own commands, replicated as they are.
@@ -8,7 +8,7 @@ use crate::check::send;
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{number, Item};
 use ratekeeper_engine::record::{
-    bans, lifetime, parse_policy, strikes_within, Lifetime, PolicyArgs,
+    bans, lifetime, parse_record, strikes_within, Lifetime, RecordArgs,
 };
 use ratekeeper_engine::ArgError;
 use redis_module::{CallOptionsBuilder, CallReply, CallResult, Context};
@@ -55,8 +55,8 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
     }
     let key = args[2];
     let context = Context::new(ctx);
-    match parse_policy(&args[3..])? {
-        PolicyArgs::Set { now, field, value } => {
+    match parse_record(&args[3..])? {
+        RecordArgs::Set { now, field, value } => {
             match value {
                 Some(value) => call(&context, "HSET", &[key, field, value])?,
                 None => call(&context, "HDEL", &[key, field])?,
@@ -72,7 +72,7 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
             };
             Ok(api::reply::int(ctx, 1)?)
         }
-        PolicyArgs::Strike {
+        RecordArgs::Strike {
             now,
             maxretry,
             findtime,

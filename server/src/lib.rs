@@ -19,6 +19,10 @@
 //! its quota with a Django `PATHS` entry of scope `api` keyed the same way,
 //! on the same store. Blocks, safelists, tiers, overrides and switches come
 //! from the store, as the command line and the admin page set them.
+//!
+//! It may use the core (every decision is the core's gate: the server reads
+//! the request, calls it and writes its answer), tokio, axum and tonic for
+//! its doors, and the policy file's TOML; never a binding.
 
 pub mod asked;
 pub mod config;

@@ -337,7 +337,7 @@ impl Admin {
     /// [`crate::denials::MAX_WINDOW`]), by every process on this store: the most
     /// denied keys, client addresses and their networks, and the denials
     /// of each minute. A process's denials reach the store within its
-    /// `policy_refresh` (at once on the memory store).
+    /// `controls_refresh` (at once on the memory store).
     pub fn top_denied(&self, window_s: u64) -> Result<Top> {
         in_place(top_denied(&self.blocking(), window_s))
     }

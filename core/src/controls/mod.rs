@@ -13,8 +13,8 @@
 //! | what | where (Redis) | read |
 //! | --- | --- | --- |
 //! | a key's listing, tier, override | the key's record `<prefix>:{<tag>}:p`, fields `s`, `b`, `t`, `o` | by the check script, in the same round trip |
-//! | an address or range's listing | the hash `<prefix>:{=policy}:nets` | in-process, refreshed every `policy_refresh` |
-//! | the switches | the hash `<prefix>:{=policy}:switches` | in-process, refreshed every `policy_refresh` |
+//! | an address or range's listing | the hash `<prefix>:{=policy}:nets` | in-process, refreshed every `controls_refresh` |
+//! | the switches | the hash `<prefix>:{=policy}:switches` | in-process, refreshed every `controls_refresh` |
 //! | what is listed, for `list` | the hash `<prefix>:{=policy}:dir` | by the admin tools only |
 //!
 //! A key's record shares the `{<tag>}` of the key's logs, so in a Cluster it

@@ -320,7 +320,7 @@ impl Limiter {
 impl Limiter {
     /// Counts a check's denial by the rules (in shadow mode too) in this
     /// process's record of denials, against its key and client address; the
-    /// controls reader writes it to the store within `policy_refresh` (on a
+    /// controls reader writes it to the store within `controls_refresh` (on a
     /// memory store, whose controls need no reader, it starts with the first
     /// denial).
     pub(crate) fn noted(&self, decision: &Decision, mode: Mode, tag: &[u8], ip: Option<&str>) {

@@ -235,7 +235,7 @@ fn written(view: &Controls) {
 }
 
 /// Writes this process's record of denials now (what each reader holds
-/// unwritten since its last write, every `policy_refresh`), on every store
+/// unwritten since its last write, every `controls_refresh`), on every store
 /// it goes to, within one `timeout` in all. A failed write is logged at
 /// debug; what it held stays to be written.
 pub fn flush_denials() {

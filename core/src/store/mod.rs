@@ -314,15 +314,12 @@ impl StoreOptions {
     /// Checks the options, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
         check_prefix(&self.prefix)?;
+        // (the settings' own bound, for options made without settings)
         for (name, value) in [
             ("timeout", self.timeout),
             ("connect_timeout", self.connect_timeout),
         ] {
-            if value.is_zero() || value > Duration::from_secs(60) {
-                return Err(Error::config(format!(
-                    "invalid {name} {value:?}: give more than 0 and at most 60 seconds"
-                )));
-            }
+            crate::settings::seconds(name, value.as_secs_f64(), false)?;
         }
         check_pool_size(i128::from(self.pool_size))?;
         check_max_keys(self.max_keys as i128)?;

@@ -92,7 +92,7 @@ fn leases(con: &mut redis::Connection) -> Vec<(Vec<u8>, Members)> {
     out
 }
 
-/// The logs (and policy records) a store's prefix holds: key -> bytes.
+/// The logs (and their records) a store's prefix holds: key -> bytes.
 fn logs(con: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*:l").query(con).unwrap();
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = keys
@@ -272,7 +272,7 @@ fn hostile_arguments_get_error_replies_and_redis_stays_up() {
         (
             "RATEKEEPER.POLICY",
             vec![b"1".to_vec(), b"k".to_vec(), b"explode".to_vec()],
-            "unknown policy op",
+            "unknown record op",
         ),
         (
             "RATEKEEPER.POLICY",
