@@ -224,14 +224,10 @@ impl Gate {
         if !self.spec.enabled || !self.warden.clock().limiting() || exempt {
             return Err(Box::new(Verdict::unmarked(Reason::Exempt)));
         }
-        let named = |when: &RequestMatch| {
-            when.matches_request(facts.method(), facts.path())
-                && when.matcher.is_none_or(|i| facts.call(i).is_some())
-        };
-        if let Some(i) = self.spec.safelists.iter().position(|l| named(&l.when)) {
+        if let Some(i) = spec::first_naming(&self.spec.safelists, facts) {
             return Err(Box::new(Verdict::unmarked(Reason::Safelisted(Some(i)))));
         }
-        if let Some(i) = self.spec.blocklists.iter().position(|l| named(&l.when)) {
+        if let Some(i) = spec::first_naming(&self.spec.blocklists, facts) {
             return Err(Box::new(Verdict::blocked(
                 Reason::Blocked(Some(i)),
                 &self.spec.responses,
@@ -251,14 +247,7 @@ impl Gate {
                 return Err(Box::new(done));
             }
         }
-        let strikes = self
-            .spec
-            .bans
-            .iter()
-            .enumerate()
-            .filter(|(_, ban)| named(&ban.when))
-            .map(|(i, _)| i)
-            .collect();
+        let strikes = spec::striking(&self.spec.bans, facts);
         // a throttle counts the request against every value of its key (a
         // repeated field's each), all in the one round trip
         let mut checks = Vec::with_capacity(applying.len());
@@ -450,7 +439,7 @@ impl Gate {
 
     /// The verdict of ban `i`'s strike, when it ends the request.
     fn struck(&self, i: usize, banned: bool) -> Option<Verdict> {
-        (banned || !self.spec.bans[i].allow).then(|| {
+        self.spec.bans[i].refuses(banned).then(|| {
             Verdict::blocked(
                 Reason::Banned { ban: i, banned },
                 &self.spec.responses,
@@ -485,11 +474,7 @@ impl Gate {
             .map(|(s, (decision, lease, reservation))| Checked {
                 throttle: s.throttle,
                 origin: s.origin,
-                decision: if self.spec.throttles[s.throttle].shadow {
-                    decision.shadow()
-                } else {
-                    decision
-                },
+                decision: self.spec.throttles[s.throttle].taken(decision),
                 key: s.key,
                 cost: s.cost,
                 lease,

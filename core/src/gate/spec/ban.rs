@@ -1,9 +1,11 @@
 //! The fail2ban and allow2ban kinds: entries whose matching requests
 //! strike against the client address (refused at once, or let through
-//! until the strike that bans): as written, and checked.
+//! until the strike that bans): as written, checked, and their part of a
+//! request's step (the entries it strikes, and whether a strike refuses it).
 
 use super::RequestMatch;
 use crate::controls::Fail2Ban;
+use crate::gate::source::Facts;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -30,6 +32,22 @@ pub struct BanSpec {
     pub when: RequestMatch,
     /// Allow2ban: matching requests pass until the strike that bans.
     pub allow: bool,
+}
+
+impl BanSpec {
+    /// Whether a strike of this entry, which `banned` the client or not,
+    /// refuses the request: fail2ban's always, allow2ban's when it banned.
+    pub fn refuses(&self, banned: bool) -> bool {
+        banned || !self.allow
+    }
+}
+
+/// The entries of `bans` the request `facts` make strikes, in order.
+pub fn striking(bans: &[BanSpec], facts: &dyn Facts) -> Vec<usize> {
+    (bans.iter().enumerate())
+        .filter(|(_, ban)| ban.when.names(facts))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 pub(super) fn ban(

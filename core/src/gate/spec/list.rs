@@ -1,8 +1,10 @@
 //! The safelist and blocklist kinds: entries that name requests (paths,
 //! methods, a predicate the door holds) that skip every throttle, or are
-//! refused (403), before anything else: as written, and checked.
+//! refused (403), before anything else: as written, checked, and their part
+//! of a request's step (the first entry that names it).
 
 use super::RequestMatch;
+use crate::gate::source::Facts;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -24,6 +26,12 @@ pub struct ListSpec {
     pub name: String,
     /// The requests it names.
     pub when: RequestMatch,
+}
+
+/// The first entry of `entries` (a policy's safelists, or its blocklists)
+/// that names the request `facts` make.
+pub fn first_naming(entries: &[ListSpec], facts: &dyn Facts) -> Option<usize> {
+    entries.iter().position(|l| l.when.names(facts))
 }
 
 pub(super) fn list(l: ListFile, callables: usize) -> std::result::Result<ListSpec, String> {

@@ -18,8 +18,8 @@ mod meters;
 mod throttle;
 mod values;
 
-pub use self::ban::BanSpec;
-pub use self::list::ListSpec;
+pub use self::ban::{striking, BanSpec};
+pub use self::list::{first_naming, ListSpec};
 pub use self::meters::{units_of, MeterSpec};
 pub use self::throttle::{Counted, EnvoySpec, ThrottleSpec};
 pub use self::values::{address, header_name, method};
@@ -29,7 +29,7 @@ use self::file::File;
 use self::list::list;
 use self::throttle::throttle;
 use self::values::{matcher, methods, path_prefix, patterns, store_settings};
-use super::source::Source;
+use super::source::{Facts, Source};
 use crate::error::{Error, Result};
 use crate::http::{Responses, DEFAULT_BLOCKED_STATUS, DEFAULT_STATUS};
 use crate::limiter::Limiter;
@@ -95,6 +95,13 @@ impl RequestMatch {
     pub fn matches_request(&self, method: &str, path: &str) -> bool {
         (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
             && (self.paths.is_empty() || self.paths.iter().any(|p| p.is_match(path)))
+    }
+
+    /// Whether the request `facts` make is named: its method and path,
+    /// then the door's predicate (asked only when they match).
+    pub fn names(&self, facts: &dyn Facts) -> bool {
+        self.matches_request(facts.method(), facts.path())
+            && self.matcher.is_none_or(|i| facts.call(i).is_some())
     }
 
     fn read(

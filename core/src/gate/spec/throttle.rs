@@ -1,11 +1,12 @@
 //! The throttle, the rule kind that counts requests: as written
 //! (`[[throttle]]`), checked into its model, and its part of a request's
-//! step (whether it applies, which tier the request names). How the gate
-//! takes its decision, a shadow throttle's included, is the flow's
-//! (`gate::Gate::conclude`).
+//! step (whether it applies, which tier the request names, its decision as
+//! the gate takes it: a shadow throttle's in shadow mode). Which decision
+//! answers the request is the flow's (`gate::Gate::conclude`).
 
 use super::meters::{meters, MeterSpec};
 use super::values::{header_names, matcher, methods, path_prefix, rules};
+use crate::decision::Decision;
 use crate::gate::source::{self, Client, Facts, Source};
 use crate::limiter::Limiter;
 use crate::rule::RuleSet;
@@ -182,6 +183,15 @@ impl ThrottleSpec {
             .iter()
             .any(|(tier, _)| *tier == name)
             .then_some(name)
+    }
+
+    /// Its `decision` as the gate takes it: a shadow throttle's in shadow
+    /// mode (what it would refuse is reported and logged, never answered).
+    pub fn taken(&self, decision: Decision) -> Decision {
+        match self.shadow {
+            true => decision.shadow(),
+            false => decision,
+        }
     }
 }
 
