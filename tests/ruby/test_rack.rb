@@ -171,6 +171,32 @@ class TestRack < Minitest::Test
     ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
   end
 
+  # The request object is made only where something uses it: a policy's
+  # callables (called with it), a body field (read through it), and every
+  # request that is not simply passed on (the notifications carry it).
+  def test_the_request_object_is_made_where_it_is_used
+    require "active_support/notifications"
+    requests = []
+    subscriber = ActiveSupport::Notifications.subscribe(/ratekeeper/) { |*, payload| requests << payload[:request] }
+    lean = Ratekeeper::Rack::Middleware.new(HELLO, store: "memory://") { |rk| rk.throttle "one", rules: "1/minute" }
+    refute lean.config.gate.reads_body?
+    env = Rack::MockRequest.env_for("/", "REMOTE_ADDR" => "192.0.2.5")
+    assert_equal [200, 429], Array.new(2) { lean.call(env.dup).first }
+    assert_equal [Ratekeeper::Rack::Request], requests.map(&:class)
+    assert_equal "192.0.2.5", requests.first.client_ip
+    given = []
+    keyed = Ratekeeper::Rack::Middleware.new(HELLO, store: "memory://") do |rk|
+      rk.throttle("by-ip", rules: "5/minute") { |req| given << req.class && req.ip }
+    end
+    assert_equal 200, keyed.call(env.dup).first
+    assert_equal [Ratekeeper::Rack::Request], given
+    login = { "throttle" => [{ "scope" => "login", "rules" => "5/minute", "key" => "identity:email" }] }
+    assert Ratekeeper::Gate.new(login).reads_body?
+    refute Ratekeeper::Gate.new({ "throttle" => [{ "scope" => "ip", "rules" => "5/minute", "key" => "ip" }] }).reads_body?
+  ensure
+    ActiveSupport::Notifications.unsubscribe(subscriber) if subscriber
+  end
+
   def test_a_throttle_in_shadow_mode_is_logged_and_reported_but_refuses_nothing
     require "active_support/notifications"
     events = []

@@ -125,6 +125,10 @@ module Ratekeeper
         @proxies = @config.proxies
         @gate = @config.gate
         @callables = @gate.callables || []
+        # the request object the gate calls the policy's callables with and
+        # reads a body field through: made for each request only when the
+        # policy has either, else when a request is not simply passed on
+        @asks_request = !@callables.empty? || @gate.reads_body?
         @names = (@config.throttles + @config.bans).to_h do |rule|
           [rule.respond_to?(:ban) ? rule.ban.name : Ratekeeper.scope_name(rule.name), rule.name]
         end
@@ -145,7 +149,7 @@ module Ratekeeper
 
       def call(env)
         env["ratekeeper.gate"] = @gate # Ratekeeper::Rack.penalize's
-        request = Request.new(env, @proxies)
+        request = Request.new(env, @proxies) if @asks_request
         # Gate#decide's arguments, in its order (its method, the path: PATH_INFO
         # as the request spelled it, which the gate takes decoded, as at every
         # door; the host, the peer, the env, the query, the callables' context,
@@ -155,7 +159,11 @@ module Ratekeeper
                                 env["QUERY_STRING"].to_s, request, @callables, request, nil, nil)
         decision = verdict.decision
         env["ratekeeper.decision"] = decision if decision
-        case verdict.reason
+        reason = verdict.reason
+        return passed(env, verdict) if reason == "admitted" && verdict.ending == "pass"
+
+        request ||= Request.new(env, @proxies)
+        case reason
         when "safelisted" then safelisted(request, verdict.safelist || "store", decision)
         when "blocked" then refused(request, verdict, "blocklist", verdict.blocklist || "store", decision)
         when "banned" then banned(request, verdict)

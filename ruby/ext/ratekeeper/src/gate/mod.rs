@@ -166,6 +166,12 @@ impl Gate {
         self.inner.spec().enabled
     }
 
+    /// `reads_body?`: whether a throttle keys requests by a field of their
+    /// body (`identity:FIELD`), so that a door hands the gate a body reader.
+    fn reads_body(&self) -> bool {
+        self.inner.spec().reads_body()
+    }
+
     fn inspect(&self) -> String {
         let spec = self.inner.spec();
         format!(
@@ -208,6 +214,7 @@ pub fn init(ruby: &Ruby, module: RModule) -> Result<(), Error> {
     class.define_method("throttle_rules", method!(Gate::throttle_rules, 0))?;
     class.define_method("_admin", method!(Gate::admin, 1))?;
     class.define_method("enabled?", method!(Gate::enabled, 0))?;
+    class.define_method("reads_body?", method!(Gate::reads_body, 0))?;
     class.define_method("inspect", method!(Gate::inspect, 0))?;
     verdict::init(ruby, module)
 }
