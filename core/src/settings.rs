@@ -5,12 +5,13 @@
 //! a binding only turns its language's values into an [`OptionValue`] of
 //! the [`Kind`] the option has.
 
-use crate::error::{shown, Error, Result};
+use crate::error::{Error, Result};
 use crate::limiter::{Limiter, OnError, Warden};
 use crate::meter::Limits;
 use crate::plain::{Key, Plain};
 use crate::rule::RuleSet;
 use crate::store::{self, ModuleUse, Store, StoreOptions, DEFAULT_TIMEOUT};
+use crate::time::option_seconds;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,20 +160,6 @@ impl Default for Settings {
     }
 }
 
-/// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration: the
-/// bound of every option given in seconds (here and nowhere else).
-pub(crate) fn seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
-    let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
-    if !(value.is_finite() && low_ok && value <= 60.0) {
-        let from = if zero_ok { "0 (off)" } else { "more than 0" };
-        return Err(Error::config(format!(
-            "invalid {name} {}: give seconds, {from} and at most 60",
-            shown(value)
-        )));
-    }
-    Ok(Duration::from_secs_f64(value))
-}
-
 impl Settings {
     /// The kind of value the option `name` takes; an unknown name is a
     /// configuration error listing the known ones.
@@ -213,16 +200,16 @@ impl Settings {
                 crate::keys::check_scope(&scope)?;
                 self.scope = scope;
             }
-            ("timeout", OptionValue::Seconds(s)) => self.timeout = seconds(name, s, false)?,
+            ("timeout", OptionValue::Seconds(s)) => self.timeout = option_seconds(name, s, false)?,
             ("connect_timeout", OptionValue::Seconds(s)) => {
-                self.connect_timeout = seconds(name, s, false)?
+                self.connect_timeout = option_seconds(name, s, false)?
             }
             ("denial_cache", OptionValue::Seconds(s)) => {
-                self.denial_cache = seconds(name, s, true)?
+                self.denial_cache = option_seconds(name, s, true)?
             }
             ("controls_refresh", OptionValue::Seconds(s)) => {
                 self.controls_refresh =
-                    crate::limiter::check_controls_refresh(seconds(name, s, false)?)?
+                    crate::limiter::check_controls_refresh(option_seconds(name, s, false)?)?
             }
             ("pool_size", OptionValue::Count(n)) => {
                 self.pool_size = crate::store::check_pool_size(n)?

@@ -2,6 +2,7 @@
 //! counts in, the seconds the bindings speak, and the bounds of both.
 
 use crate::error::{Error, Result};
+use std::time::Duration;
 
 /// Latest `now` accepted, in seconds since the epoch (year 6429): timestamps
 /// are kept in 47 bits of milliseconds.
@@ -34,6 +35,20 @@ pub fn ceil_seconds(ms: u64) -> u64 {
 /// Milliseconds as the seconds (float) the bindings show.
 pub fn seconds(ms: u64) -> f64 {
     ms as f64 / 1000.0
+}
+
+/// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration: the
+/// bound of every option given in seconds (here and nowhere else).
+pub fn option_seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
+    let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
+    if !(value.is_finite() && low_ok && value <= 60.0) {
+        let from = if zero_ok { "0 (off)" } else { "more than 0" };
+        return Err(Error::config(format!(
+            "invalid {name} {}: give seconds, {from} and at most 60",
+            crate::error::shown(value)
+        )));
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 #[cfg(test)]

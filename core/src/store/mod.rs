@@ -319,7 +319,7 @@ impl StoreOptions {
             ("timeout", self.timeout),
             ("connect_timeout", self.connect_timeout),
         ] {
-            crate::settings::seconds(name, value.as_secs_f64(), false)?;
+            crate::time::option_seconds(name, value.as_secs_f64(), false)?;
         }
         check_pool_size(i128::from(self.pool_size))?;
         check_max_keys(self.max_keys as i128)?;
