@@ -36,8 +36,8 @@ def test_awaited_twins_are_written_from_the_blocking_ones():
     # and the check can fail: a twin that drifted is named
     drifted = subprocess.run(
         [sys.executable, "-c", "import runpy, sys; m = runpy.run_path(sys.argv[1]); "
-         "text = m['STUBS'].read_text().replace('def acheck(\\n        self,\\n        key: _KeyLike,', "
-         "'def acheck(\\n        self,\\n        key: str,', 1); "
+         "text = m['STUBS'].read_text().replace('def acheck(self, key: _KeyLike,', "
+         "'def acheck(self, key: str,', 1); "
          "assert 'key: str' in text; print(m['written'](text)[1])", stubs],
         capture_output=True, text=True)
     assert drifted.returncode == 0, drifted.stderr
