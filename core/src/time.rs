@@ -38,7 +38,9 @@ pub fn seconds(ms: u64) -> f64 {
 }
 
 /// Seconds within (0, 60], or [0, 60] when `zero_ok`, as a duration: the
-/// bound of every option given in seconds (here and nowhere else).
+/// bound (here and nowhere else) of the options given in seconds up to a
+/// minute: `timeout`, `connect_timeout`, `denial_cache`, and
+/// `controls_refresh` before its own narrower one (the `lease` has its own).
 pub fn option_seconds(name: &str, value: f64, zero_ok: bool) -> Result<Duration> {
     let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
     if !(value.is_finite() && low_ok && value <= 60.0) {
