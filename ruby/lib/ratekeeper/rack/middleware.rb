@@ -147,6 +147,10 @@ module Ratekeeper
           store: @gate.store_stats }
       end
 
+      # The reasons of a request simply passed on (when its verdict passes):
+      # nothing reports it, so it needs no request object.
+      PASSED_ON = %w[admitted exempt degraded].freeze
+
       def call(env)
         env["ratekeeper.gate"] = @gate # Ratekeeper::Rack.penalize's
         request = Request.new(env, @proxies) if @asks_request
@@ -160,7 +164,7 @@ module Ratekeeper
         decision = verdict.decision
         env["ratekeeper.decision"] = decision if decision
         reason = verdict.reason
-        return passed(env, verdict) if reason == "admitted" && verdict.ending == "pass"
+        return passed(env, verdict) if PASSED_ON.include?(reason) && verdict.ending == "pass"
 
         request ||= Request.new(env, @proxies)
         case reason
