@@ -5,7 +5,10 @@
 -- `HOLD_SCRIPT` in engine/src/lib.rs), then what follows.
 --
 -- KEYS[1]       the key's leases: a sorted set of lease ids, each scored by the time
---               (ms) it lapses at, in the key's Cluster slot
+--               (ms) it lapses at, in the key's Cluster slot; and a member "" scored
+--               -1, never live and never lapsed (lapsed leases are those scored from 0
+--               to now), so that the set is not made on every hold and deleted on
+--               every release (the module's command makes it once, with the set)
 -- KEYS[2 ..]    check.lua's KEYS (the log, the records); none when the rule set has no
 --               rate
 -- ARGV[1]       "h" to hold (take a lease when a slot is free and the rates admit),
@@ -52,9 +55,13 @@ local soonest = real.call('ZRANGEBYSCORE', leases, '(' .. at, '+inf', 'WITHSCORE
 local taken = 0
 if taking and admitted and live < limit then
   for _, write in ipairs(writes) do real.call(unpack(write)) end
-  real.call('ZREMRANGEBYSCORE', leases, '-inf', at)
-  real.call('ZADD', leases, string.format('%d', now + lease_ms), at .. '-' .. id)
-  if real.call('PTTL', leases) < lease_ms then real.call('PEXPIRE', leases, lease_ms) end
+  real.call('ZREMRANGEBYSCORE', leases, 0, at)
+  -- the lease, and the member "" the set keeps beside its leases
+  real.call('ZADD', leases, -1, '', string.format('%d', now + lease_ms), at .. '-' .. id)
+  -- (a quarter more, so that a key held again soon keeps its expiry)
+  if real.call('PTTL', leases) < lease_ms then
+    real.call('PEXPIRE', leases, lease_ms + math.floor(lease_ms / 4))
+  end
   taken = 1
   soonest = soonest or now + lease_ms
 end

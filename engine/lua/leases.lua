@@ -6,8 +6,9 @@
 -- ARGV[4]  now in ms, or "" to use the Redis server clock (TIME)
 --
 -- A lease that lapsed is gone: releasing or extending it changes nothing (and drops
--- its entry). Returns the lease released or extended, or every live one, as a flat
--- list: id, lapse time (ms), ...
+-- its entry). Returns the lapse time (ms) of the lease released (the one it had) or
+-- extended (its new one), 0 when it was not held; or every live lease, as a flat list:
+-- id, lapse time (ms), ...
 
 local key, call, id = KEYS[1], ARGV[1], ARGV[2]
 local now = tonumber(ARGV[4])
@@ -20,17 +21,19 @@ if call == 'l' then
   return redis.call('ZRANGEBYSCORE', key, '(' .. at, '+inf', 'WITHSCORES')
 end
 local lapse = tonumber(redis.call('ZSCORE', key, id) or nil)
-if not lapse then return {} end
+if not lapse then return 0 end
 if lapse <= now then
   redis.call('ZREM', key, id)
-  return {}
+  return 0
 end
 if call == 'r' then
   redis.call('ZREM', key, id)
-  return {id, string.format('%d', lapse)}
+  return lapse
 end
 local lease_ms = tonumber(ARGV[3])
-local until_ms = string.format('%d', now + lease_ms)
-redis.call('ZADD', key, until_ms, id)
-if redis.call('PTTL', key) < lease_ms then redis.call('PEXPIRE', key, lease_ms) end
-return {id, until_ms}
+redis.call('ZADD', key, string.format('%d', now + lease_ms), id)
+-- (a quarter more, as hold.lua's)
+if redis.call('PTTL', key) < lease_ms then
+  redis.call('PEXPIRE', key, lease_ms + math.floor(lease_ms / 4))
+end
+return now + lease_ms

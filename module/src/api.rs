@@ -26,6 +26,7 @@ macro_rules! api {
 }
 
 mod zset;
+pub use zset::ScoresFrom;
 
 /// The bytes of a Redis string; valid while the string is.
 pub fn bytes<'a>(s: *mut raw::RedisModuleString) -> Result<&'a [u8], ApiError> {

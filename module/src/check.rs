@@ -19,11 +19,17 @@ use std::os::raw::c_int;
 /// The command's entry point.
 pub extern "C" fn command(ctx: Ctx, argv: *mut Arg, argc: c_int) -> c_int {
     guard::entry(ctx, argv, argc, |ctx, argv| {
-        let mut scratch = SCRATCH.take();
-        let outcome = run(ctx, argv, &mut scratch);
-        SCRATCH.set(scratch);
-        outcome
+        with_scratch(|scratch| run(ctx, argv, scratch))
     })
+}
+
+/// Runs `body` with the buffers checks are made in, kept between commands
+/// (a check or a hold's check allocates none of them again).
+pub fn with_scratch<R>(body: impl FnOnce(&mut Scratch) -> R) -> R {
+    let mut scratch = SCRATCH.take();
+    let outcome = body(&mut scratch);
+    SCRATCH.set(scratch);
+    outcome
 }
 
 thread_local! {
@@ -72,14 +78,20 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
             detail: &detail,
         };
         send(ctx, packed, &reply)?;
-        scratch.keep(seen, write);
-        if let std::borrow::Cow::Owned(rules) = rules {
-            scratch.keep_rules(rules);
-        }
+        kept(scratch, seen, write, rules);
         Ok(())
     });
     scratch.keep_args(parsed);
     outcome
+}
+
+/// Hands a check's buffers back to `scratch` (its results, what it wrote,
+/// rules it made), for the next check.
+pub fn kept(scratch: &mut Scratch, seen: Seen, write: Write, rules: std::borrow::Cow<'_, Rules>) {
+    scratch.keep(seen, write);
+    if let std::borrow::Cow::Owned(rules) = rules {
+        scratch.keep_rules(rules);
+    }
 }
 
 /// Gives `body` what a check of `keys` (its log, then the key's record and

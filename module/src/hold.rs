@@ -1,18 +1,18 @@
 //! `RATEKEEPER.HOLD numkeys leases [log [record [scope-record]]] h|q limit
 //! lease-ms id now [check]`: `hold.lua`'s call, with its keys, arguments
 //! and reply (the check's arguments as the check script takes them, or, as
-//! clients send them, packed into one, the check's reply then packed too):
-//! a key's live leases counted and its rates checked by the engine, the
+//! clients send them, packed into one, the whole reply then packed too): a
+//! key's live leases counted and its rates checked by the engine, the
 //! check's writes held back, and, when a slot is free and every rate
 //! admits, the writes made and a lease taken, in one step. The leases are a
-//! sorted set (lease id scored by the time it lapses at), read and changed
-//! in place ([`crate::api`]), sent to replicas and the AOF as the script's
-//! commands.
+//! sorted set (lease id scored by the time it lapses at, and [`ANCHOR`]),
+//! read and changed in place ([`crate::api`]), sent to replicas and the AOF
+//! as the script's commands.
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
-use crate::check::{apply, check_log, send, with_selected};
+use crate::check::{apply, check_log, kept, send, with_scratch, with_selected};
 use crate::guard::{self, Failure};
-use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Selected};
+use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Item, Reply, Selected};
 use ratekeeper_engine::packed::parse_packed;
 use ratekeeper_engine::{parse_check, ArgError, Scratch};
 use std::os::raw::c_int;
@@ -72,20 +72,20 @@ struct Leased {
 }
 
 fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
-    let args = argv
-        .iter()
-        .map(|a| api::bytes(*a))
-        .collect::<Result<Vec<&[u8]>, _>>()?;
-    let Some(numkeys) = args.get(1) else {
+    let Some(&numkeys) = argv.get(1) else {
         return Err(wrong_arity());
     };
-    let numkeys = number(numkeys, "numkeys", 1, 4)? as usize;
-    let rest = args.get(2 + numkeys..).unwrap_or_default();
+    let numkeys = number(api::bytes(numkeys)?, "numkeys", 1, 4)? as usize;
+    let rest = argv.get(2 + numkeys..).unwrap_or_default();
     let rates = numkeys > 1;
     if rest.len() < 5 || rates == (rest.len() == 5) {
         return Err(wrong_arity());
     }
-    let hold = Hold::parse(&rest[..5])?;
+    let mut own: [&[u8]; 5] = [&[]; 5];
+    for (arg, given) in own.iter_mut().zip(rest) {
+        *arg = api::bytes(*given)?;
+    }
+    let hold = Hold::parse(&own)?;
     let clock = api::clock_ms()?;
     if !rates {
         let now = hold.now.unwrap_or(clock);
@@ -94,16 +94,36 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
         reply::int(ctx, 0)?;
         return answer(ctx, &leased, now);
     }
-    let check = &rest[5..];
-    let packed = check.len() == 1 && check[0] != b"c" && check[0] != b"p";
-    let mut scratch = Scratch::default();
+    with_scratch(|scratch| hold_checked(ctx, argv, numkeys, &hold, clock, scratch))
+}
+
+/// A hold whose rule set has rates: the key's leases (`argv[2]`) and its
+/// check (the keys after them, and the arguments after the hold's own).
+fn hold_checked(
+    ctx: Ctx,
+    argv: &[Arg],
+    numkeys: usize,
+    hold: &Hold<'_>,
+    clock: i64,
+    scratch: &mut Scratch,
+) -> Result<(), Failure> {
+    let check = &argv[2 + numkeys + 5..];
+    let first = api::bytes(check[0])?;
+    // one check argument, not the script's mode: a packed check, answered
+    // with the check's reply and the lease's numbers packed into one string
+    let packed = check.len() == 1 && first != b"c" && first != b"p";
     let parsed = match packed {
-        true => parse_packed(check[0], &mut scratch)?,
-        false => parse_check(check)?,
+        true => parse_packed(first, scratch)?,
+        false => parse_check(
+            &check
+                .iter()
+                .map(|a| api::bytes(*a))
+                .collect::<Result<Vec<&[u8]>, _>>()?,
+        )?,
     };
     let now = parsed.now.unwrap_or(clock);
     let keys = &argv[3..2 + numkeys];
-    with_selected(ctx, keys, &parsed, now, |selected| {
+    let outcome = with_selected(ctx, keys, &parsed, now, |selected| {
         let (rules, detail) = match selected {
             Selected::Listed {
                 kind,
@@ -111,36 +131,103 @@ fn run(ctx: Ctx, argv: &[Arg]) -> Result<(), Failure> {
                 until,
             } => {
                 // a listed key takes no lease
-                reply::array(ctx, 5)?;
-                send(ctx, packed, &listed_reply(now, kind, reason, until)[..])?;
                 let none = Leased {
                     live: 0,
                     taken: false,
                     soonest: -1,
                 };
-                return answer(ctx, &none, now);
+                let listed = listed_reply(now, kind, reason, until);
+                return held(ctx, packed, &listed[..], &none, now);
             }
             Selected::Rules { rules, detail } => (rules, detail),
         };
         let mut log = Key::open(ctx, keys[0], parsed.writing)?;
-        let (stored_len, seen, write) =
-            check_log(&log, &parsed, &rules, (now, clock), &mut scratch)?;
+        let (stored_len, seen, write) = check_log(&log, &parsed, &rules, (now, clock), scratch)?;
         // the check's writes wait for the lease: a hold refused for want
         // of a slot logs nothing
-        let leased = take(ctx, argv[2], &hold, (seen.now, clock), seen.allowed, || {
+        let leased = take(ctx, argv[2], hold, (seen.now, clock), seen.allowed, || {
             apply(ctx, &mut log, stored_len, &write, clock)
         })?;
-        reply::array(ctx, 5)?;
-        send(
-            ctx,
-            packed,
-            &CheckedReply {
-                seen: &seen,
-                detail: &detail,
-            },
-        )?;
-        answer(ctx, &leased, seen.now)
-    })
+        let checked = CheckedReply {
+            seen: &seen,
+            detail: &detail,
+        };
+        held(ctx, packed, &checked, &leased, seen.now)?;
+        kept(scratch, seen, write, rules);
+        Ok(())
+    });
+    scratch.keep_args(parsed);
+    outcome
+}
+
+/// The hold's reply: `{check's reply, live, taken, soonest, now}`, or, when
+/// the check came packed, the check's reply and those four numbers packed
+/// into one string (see [`ratekeeper_engine::packed`]).
+fn held<'a, R: Reply<'a> + ?Sized>(
+    ctx: Ctx,
+    packed: bool,
+    check: &R,
+    leased: &Leased,
+    now: i64,
+) -> Result<(), Failure> {
+    if packed {
+        return send(ctx, true, &WithLease { check, leased, now });
+    }
+    reply::array(ctx, 5)?;
+    send(ctx, false, check)?;
+    answer(ctx, leased, now)
+}
+
+/// A check's reply followed by the lease step's four numbers, as one reply.
+struct WithLease<'r, R: ?Sized> {
+    check: &'r R,
+    leased: &'r Leased,
+    now: i64,
+}
+
+impl<'a, R: Reply<'a> + ?Sized> Reply<'a> for WithLease<'_, R> {
+    fn len(&self) -> usize {
+        self.check.len() + 4
+    }
+
+    fn each(&self, mut put: impl FnMut(Item<'a>)) {
+        self.check.each(&mut put);
+        for n in self.leased.numbers(self.now) {
+            put(Item::Int(n));
+        }
+    }
+}
+
+/// The member a key's leases keep beside them (`""`, scored -1: never
+/// live, and never lapsed, as lapsed leases are those scored from 0 to
+/// now), so that the sorted set is not made on every hold and deleted on
+/// every release; it goes with the key's expiry. (Made with the set here;
+/// `hold.lua` sets it with every lease it takes.)
+pub const ANCHOR: &[u8] = b"";
+/// [`ANCHOR`]'s score.
+pub const ANCHOR_SCORE: i64 = -1;
+
+/// A lease's member in the sorted set: `<now ms>-<id>`, held since `now`.
+fn lease_member(now: i64, id: &[u8]) -> Vec<u8> {
+    let mut member = Vec::with_capacity(21 + id.len());
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = now.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if now < 0 {
+        member.push(b'-');
+    }
+    member.extend_from_slice(&digits[at..]);
+    member.push(b'-');
+    member.extend_from_slice(id);
+    member
 }
 
 /// The lease step at `now`: counts the live leases and, when taking, the
@@ -156,7 +243,8 @@ fn take(
     write: impl FnOnce() -> Result<(), Failure>,
 ) -> Result<Leased, Failure> {
     let mut key = Key::open(ctx, leases, hold.taking)?;
-    if !matches!(key.kind()?, Kind::Empty | Kind::Sorted) {
+    let kind = key.kind()?;
+    if !matches!(kind, Kind::Empty | Kind::Sorted) {
         return Err(Failure::WrongType);
     }
     let (live, soonest) = key.count_above(now as f64)?;
@@ -164,11 +252,12 @@ fn take(
     let mut taken = false;
     if hold.taking && admitted && live < hold.limit {
         write()?;
-        key.zrem_upto(now)?;
+        key.zrem_lapsed(now)?;
+        if kind == Kind::Empty {
+            key.zadd(ANCHOR_SCORE, ANCHOR)?;
+        }
         let until = now + hold.lease_ms;
-        let mut member = format!("{now}-").into_bytes();
-        member.extend_from_slice(hold.id);
-        key.zadd(until, &member)?;
+        key.zadd(until, &lease_member(now, hold.id))?;
         key.live_at_least(hold.lease_ms, clock)?;
         taken = true;
         if soonest < 0 {
@@ -184,10 +273,17 @@ fn take(
 
 /// The reply's four numbers after the check's reply.
 fn answer(ctx: Ctx, leased: &Leased, now: i64) -> Result<(), Failure> {
-    for n in [leased.live, i64::from(leased.taken), leased.soonest, now] {
+    for n in leased.numbers(now) {
         reply::int(ctx, n)?;
     }
     Ok(())
+}
+
+impl Leased {
+    /// The reply's four numbers: live, taken (0/1), soonest, `now`.
+    fn numbers(&self, now: i64) -> [i64; 4] {
+        [self.live, i64::from(self.taken), self.soonest, now]
+    }
 }
 
 fn bad(text: &str) -> Failure {

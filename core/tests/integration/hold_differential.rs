@@ -23,18 +23,21 @@ struct Side {
     log: String,
 }
 
-/// A reply with every packed check reply (a module's) read back into the
-/// script's array.
+/// The module's reply to a packed check (the check's reply and the lease
+/// step's four numbers, packed into one string) read back into the
+/// script's array: `{check's reply, live, taken, soonest, now}`.
 fn unpacked(reply: Value) -> Value {
-    match reply {
-        Value::Array(mut parts) if !parts.is_empty() => {
-            if let Value::BulkString(bytes) = &parts[0] {
-                parts[0] = unpacked_array(bytes);
-            }
-            Value::Array(parts)
-        }
-        other => other,
-    }
+    let Value::BulkString(bytes) = reply else {
+        return reply;
+    };
+    let Value::Array(mut items) = unpacked_array(&bytes) else {
+        unreachable!("unpacked_array gives an array");
+    };
+    assert!(items.len() >= 9, "a packed hold reply: {items:?}");
+    let numbers = items.split_off(items.len() - 4);
+    let mut parts = vec![Value::Array(items)];
+    parts.extend(numbers);
+    Value::Array(parts)
 }
 
 /// A lease set as stored: its members and scores, and its expiry.

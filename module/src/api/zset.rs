@@ -32,13 +32,21 @@ impl Drop for Owned {
     }
 }
 
+/// Where a range of scores starts.
+#[derive(Debug, Clone, Copy)]
+pub enum ScoresFrom {
+    /// Above this score (not at it).
+    Above(f64),
+    /// At this score or above.
+    At(f64),
+}
+
 impl Key {
-    /// The members scored above `after` (or at most `upto`, with
-    /// `after` `None`), lowest score first: each member's bytes and score.
-    /// An empty key has none.
-    pub fn scored(&self, after: Option<f64>, upto: f64) -> Result<Vec<(Vec<u8>, f64)>, ApiError> {
+    /// The members scored from `from` to `upto`, lowest score first: each
+    /// member's bytes and score. An empty key has none.
+    pub fn scored(&self, from: ScoresFrom, upto: f64) -> Result<Vec<(Vec<u8>, f64)>, ApiError> {
         let mut out = Vec::new();
-        self.each_scored(after, upto, |member, score| {
+        self.each_scored(from, upto, |member, score| {
             out.push((super::bytes(member)?.to_vec(), score));
             Ok(())
         })?;
@@ -48,7 +56,7 @@ impl Key {
     /// How many members are scored above `after`, and the lowest such score.
     pub fn count_above(&self, after: f64) -> Result<(i64, Option<f64>), ApiError> {
         let (mut count, mut lowest) = (0, None);
-        self.each_scored(Some(after), f64::INFINITY, |_, score| {
+        self.each_scored(ScoresFrom::Above(after), f64::INFINITY, |_, score| {
             count += 1;
             lowest.get_or_insert(score);
             Ok(())
@@ -57,11 +65,10 @@ impl Key {
     }
 
     /// Calls `each` with every member (a string Redis frees after the
-    /// call) scored above `after` (or at most `upto`), and its score,
-    /// lowest first.
+    /// call) scored from `from` to `upto`, and its score, lowest first.
     fn each_scored(
         &self,
-        after: Option<f64>,
+        from: ScoresFrom,
         upto: f64,
         mut each: impl FnMut(Arg, f64) -> Result<(), ApiError>,
     ) -> Result<(), ApiError> {
@@ -74,9 +81,9 @@ impl Key {
         let ended = api!(RedisModule_ZsetRangeEndReached);
         let stop = api!(RedisModule_ZsetRangeStop);
         let free = api!(RedisModule_FreeString);
-        let (min, minex) = match after {
-            Some(after) => (after, 1),
-            None => (f64::NEG_INFINITY, 0),
+        let (min, minex) = match from {
+            ScoresFrom::Above(after) => (after, 1),
+            ScoresFrom::At(at) => (at, 0),
         };
         if unsafe { first(self.ptr, min, upto, minex as c_int, 0) } != raw::REDISMODULE_OK as c_int
         {
@@ -121,15 +128,13 @@ impl Key {
         {
             return Err(ApiError("the sorted set could not take a member"));
         }
-        let score = score.to_string();
         replicate(self.ctx, |send| unsafe {
             send(
                 self.ctx,
                 c"ZADD".as_ptr(),
-                c"sbb".as_ptr(),
+                c"slb".as_ptr(),
                 self.name,
-                score.as_ptr().cast::<c_char>(),
-                score.len(),
+                score as std::os::raw::c_longlong,
                 member.as_ptr().cast::<c_char>(),
                 member.len(),
             )
@@ -158,10 +163,11 @@ impl Key {
         })
     }
 
-    /// Removes the members scored at most `upto`, as `ZREMRANGEBYSCORE key
-    /// -inf upto` does on replicas and in the AOF (when any were).
-    pub fn zrem_upto(&mut self, upto: i64) -> Result<(), ApiError> {
-        let lapsed = self.scored(None, upto as f64)?;
+    /// Removes the leases that lapsed by `upto`: the members scored from 0
+    /// to `upto`, as `ZREMRANGEBYSCORE key 0 upto` does on replicas and in
+    /// the AOF (when any were).
+    pub fn zrem_lapsed(&mut self, upto: i64) -> Result<(), ApiError> {
+        let lapsed = self.scored(ScoresFrom::At(0.0), upto as f64)?;
         if lapsed.is_empty() {
             return Ok(());
         }
@@ -177,22 +183,25 @@ impl Key {
                 c"ZREMRANGEBYSCORE".as_ptr(),
                 c"scb".as_ptr(),
                 self.name,
-                c"-inf".as_ptr(),
+                c"0".as_ptr(),
                 upto.as_ptr().cast::<c_char>(),
                 upto.len(),
             )
         })
     }
 
-    /// Makes the key live at least `ms` from `clock` (as `PTTL` then
-    /// `PEXPIRE` do in the scripts), sent as `PEXPIREAT`.
+    /// Makes the key live at least `ms` from `clock`: when it has less
+    /// left, `ms` and a quarter more (so that a key held again soon keeps
+    /// its expiry), as `PTTL` then `PEXPIRE` do in the scripts, sent as
+    /// `PEXPIREAT`.
     pub fn live_at_least(&mut self, ms: i64, clock: i64) -> Result<(), ApiError> {
         let remaining = api!(RedisModule_GetExpire);
         let left = unsafe { remaining(self.ptr) };
         if left != raw::REDISMODULE_NO_EXPIRE as i64 && left >= ms {
             return Ok(());
         }
-        self.expire_at(clock + ms)?;
-        super::replicate_pexpireat(self.ctx, self.name, clock + ms)
+        let at = clock + ms + ms / 4;
+        self.expire_at(at)?;
+        super::replicate_pexpireat(self.ctx, self.name, at)
     }
 }

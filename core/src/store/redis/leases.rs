@@ -8,10 +8,12 @@
 //! (a module without them sends the calls through the scripts).
 
 use super::module::{HOLD_COMMAND, LEASES_COMMAND};
-use super::wire::{check_args, parse_reply, Lua, Via};
+use super::wire::{check_args, observation, parse_reply, Lua, Via};
 use super::RedisStore;
 use crate::controls::{Applied, DecidedBy};
 use crate::decision::Observation;
+use crate::engine::command::Item;
+use crate::engine::packed::unpack_reply;
 use crate::error::{Error, Result};
 use crate::in_flight::{Held, LeaseCall, LeasesSeen};
 use crate::keys::{lease_key, log_key, record_key};
@@ -117,7 +119,7 @@ impl RedisStore {
         let reply: Value = self.script(route.as_deref(), |via| {
             self.leases_command(tag, scope, call, now_ms, via)
         })?;
-        parse_held(&reply)
+        parse_held(&reply, call)
     }
 
     /// [`RedisStore::hold_now`], awaited.
@@ -152,39 +154,59 @@ impl RedisStore {
                 self.leases_command(tag, scope, call, now_ms, via)
             })
             .await?;
-        parse_held(&reply)
+        parse_held(&reply, call)
     }
 }
 
-/// The observation in the hold script's reply.
+/// The observation in the hold script's reply: `{check's reply (0 with no
+/// rates), live, taken, soonest, now}`, or, from the module to a packed
+/// check, the check's reply and those four numbers packed into one string.
 fn parse_hold(reply: &Value, request: &Request<'_>) -> Result<Observation> {
     let bad = || {
         Error::storage(format!(
             "unexpected reply from the ratekeeper hold script: {reply:?}"
         ))
     };
-    let Value::Array(parts) = reply else {
-        return Err(bad());
+    let (seen, numbers) = match reply {
+        Value::BulkString(packed) => {
+            let items = unpack_reply(packed).ok_or_else(bad)?;
+            let split = items.len().checked_sub(4).ok_or_else(bad)?;
+            let mut numbers = [0; 4];
+            for (n, item) in numbers.iter_mut().zip(&items[split..]) {
+                let Item::Int(i) = item else {
+                    return Err(bad());
+                };
+                *n = *i;
+            }
+            (Some(observation(&items[..split], request, bad)?), numbers)
+        }
+        Value::Array(parts) if parts.len() == 5 => {
+            let mut numbers = [0; 4];
+            for (n, part) in numbers.iter_mut().zip(&parts[1..]) {
+                let Value::Int(i) = part else {
+                    return Err(bad());
+                };
+                *n = *i;
+            }
+            let seen = match &parts[0] {
+                Value::Int(0) => None,
+                check => Some(parse_reply(check, request)?),
+            };
+            (seen, numbers)
+        }
+        _ => return Err(bad()),
     };
-    let int = |i: usize| match parts.get(i) {
-        Some(Value::Int(n)) => Ok(*n),
-        _ => Err(bad()),
-    };
-    let (live, taken, soonest, now) = (int(1)?, int(2)?, int(3)?, int(4)?);
+    let [live, taken, soonest, now] = numbers;
     if live < 0 || now < 0 {
         return Err(bad());
     }
-    let mut seen = match parts.first() {
-        Some(Value::Int(0)) => Observation {
-            now_ms: now as u64,
-            allowed: true,
-            rules: Vec::new(),
-            decided_by: DecidedBy::Limited(Applied::Given),
-            leases: None,
-        },
-        Some(check) => parse_reply(check, request)?,
-        None => return Err(bad()),
-    };
+    let mut seen = seen.unwrap_or(Observation {
+        now_ms: now as u64,
+        allowed: true,
+        rules: Vec::new(),
+        decided_by: DecidedBy::Limited(Applied::Given),
+        leases: None,
+    });
     if matches!(seen.decided_by, DecidedBy::Listed(..)) {
         return Ok(seen);
     }
@@ -198,15 +220,26 @@ fn parse_hold(reply: &Value, request: &Request<'_>) -> Result<Observation> {
     Ok(seen)
 }
 
-/// The leases in the leases script's reply: id, lapse time, ...
-fn parse_held(reply: &Value) -> Result<Vec<Held>> {
+/// The leases in the leases script's reply to `call`: a release's or an
+/// extension's lease with its lapse time (the reply's number; 0: it was
+/// not held), or the live ones (id, lapse time, ...).
+fn parse_held(reply: &Value, call: LeaseCall<'_>) -> Result<Vec<Held>> {
     let bad = || {
         Error::storage(format!(
             "unexpected reply from the ratekeeper leases script: {reply:?}"
         ))
     };
-    let Value::Array(items) = reply else {
-        return Err(bad());
+    let items = match (reply, call) {
+        (Value::Int(lapse), LeaseCall::Release(id) | LeaseCall::Extend(id, _)) => {
+            return match *lapse {
+                0 => Ok(Vec::new()),
+                lapse if lapse > 0 => Ok(vec![(id.to_owned(), lapse as u64)]),
+                _ => Err(bad()),
+            };
+        }
+        // (a module of an earlier build answers a release as a list too)
+        (Value::Array(items), _) => items,
+        _ => return Err(bad()),
     };
     let text = |v: &Value| match v {
         Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
@@ -222,4 +255,97 @@ fn parse_held(reply: &Value) -> Result<Vec<Held>> {
             _ => Err(bad()),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::packed::pack_reply;
+    use crate::rule::RuleSet;
+
+    fn request(rules: &RuleSet) -> Request<'_> {
+        Request {
+            tag: b"k",
+            scope: "",
+            rules,
+            tiers: &[],
+            read_record: false,
+            cost: 1,
+            now_ms: None,
+            mode: Mode::Check,
+        }
+    }
+
+    /// The module's packed reply and the script's array say the same hold.
+    #[test]
+    fn a_hold_reads_alike_packed_and_as_an_array() {
+        let rules = RuleSet::parse("2 concurrent; 10/minute").unwrap();
+        let check = [
+            Item::Int(1_000),
+            Item::Int(1),
+            Item::Int(0),
+            Item::Bytes(b""),
+            Item::Int(0),
+            Item::Int(3),
+            Item::Int(900),
+            Item::Int(-1),
+        ];
+        let mut packed = Vec::new();
+        let numbers = [
+            Item::Int(1),
+            Item::Int(1),
+            Item::Int(61_000),
+            Item::Int(1_000),
+        ];
+        pack_reply(&[&check[..], &numbers[..]].concat()[..], &mut packed);
+        let array = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(1_000),
+                Value::Int(1),
+                Value::Int(0),
+                Value::BulkString(Vec::new()),
+                Value::Int(0),
+                Value::Int(3),
+                Value::Int(900),
+                Value::Int(-1),
+            ]),
+            Value::Int(1),
+            Value::Int(1),
+            Value::Int(61_000),
+            Value::Int(1_000),
+        ]);
+        let from_module = parse_hold(&Value::BulkString(packed), &request(&rules)).unwrap();
+        let from_script = parse_hold(&array, &request(&rules)).unwrap();
+        assert_eq!(from_module, from_script);
+        let leases = from_module.leases.unwrap();
+        assert!(leases.taken && leases.held == 1);
+        assert_eq!(leases.soonest_lapse_ms, Some(61_000));
+        assert_eq!(from_module.rules[0].count, 3);
+        // a packed reply too short for the lease's numbers is an error, not a panic
+        let mut short = Vec::new();
+        pack_reply(&numbers[..3], &mut short);
+        assert!(parse_hold(&Value::BulkString(short), &request(&rules)).is_err());
+    }
+
+    /// A release is answered with the lease's lapse time (0: not held), or,
+    /// by a module of an earlier build, with the lease as a list.
+    #[test]
+    fn a_release_reads_as_a_number_or_as_a_list() {
+        let release = LeaseCall::Release("5-ab");
+        assert_eq!(
+            parse_held(&Value::Int(61_000), release).unwrap(),
+            [("5-ab".to_owned(), 61_000)]
+        );
+        assert!(parse_held(&Value::Int(0), release).unwrap().is_empty());
+        assert!(parse_held(&Value::Int(-3), release).is_err());
+        let listed = Value::Array(vec![
+            Value::BulkString(b"5-ab".to_vec()),
+            Value::BulkString(b"61000".to_vec()),
+        ]);
+        assert_eq!(
+            parse_held(&listed, release).unwrap(),
+            [("5-ab".to_owned(), 61_000)]
+        );
+        assert!(parse_held(&Value::Int(61_000), LeaseCall::List).is_err());
+    }
 }

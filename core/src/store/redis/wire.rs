@@ -226,7 +226,7 @@ pub(super) fn parse_together(reply: &Value, requests: &[Request<'_>]) -> Result<
 
 /// The observation the reply's items give; `bad` is the error when they are
 /// not a check's reply.
-fn observation(
+pub(super) fn observation(
     reply: &[Item<'_>],
     request: &Request<'_>,
     bad: impl Fn() -> Error,
