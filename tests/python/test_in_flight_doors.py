@@ -8,6 +8,7 @@ same key. A slow upstream behind them never sees more than 3 calls at once
 and sees nearly 3 while clients queue; a streamed body, a client that hangs
 up in the middle of one, and an app that raises each give their slot back."""
 
+import json
 import os
 import socket
 import struct
@@ -158,8 +159,7 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     urls = doors.urls
     SlowUpstream.now = SlowUpstream.most = 0
     SlowUpstream.calls, Upstream.callers = [], []
-    wanted, served, errors = 300, {name: 0 for name in urls}, []
-    lock = threading.Lock()
+    wanted = 300
     deadline = time.monotonic() + 90
     jobs_env = {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
                 "RK_UPSTREAM": doors.upstream + "/celery"}
@@ -170,30 +170,16 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     # module may be imported in this process already, bound to another broker)
     sender = Celery("in_flight_sender", broker=env["RK_BROKER"])
 
-    def client(door: str) -> None:
-        while time.monotonic() < deadline:
-            with lock:
-                if sum(served.values()) >= wanted:
-                    return
-            status = status_of(urls[door] + "/call?account=partner")
-            if status == 200:
-                with lock:
-                    served[door] += 1
-            elif status == 429:
-                time.sleep(0.005)
-            else:
-                errors.append((door, status))
-                return
-
     try:
         for n in range(40):
             sender.send_task("upstream", args=[n])
-        threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        clients_done = time.monotonic()
+        # (in a process of their own: fifteen threads beside the upstream
+        # would keep it waiting for this process's interpreter)
+        clients = subprocess.run([sys.executable, "-c", CLIENTS, json.dumps(urls), str(wanted), str(deadline)],
+                                 capture_output=True, text=True, timeout=150)
+        assert clients.returncode == 0, clients.stderr[-3000:]
+        outcome = json.loads(clients.stdout)
+        served, errors, clients_done = outcome["served"], outcome["errors"], outcome["done"]
         ruby_out = ruby.communicate(timeout=120)[0]
         while Upstream.by("celery") < 40 and time.monotonic() < deadline + 30:
             time.sleep(0.2)
@@ -225,6 +211,48 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     slices = [since + (until - since) * n / 6 for n in range(7)]
     most = [most_at_once(calls, start, end) for start, end in zip(slices, slices[1:])]
     assert most == [3] * 6, most
+
+
+# The HTTP clients of the test above: three threads per door (argv: the
+# doors' URLs as JSON, the calls wanted, the deadline on the monotonic
+# clock), each calling /call until the calls wanted went through, trying
+# again 5 ms after a 429; prints the calls each door served, the errors and
+# when they were done.
+CLIENTS = """
+import json, sys, threading, time, urllib.error, urllib.request
+urls, wanted, deadline = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+served, errors, lock = {name: 0 for name in urls}, [], threading.Lock()
+
+def status_of(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+def client(door):
+    while time.monotonic() < deadline:
+        with lock:
+            if sum(served.values()) >= wanted:
+                return
+        status = status_of(urls[door] + "/call?account=partner")
+        if status == 200:
+            with lock:
+                served[door] += 1
+        elif status == 429:
+            time.sleep(0.005)
+        else:
+            errors.append((door, status))
+            return
+
+threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ in range(3)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(timeout=120)
+print(json.dumps({"served": served, "errors": errors, "done": time.monotonic()}))
+"""
 
 
 def most_at_once(calls: list, since: float, until: float) -> int:
