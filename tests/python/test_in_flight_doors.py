@@ -149,7 +149,8 @@ def celery_worker(tmp_path, own_redis, env):
 @pytest.mark.alone
 def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, own_redis):
     """On one key of "3 concurrent": fifteen HTTP clients, three per door,
-    call /call until 300 calls went through (trying again 5 ms after a 429),
+    each on a connection it keeps open, in a process of their own, call
+    /call until 300 calls went through (trying again 5 ms after a 429),
     while a Celery worker runs 40 tasks and a Ruby process's four threads
     make 40 holds, each calling the upstream (100 ms a call) while it holds
     its slot. The upstream never sees more than 3 at once, every door and
@@ -159,8 +160,10 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
     urls = doors.urls
     SlowUpstream.now = SlowUpstream.most = 0
     SlowUpstream.calls, Upstream.callers = [], []
-    wanted = 300
-    deadline = time.monotonic() + 90
+    # (RATEKEEPER_IN_FLIGHT_CALLS=1920: with the jobs' 80, the 2,000 calls
+    # the issue asks for, in about 80 s)
+    wanted = int(os.environ.get("RATEKEEPER_IN_FLIGHT_CALLS", "300"))
+    deadline = time.monotonic() + 60 + wanted * 0.1
     jobs_env = {**os.environ, "RK_STORE": doors.store, "RK_PREFIX": doors.prefix,
                 "RK_UPSTREAM": doors.upstream + "/celery"}
     worker, log, env = celery_worker(tmp_path, own_redis, jobs_env)
@@ -176,7 +179,7 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
         # (in a process of their own: fifteen threads beside the upstream
         # would keep it waiting for this process's interpreter)
         clients = subprocess.run([sys.executable, "-c", CLIENTS, json.dumps(urls), str(wanted), str(deadline)],
-                                 capture_output=True, text=True, timeout=150)
+                                 capture_output=True, text=True, timeout=deadline - time.monotonic() + 60)
         assert clients.returncode == 0, clients.stderr[-3000:]
         outcome = json.loads(clients.stdout)
         served, errors, clients_done = outcome["served"], outcome["errors"], outcome["done"]
@@ -215,28 +218,35 @@ def test_the_upstream_never_sees_more_than_three_calls_at_once(doors, tmp_path, 
 
 # The HTTP clients of the test above: three threads per door (argv: the
 # doors' URLs as JSON, the calls wanted, the deadline on the monotonic
-# clock), each calling /call until the calls wanted went through, trying
-# again 5 ms after a 429; prints the calls each door served, the errors and
-# when they were done.
+# clock), each calling /call on a connection it keeps open until the calls
+# wanted went through, trying again 5 ms after a 429; prints the calls each
+# door served, the errors and when they were done.
 CLIENTS = """
-import json, sys, threading, time, urllib.error, urllib.request
+import http.client, json, sys, threading, time, urllib.parse
 urls, wanted, deadline = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 served, errors, lock = {name: 0 for name in urls}, [], threading.Lock()
 
-def status_of(url):
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            response.read()
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
 def client(door):
+    base = urllib.parse.urlsplit(urls[door])
+    connection = None
     while time.monotonic() < deadline:
         with lock:
             if sum(served.values()) >= wanted:
                 return
-        status = status_of(urls[door] + "/call?account=partner")
+        # (one connection kept open, as a client of an API keeps one; made
+        # again when a server closes it)
+        try:
+            connection = connection or http.client.HTTPConnection(base.hostname, base.port, timeout=30)
+            connection.request("GET", base.path + "/call?account=partner")
+            response = connection.getresponse()
+            response.read()
+            status = response.status
+        except (OSError, http.client.HTTPException):
+            connection = None
+            continue
+        if response.will_close:
+            connection.close()
+            connection = None
         if status == 200:
             with lock:
                 served[door] += 1
@@ -250,7 +260,7 @@ threads = [threading.Thread(target=client, args=(door,)) for door in urls for _ 
 for thread in threads:
     thread.start()
 for thread in threads:
-    thread.join(timeout=120)
+    thread.join(timeout=max(deadline - time.monotonic(), 0) + 60)
 print(json.dumps({"served": served, "errors": errors, "done": time.monotonic()}))
 """
 
