@@ -46,19 +46,7 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     let Some(after_keys) = argv.get(2 + numkeys..).filter(|rest| !rest.is_empty()) else {
         return Err(wrong_arity());
     };
-    // one argument after the keys, not the script's mode: a packed check,
-    // answered packed
-    let first = api::bytes(after_keys[0])?;
-    let packed = after_keys.len() == 1 && first != b"c" && first != b"p";
-    let parsed = match packed {
-        true => parse_packed(first, scratch)?,
-        false => parse_check(
-            &after_keys
-                .iter()
-                .map(|a| api::bytes(*a))
-                .collect::<Result<Vec<&[u8]>, _>>()?,
-        )?,
-    };
+    let (parsed, packed) = check_args(after_keys, scratch)?;
     let clock = api::clock_ms()?;
     let now = parsed.now.unwrap_or(clock);
     let outcome = with_selected(ctx, &argv[2..2 + numkeys], &parsed, now, |selected| {
@@ -83,6 +71,27 @@ fn run(ctx: Ctx, argv: &[Arg], scratch: &mut Scratch) -> Result<(), Failure> {
     });
     scratch.keep_args(parsed);
     outcome
+}
+
+/// A check's arguments (at least one): the script's (its mode first), or,
+/// as clients send them, one packed argument (answered packed: the bool).
+pub fn check_args<'a>(
+    args: &[Arg],
+    scratch: &mut Scratch,
+) -> Result<(CheckArgs<'a>, bool), Failure> {
+    let first = api::bytes(args[0])?;
+    // one argument, not the script's mode: a packed check
+    let packed = args.len() == 1 && first != b"c" && first != b"p";
+    let parsed = match packed {
+        true => parse_packed(first, scratch)?,
+        false => parse_check(
+            &args
+                .iter()
+                .map(|a| api::bytes(*a))
+                .collect::<Result<Vec<&[u8]>, _>>()?,
+        )?,
+    };
+    Ok((parsed, packed))
 }
 
 /// Hands a check's buffers back to `scratch` (its results, what it wrote,

@@ -10,11 +10,10 @@
 //! as the script's commands.
 
 use crate::api::{self, reply, Arg, Ctx, Key, Kind};
-use crate::check::{apply, check_log, kept, send, with_scratch, with_selected};
+use crate::check::{apply, check_args, check_log, kept, send, with_scratch, with_selected};
 use crate::guard::{self, Failure};
 use ratekeeper_engine::command::{listed_reply, number, CheckedReply, Item, Reply, Selected};
-use ratekeeper_engine::packed::parse_packed;
-use ratekeeper_engine::{parse_check, ArgError, Scratch};
+use ratekeeper_engine::{ArgError, Scratch};
 use std::os::raw::c_int;
 
 /// The longest lease (a day, in ms), as the client bounds it.
@@ -107,20 +106,9 @@ fn hold_checked(
     clock: i64,
     scratch: &mut Scratch,
 ) -> Result<(), Failure> {
-    let check = &argv[2 + numkeys + 5..];
-    let first = api::bytes(check[0])?;
-    // one check argument, not the script's mode: a packed check, answered
-    // with the check's reply and the lease's numbers packed into one string
-    let packed = check.len() == 1 && first != b"c" && first != b"p";
-    let parsed = match packed {
-        true => parse_packed(first, scratch)?,
-        false => parse_check(
-            &check
-                .iter()
-                .map(|a| api::bytes(*a))
-                .collect::<Result<Vec<&[u8]>, _>>()?,
-        )?,
-    };
+    // (a packed check is answered with the check's reply and the lease's
+    // numbers packed into one string)
+    let (parsed, packed) = check_args(&argv[2 + numkeys + 5..], scratch)?;
     let now = parsed.now.unwrap_or(clock);
     let keys = &argv[3..2 + numkeys];
     let outcome = with_selected(ctx, keys, &parsed, now, |selected| {
