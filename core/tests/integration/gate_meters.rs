@@ -48,9 +48,11 @@ fn stores() -> Vec<(String, &'static str)> {
 }
 
 /// A policy on `url` whose one throttle has `meters` (its table's lines).
+/// (Its store waits up to 5 s: these tests are about what is settled, and a
+/// Redis busy with the parallel tests' long scripts must not degrade them.)
 fn policy(url: &str, module: &str, meters: &str) -> String {
     format!(
-        "[store]\nurl = \"{url}\"\nredis_module = \"{module}\"\nprefix = \"{}\"\n\n\
+        "[store]\nurl = \"{url}\"\nredis_module = \"{module}\"\ntimeout = 5.0\nprefix = \"{}\"\n\n\
          [[throttle]]\nscope = \"llm\"\nkey = \"header:X-Api-Key\"\npaths = [\"/v1/\"]\n{meters}\n",
         common::unique_prefix()
     )
