@@ -447,8 +447,11 @@ def test_a_frozen_redis_never_stalls_fastapis_event_loop(own_redis, uvicorn):
     assert all(status == 200 for status, _, _ in answers), "fail open: on_error='allow'"
     assert not any("X-RateLimit-Remaining" in h for _, h, _ in answers), "degraded: no quota claimed"
     assert waited < 2.0
-    assert max(health) < 0.1, "other requests on the loop kept being served"
-    assert longest < 0.05, f"the event loop stalled for {longest * 1000:.0f} ms (timeout 250 ms)"
+    # (a check that held the loop would hold it its whole timeout, 250 ms:
+    # the bounds are half that and less, above what this 2-core machine's
+    # own scheduling shows a loop that waits on nothing, up to 83 ms)
+    assert max(health) < 0.2, "other requests on the loop kept being served"
+    assert longest < 0.125, f"the event loop stalled for {longest * 1000:.0f} ms (timeout 250 ms)"
 
 
 def test_the_readmes_async_examples_are_the_files_run_here():
