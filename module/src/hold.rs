@@ -197,23 +197,10 @@ pub const ANCHOR_SCORE: i64 = -1;
 
 /// A lease's member in the sorted set: `<now ms>-<id>`, held since `now`.
 fn lease_member(now: i64, id: &[u8]) -> Vec<u8> {
+    use std::io::Write;
     let mut member = Vec::with_capacity(21 + id.len());
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = now.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if now < 0 {
-        member.push(b'-');
-    }
-    member.extend_from_slice(&digits[at..]);
-    member.push(b'-');
+    // (a Vec takes any write)
+    let _ = write!(member, "{now}-");
     member.extend_from_slice(id);
     member
 }
