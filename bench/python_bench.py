@@ -147,7 +147,16 @@ WEIGHTED = "2000000/minute"
 BUSY = "10/second; 1000/minute; 100000/day"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PREVIOUS_SCRIPT = os.path.join(ROOT, "tests", "cases", "previous", "check.lua")
-CURRENT_SCRIPT = os.path.join(ROOT, "engine", "lua", "check.lua")
+
+
+def current_script():
+    """This release's check script: the engine's Lua files, joined as
+    engine/src/lib.rs joins them."""
+    parts = []
+    for name in ("bands.lua", "log.lua", "check.lua"):
+        with open(os.path.join(ROOT, "engine", "lua", name)) as f:
+            parts.append(f.read())
+    return "".join(parts)
 
 
 def script_args(rules_text, cost):
@@ -197,8 +206,7 @@ def weighted(url, r, n, prefix, module_url):
     # each per call, EVALSHA from redis-py alike
     with open(PREVIOUS_SCRIPT) as f:
         previous = r.script_load(f.read())
-    with open(CURRENT_SCRIPT) as f:
-        current = r.script_load(f.read())
+    current = r.script_load(current_script())
     args = script_args(FOUR_RULES, 1)
     calls = {name: (lambda i, sha=sha, name=name: r.evalsha(sha, 1, f"{prefix}-{name}:{{{keys[i % KEYS]}}}:l", *args))
              for name, sha in (("previous", previous), ("current", current))}

@@ -42,7 +42,8 @@
 //! `ratekeeper-engine`). On a Redis with the ratekeeper module loaded
 //! (`module/`), a check is one `RATEKEEPER.CHECK`, which runs that engine
 //! inside Redis; elsewhere it is one `EVALSHA` of the script
-//! [`store::REDIS_SCRIPT`] (`engine/lua/check.lua`), its Lua twin. Both take
+//! [`store::REDIS_SCRIPT`] (`engine/lua/check.lua`, after `bands.lua` and
+//! `log.lua`), its Lua twin. Both take
 //! the same keys and arguments and leave the same bytes (a differential test
 //! holds them to it), so clients pick whichever the server has (the option
 //! `redis_module`) and a fleet can switch at any time.

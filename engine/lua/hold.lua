@@ -1,8 +1,8 @@
 -- ratekeeper: a hold (or a peek) of a key whose rule set has an in-flight rule:
 -- its live leases counted and its rates checked, and a lease taken, in one step.
 --
--- This script is check.lua's body made the function `check(KEYS, ARGV, redis)` (see
--- `HOLD_SCRIPT` in engine/src/lib.rs), then what follows.
+-- This script follows bands.lua and log.lua (see `HOLD_SCRIPT` in engine/src/lib.rs),
+-- whose `check` it calls for the rates.
 --
 -- KEYS[1]       the key's leases: a sorted set of lease ids, each scored by the time
 --               (ms) it lapses at, in the key's Cluster slot; and a member "" scored
@@ -26,41 +26,32 @@
 -- lease was taken else 0, the time the soonest live lease lapses, the one taken
 -- included (-1: none), now (ms)}.
 
-local real = redis
-local WRITES = {SET = true, SETRANGE = true, PEXPIRE = true}
 local leases = KEYS[1]
 local taking = ARGV[1] == 'h'
 local limit, lease_ms, id = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now = tonumber(ARGV[5])
 local reply, admitted, writes = 0, true, {}
 if #KEYS > 1 then
-  local holding = {call = function(command, ...)
-    if WRITES[command] then
-      writes[#writes + 1] = {command, ...}
-      return true
-    end
-    return real.call(command, ...)
-  end}
-  reply = check({unpack(KEYS, 2)}, {unpack(ARGV, 6)}, holding)
+  reply = check(KEYS[2], KEYS[3], KEYS[4], ARGV, 5, #ARGV, writes)
   if reply[3] ~= 0 then return {reply, 0, 0, -1, reply[1]} end
   now = reply[1]
   admitted = reply[2] == 1
 elseif not now then
-  local t = real.call('TIME')
+  local t = call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
 local at = string.format('%d', now)
-local live = real.call('ZCOUNT', leases, '(' .. at, '+inf')
-local soonest = real.call('ZRANGEBYSCORE', leases, '(' .. at, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+local live = call('ZCOUNT', leases, '(' .. at, '+inf')
+local soonest = call('ZRANGEBYSCORE', leases, '(' .. at, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
 local taken = 0
 if taking and admitted and live < limit then
-  for _, write in ipairs(writes) do real.call(unpack(write)) end
-  real.call('ZREMRANGEBYSCORE', leases, 0, at)
+  for j = 1, #writes do call(unpack(writes[j])) end
+  call('ZREMRANGEBYSCORE', leases, 0, at)
   -- the lease, and the member "" the set keeps beside its leases
-  real.call('ZADD', leases, -1, '', string.format('%d', now + lease_ms), at .. '-' .. id)
+  call('ZADD', leases, -1, '', string.format('%d', now + lease_ms), at .. '-' .. id)
   -- (a quarter more, so that a key held again soon keeps its expiry)
-  if real.call('PTTL', leases) < lease_ms then
-    real.call('PEXPIRE', leases, lease_ms + math.floor(lease_ms / 4))
+  if call('PTTL', leases) < lease_ms then
+    call('PEXPIRE', leases, lease_ms + math.floor(lease_ms / 4))
   end
   taken = 1
   soonest = soonest or now + lease_ms

@@ -1,9 +1,9 @@
 //! # ratekeeper-engine
 //!
 //! The compact sliding log of ratekeeper, over a byte buffer, with no I/O.
-//! The Redis module (`module/`) runs it inside Redis; the Lua script
-//! `engine/lua/check.lua` runs the same algorithm for Redis servers that load
-//! no modules, and a differential test (`core/tests/integration/engine_differential.rs`)
+//! The Redis module (`module/`) runs it inside Redis; the Lua scripts
+//! (`engine/lua/`: `bands.lua` and `log.lua`, called by `check.lua`) run the
+//! same algorithm for Redis servers that load no modules, and a differential test (`core/tests/integration/engine_differential.rs`)
 //! holds the two to equal replies and equal bytes. The core re-exports this
 //! crate as `ratekeeper_core::engine`.
 //!
@@ -99,23 +99,28 @@ pub mod write;
 /// managed Redis): the same algorithm and byte layout, held to the engine by
 /// the differential test.
 pub mod lua {
-    /// Checks and logs one key against a rule set (`engine/lua/check.lua`).
-    pub const CHECK_SCRIPT: &str = include_str!("../lua/check.lua");
+    /// Checks and logs one key against a rule set: `engine/lua/bands.lua`
+    /// (the check's state and the functions on a log's bands), then
+    /// `engine/lua/log.lua` (the check, the function `check`), then
+    /// `engine/lua/check.lua`, which calls it.
+    pub const CHECK_SCRIPT: &str = concat!(
+        include_str!("../lua/bands.lua"),
+        include_str!("../lua/log.lua"),
+        include_str!("../lua/check.lua")
+    );
     /// Checks (peeks, settles) a key's several meters, each a log of its
-    /// own, all or nothing: `check.lua` as a function, then
-    /// `engine/lua/meters.lua`, which calls it once per meter.
+    /// own, all or nothing: `bands.lua` and `log.lua`, then
+    /// `engine/lua/meters.lua`, which calls `check` once per meter.
     pub const METERS_SCRIPT: &str = concat!(
-        "local function check(KEYS, ARGV, redis)\n",
-        include_str!("../lua/check.lua"),
-        "\nend\n",
+        include_str!("../lua/bands.lua"),
+        include_str!("../lua/log.lua"),
         include_str!("../lua/meters.lua")
     );
     /// Holds a slot of a key's in-flight rule and checks its rates, in one
-    /// step: `check.lua` as a function, then `engine/lua/hold.lua`.
+    /// step: `bands.lua` and `log.lua`, then `engine/lua/hold.lua`.
     pub const HOLD_SCRIPT: &str = concat!(
-        "local function check(KEYS, ARGV, redis)\n",
-        include_str!("../lua/check.lua"),
-        "\nend\n",
+        include_str!("../lua/bands.lua"),
+        include_str!("../lua/log.lua"),
         include_str!("../lua/hold.lua")
     );
     /// Releases, extends or lists a key's leases (`engine/lua/leases.lua`).

@@ -48,7 +48,7 @@ pub fn newest(log: &[u8]) -> Option<i64> {
 
 /// Runs one check: what it observes, and what it writes.
 ///
-/// This is the algorithm of `engine/lua/check.lua`, step for step, so that
+/// This is the algorithm of `engine/lua/log.lua`, step for step, so that
 /// both leave the same bytes (a differential test holds them to it).
 pub fn check(c: Check<'_>) -> Result<(Seen, Write), Damaged> {
     check_in(c, &mut Scratch::default())

@@ -20,7 +20,7 @@ use crate::keys::{lease_key, log_key, record_key};
 use crate::store::{Mode, Request};
 use redis::Value;
 
-/// The hold script: `check.lua` as a function, then `engine/lua/hold.lua`.
+/// The hold script: `bands.lua` and `log.lua`, then `engine/lua/hold.lua`.
 pub const HOLD_SCRIPT: &str = ratekeeper_engine::lua::HOLD_SCRIPT;
 /// The leases script (`engine/lua/leases.lua`).
 pub const LEASES_SCRIPT: &str = ratekeeper_engine::lua::LEASES_SCRIPT;

@@ -54,10 +54,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// The Lua script that checks and logs one key against a rule set (the
-/// engine's twin, `engine/lua/check.lua`).
+/// engine's twin: `engine/lua/bands.lua`, `log.lua`, then `check.lua`).
 pub const SCRIPT: &str = ratekeeper_engine::lua::CHECK_SCRIPT;
 /// The Lua script that checks a key's several meters, all or nothing
-/// (`check.lua` as a function, and `engine/lua/meters.lua`).
+/// (`bands.lua` and `log.lua`, then `engine/lua/meters.lua`).
 pub const METERS_SCRIPT: &str = ratekeeper_engine::lua::METERS_SCRIPT;
 /// The Lua script that changes a key's record and counts fail2ban
 /// strikes (`engine/lua/record.lua`).
