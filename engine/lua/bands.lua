@@ -17,7 +17,17 @@ local sub, min = string.sub, math.min
 local pack, unpack5 = struct.pack, struct.unpack
 local call = redis.call
 
--- (a stored time or total is its value modulo 2^40: struct.pack writes its low bytes)
+-- The format's numbers are written where they are used, as literals: a function made here
+-- pays for every variable of the chunk it reads, a constant's as much as any. They are:
+--   10             bytes per entry (its time's 5-byte stamp, its band's 5-byte running total)
+--   27             bytes of the header before the rules' windows (guard, format, n, flags,
+--                  the newest time and the expiry, 6 bytes each); then 5 per window and
+--                  35 per band (7 fields of 5 bytes), so that the rings start at 27 + 40n
+--   '\4\0\255\255\255\255\255\128\0\0\0\0'   the guard, the header's first 12 bytes
+--   5              the format (VERSION)
+--   1099511627776  2^40, the range of a stored time and of a running total (a stored one
+--                  is its value modulo 2^40: struct.pack writes its low bytes)
+--   and the error a damaged log raises, 'ratekeeper: the stored log is damaged (...)'.
 
 -- The Redis clock (ms), read once a script (by its first check): every check of it is
 -- taken at one time.
