@@ -81,35 +81,47 @@ local function push(i, t, u)
   local tot = (F[k] + u) % 1099511627776
   F[k] = tot
   local l, b, a = F[k - 4], F[k - 1], A[i]
-  if not a then a = {}; A[i] = a end
   local s = 1
   if not exact then
     local w = W[i] + 1023
     s = (w - w % 1024) / 1024
   end
   -- (l >= its most entries, min(floor(span / s) + 2, 131072), in fewer steps)
-  if l > 0 and (t - t % s == b - b % s
-      or l >= 131072 or W[i] - (i > 1 and W[i - 1] or 0) < (l - 1) * s) then
-    local x = 3 * i
-    if G[x - 2] == l then
-      -- the back is in the stored ring: it is rewritten from here
-      G[x - 2] = l - 1
-      a[#a + 1] = b
-      a[#a + 1] = 0
-    end
+  local merged = l > 0 and (t - t % s == b - b % s
+      or l >= 131072 or W[i] - (i > 1 and W[i - 1] or 0) < (l - 1) * s)
+  local x = 3 * i
+  if merged and G[x - 2] ~= l then
+    -- the back is one this check added (the last of A[i])
     a[#a - 1], a[#a] = t, tot
   else
-    a[#a + 1] = t
-    a[#a + 1] = tot
-    F[k - 4] = l + 1
-    if l == F[k - 6] then grows = true end
+    if merged then
+      -- the back is in the stored ring: it is rewritten from here, as added
+      G[x - 2] = l - 1
+    else
+      F[k - 4] = l + 1
+      if l == F[k - 6] then grows = true end
+    end
+    -- (A[i] made with its first entry: a table grown from empty is remade as it grows)
+    if a then
+      a[#a + 1] = t
+      a[#a + 1] = tot
+    else
+      A[i] = {t, tot}
+    end
   end
   F[k - 1] = t
   if F[k - 4] == 1 then F[k - 2] = t end
 end
 
 -- An empty log of n rules: its F and G.
+-- (Made whole by a constructor for the common n: a table grown from empty is remade as it
+-- grows.)
 local function empty(n)
+  if n == 1 then return {0, 0, 0, 0, 0, 0, 0}, {0, 0, 1} end
+  if n == 4 then
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1}
+  end
   local f, g = {}, {}
   for k = 1, 7 * n do f[k] = 0 end
   for i = 1, n do g[3 * i - 2], g[3 * i - 1], g[3 * i] = 0, 0, 1 end

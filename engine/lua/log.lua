@@ -81,9 +81,18 @@ local function check(log, record, banned, ARGV, b, last, held)
     end
     WINDOWS = table.concat(parts)
   else
-    -- (the windows as numbers follow the limits; WINDOWS holds them as stored)
-    for i = 1, n do
-      limits[i], windows[i] = ARGV[first + i - 1] + 0, ARGV[first + n + i - 1] + 0
+    -- (the windows as numbers follow the limits; WINDOWS holds them as stored; the tables
+    -- made whole by a constructor for the common n, as a table grown from empty is remade
+    -- as it grows)
+    if n == 1 then
+      limits, windows = {ARGV[first] + 0}, {ARGV[first + 1] + 0}
+    elseif n == 4 then
+      limits = {ARGV[first] + 0, ARGV[first + 1] + 0, ARGV[first + 2] + 0, ARGV[first + 3] + 0}
+      windows = {ARGV[first + 4] + 0, ARGV[first + 5] + 0, ARGV[first + 6] + 0, ARGV[first + 7] + 0}
+    else
+      for i = 1, n do
+        limits[i], windows[i] = ARGV[first + i - 1] + 0, ARGV[first + n + i - 1] + 0
+      end
     end
   end
   -- (windows come shortest first)
@@ -104,7 +113,7 @@ local function check(log, record, banned, ARGV, b, last, held)
     BANDS, HEADER = '>' .. bands, '>c0BBBI6I6c0' .. bands
   end
   local X = 7 * n
-  W, A = windows, {}
+  W, A = windows, {false, false, false, false}
   F, G, chunk, chunk_at, grows = nil, nil, '', 0, false
   local newest, expire_at = 0, 0
   t0 = 0
@@ -187,7 +196,8 @@ local function check(log, record, banned, ARGV, b, last, held)
   -- stored time would be ambiguous): start afresh.
   if now < newest then now = newest end
   local jumped = now - newest >= 1099511627776 / 2
-  if jumped then
+  -- (a log that did not fit and was not rebuilt is empty already, a fresh key's among them)
+  if jumped and (fits or changed) then
     F, G = empty(n)
     A = {}
     keep = nil
@@ -314,7 +324,9 @@ local function check(log, record, banned, ARGV, b, last, held)
   if rewrite then
     -- The whole string: every ring from its first slot, a ring that outgrew its capacity
     -- at twice it (at least 4, at most its most).
-    ring = {}
+    -- (ring[1] the header, once it is made; the table made whole, its parts '' until set)
+    ring = {'', '', '', '', '', '', '', '', ''}
+    local r = 1
     for i = 1, n do
       local k, x = 7 * i, 3 * i
       local c, l, st = F[k - 6], F[k - 4], G[x - 2]
@@ -325,15 +337,32 @@ local function check(log, record, banned, ARGV, b, last, held)
         local bytes = call('GETRANGE', key, at + slot * 10, at + (slot + first) * 10 - 1)
         if st > first then bytes = bytes .. call('GETRANGE', key, at, at + (st - first) * 10 - 1) end
         if #bytes ~= st * 10 then error({err = 'ratekeeper: the stored log is damaged (its bytes do not hold what its header says)'}) end
-        ring[#ring + 1] = bytes
+        r = r + 1
+        ring[r] = bytes
       end
-      if l > st then ring[#ring + 1] = entries(A[i], G[x], l - st) end
+      if l > st then
+        r = r + 1
+        ring[r] = entries(A[i], G[x], l - st)
+      end
       if l > c then
-        local s = exact and 1 or math.max(1, math.ceil(W[i] / 1024))
-        local most = math.max(1, min(math.floor((W[i] - (i > 1 and W[i - 1] or 0)) / s) + 2, 131072))
-        c = min(most, math.max(l, 2 * c, 4))
+        -- (its step, as push's; its most entries, min(floor(span / step) + 2, 131072))
+        local s = 1
+        if not exact then
+          local w = W[i] + 1023
+          s = (w - w % 1024) / 1024
+        end
+        local most = (W[i] - (i > 1 and W[i - 1] or 0)) / s
+        most = most - most % 1 + 2
+        if most > 131072 then most = 131072 elseif most < 1 then most = 1 end
+        local grown = 2 * c
+        if grown < l then grown = l end
+        if grown < 4 then grown = 4 end
+        c = grown < most and grown or most
       end
-      ring[#ring + 1] = string.rep('\0', (c - l) * 10)
+      if c > l then
+        r = r + 1
+        ring[r] = string.rep('\0', (c - l) * 10)
+      end
       F[k - 6], F[k - 5] = c, 0
     end
   end
@@ -342,7 +371,8 @@ local function check(log, record, banned, ARGV, b, last, held)
     WINDOWS, unpack(F, 1, X))
 
   if ring then
-    local whole = header .. table.concat(ring)
+    ring[1] = header
+    local whole = table.concat(ring)
     if held then held[#held + 1] = {'SET', key, whole, 'PX', TTL} else call('SET', key, whole, 'PX', TTL) end
     return result
   end

@@ -20,16 +20,11 @@ local held, replies, at = {}, {}, 2
 local admitted = true
 for i = 1, m do
   local k = ARGV[at] + 0
-  local writes = {}
-  replies[i] = check(KEYS[i], nil, nil, ARGV, at, at + k, writes)
+  replies[i] = check(KEYS[i], nil, nil, ARGV, at, at + k, held)
   admitted = admitted and replies[i][2] == 1
-  held[i] = writes
   at = at + 1 + k
 end
 if admitted or sub(ARGV[3], 1, 1) == 's' then
-  for i = 1, m do
-    local writes = held[i]
-    for j = 1, #writes do call(unpack(writes[j])) end
-  end
+  for j = 1, #held do call(unpack(held[j])) end
 end
 return replies
