@@ -88,7 +88,9 @@ local function check(log, record, banned, ARGV, b, last, held)
       limits, windows = {ARGV[first] + 0}, {ARGV[first + 1] + 0}
     elseif n == 4 then
       limits = {ARGV[first] + 0, ARGV[first + 1] + 0, ARGV[first + 2] + 0, ARGV[first + 3] + 0}
-      windows = {ARGV[first + 4] + 0, ARGV[first + 5] + 0, ARGV[first + 6] + 0, ARGV[first + 7] + 0}
+      -- (read from WINDOWS, as stored: one call rather than four conversions of a string)
+      windows = {unpack5('>I5I5I5I5', WINDOWS)}
+      windows[5] = nil
     else
       for i = 1, n do
         limits[i], windows[i] = ARGV[first + i - 1] + 0, ARGV[first + n + i - 1] + 0
@@ -99,18 +101,22 @@ local function check(log, record, banned, ARGV, b, last, held)
   local longest = n > 0 and windows[n] or 0
   local H = 27 + 40 * n
   local flags = exact and 1 or 0
-  -- the formats of the bands' fields (7 each), alone and after the header's fixed part
-  local BANDS, HEADER
+  -- the formats of the bands' fields (7 each), alone and after the header's fixed part, and
+  -- the last byte read with the header, H + 32 * 10 - 1 (a string: Redis writes a number
+  -- given to a call with a costly printf)
+  local BANDS, HEADER, READ_END
   if n == 1 then
-    BANDS, HEADER = '>I5I5I5I5I5I5I5', '>c0BBBI6I6c0I5I5I5I5I5I5I5'
+    BANDS, HEADER, READ_END = '>I5I5I5I5I5I5I5', '>c0BBBI6I6c0I5I5I5I5I5I5I5', '386'
   elseif n == 2 then
     BANDS, HEADER = '>I5I5I5I5I5I5I5I5I5I5I5I5I5I5', '>c0BBBI6I6c0I5I5I5I5I5I5I5I5I5I5I5I5I5I5'
+    READ_END = '426'
   elseif n == 4 then
     BANDS = '>I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5'
     HEADER = '>c0BBBI6I6c0I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5I5'
+    READ_END = '506'
   else
     local bands = string.rep('I5', 7 * n)
-    BANDS, HEADER = '>' .. bands, '>c0BBBI6I6c0' .. bands
+    BANDS, HEADER, READ_END = '>' .. bands, '>c0BBBI6I6c0' .. bands, H + 32 * 10 - 1
   end
   local X = 7 * n
   W, A = windows, {false, false, false, false}
@@ -119,7 +125,7 @@ local function check(log, record, banned, ARGV, b, last, held)
   t0 = 0
 
   -- the header, and the first band's ring's first 32 entries (which follow it) in one read
-  local hdr = call('GETRANGE', key, 0, H + 32 * 10 - 1)
+  local hdr = call('GETRANGE', key, '0', READ_END)
   local size = #hdr
   local fresh = size == 0
   local fits, guarded = false, false
@@ -331,11 +337,19 @@ local function check(log, record, banned, ARGV, b, last, held)
       local k, x = 7 * i, 3 * i
       local c, l, st = F[k - 6], F[k - 4], G[x - 2]
       if st > 0 then
-        -- its entries in the stored ring, as stored: one or two ranges, where the ring wraps
+        -- its entries in the stored ring, as stored: one or two ranges, where the ring wraps,
+        -- each cut from the bytes read with the header when it lies within them (a young
+        -- log's rings often do), else read
         local slot, at = F[k - 5], G[x - 1]
         local first = min(st, c - slot)
-        local bytes = call('GETRANGE', key, at + slot * 10, at + (slot + first) * 10 - 1)
-        if st > first then bytes = bytes .. call('GETRANGE', key, at, at + (st - first) * 10 - 1) end
+        local from, to = at + slot * 10, at + (slot + first) * 10 - 1
+        local bytes
+        if to < size then bytes = sub(hdr, from + 1, to + 1) else bytes = call('GETRANGE', key, from, to) end
+        if st > first then
+          to = at + (st - first) * 10 - 1
+          if to < size then bytes = bytes .. sub(hdr, at + 1, to + 1)
+          else bytes = bytes .. call('GETRANGE', key, at, to) end
+        end
         if #bytes ~= st * 10 then error({err = 'ratekeeper: the stored log is damaged (its bytes do not hold what its header says)'}) end
         r = r + 1
         ring[r] = bytes
@@ -412,10 +426,10 @@ local function check(log, record, banned, ARGV, b, last, held)
     end
   end
   if held then
-    held[#held + 1] = {'SETRANGE', key, 0, head}
+    held[#held + 1] = {'SETRANGE', key, '0', head}
     if renew then held[#held + 1] = {'PEXPIRE', key, TTL} end
   else
-    call('SETRANGE', key, 0, head)
+    call('SETRANGE', key, '0', head)
     if renew then call('PEXPIRE', key, TTL) end
   end
   return result
