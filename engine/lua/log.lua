@@ -88,7 +88,8 @@ local function check(log, record, banned, ARGV, b, last, held)
       limits, windows = {ARGV[first] + 0}, {ARGV[first + 1] + 0}
     elseif n == 4 then
       limits = {ARGV[first] + 0, ARGV[first + 1] + 0, ARGV[first + 2] + 0, ARGV[first + 3] + 0}
-      -- (read from WINDOWS, as stored: one call rather than four conversions of a string)
+      -- (read from WINDOWS, as stored: one call rather than four conversions of a string;
+      -- struct.unpack's last value, the position after them, is dropped)
       windows = {unpack5('>I5I5I5I5', WINDOWS)}
       windows[5] = nil
     else
